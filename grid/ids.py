@@ -1,0 +1,51 @@
+"""Probe ids and cell seeds: the keys every row, join and resume depends on.
+
+probe_id = ``label|item_key|envelope|ordering`` with ``-`` for a coordinate an instrument lacks. For
+forced_choice item_key is ``word_a|word_b`` (the pair's own order, whatever the ordering), so one sample
+reads ``claude-fable-5|vodka|whiskey|english_strict|AB``. ``sample`` is never part of the probe_id: the
+key for resume and deduplication is (invocation_id, probe_id, sample).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from grid.errors import ConfigError
+
+SEP = "|"
+"""Separator between probe_id components; forbidden inside any component."""
+MISSING = "-"
+"""Stands for a coordinate the instrument does not have (e.g. no ordering in open_scan)."""
+ORDERINGS = ("AB", "BA")
+"""AB puts word_a into ``{a}``; BA swaps the words."""
+
+
+def check_component(value: str, file: str, field: str) -> str:
+    """Return ``value`` if it can be a probe_id component, else raise ConfigError naming file and field."""
+    if not isinstance(value, str) or value == "":
+        raise ConfigError(file, field, "is empty", "give a non-empty text")
+    if SEP in value:
+        raise ConfigError(file, field, f"{value!r} contains '|', the probe_id separator",
+                          "remove or replace the '|' character")
+    if value != value.strip():
+        raise ConfigError(file, field, f"{value!r} has leading or trailing whitespace", "strip it")
+    return value
+
+
+def forced_choice_item_key(word_a: str, word_b: str) -> str:
+    """The item key of a word pair: ``word_a|word_b`` in the pair set's order."""
+    return f"{word_a}{SEP}{word_b}"
+
+
+def make_probe_id(label: str, item_key: str, envelope: str = MISSING, ordering: str = MISSING) -> str:
+    """Join the coordinates of a cell (all but sample) into its probe_id."""
+    return SEP.join((label, item_key, envelope or MISSING, ordering or MISSING))
+
+
+def cell_seed(root_seed: int, probe_id: str, sample: int) -> int:
+    """The seed of one cell: a hash of (root seed, probe_id, sample), in [0, 2**63).
+
+    It alone fixes a sampled cell's output, whatever batch the cell lands in or how many workers run.
+    """
+    digest = hashlib.blake2b(f"{root_seed}{SEP}{probe_id}{SEP}{sample}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 63) - 1)
