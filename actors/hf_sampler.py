@@ -1,0 +1,168 @@
+"""HF sampler actor: a transformers causal LM answering batches of rendered cells.
+
+Greedy cells (temperature 0) are generated in batches with left padding. Sampled cells are generated
+one at a time after seeding torch with the cell's own seed, so a sampled cell's text depends only on
+its seed — never on which other cells share its batch. Timing is honest about its scope: HF
+``generate`` runs a batch in lock step, so ``timing_scope='batch'``: ``prefill_ms`` is batch start to
+the batch's first generated token, ``ttft_ms`` equals it, and ``total_ms`` is batch start to the step
+at which this row produced its stop token (monotonic clock). Per-request streaming timing comes with
+the vLLM engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from actors.chat import render_chat
+from grid.trace_schema import to_trace_table
+
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class _StepClock:
+    """Stopping criterion that never stops anything: it records when each row emitted a stop token."""
+
+    def __init__(self, start: float, prompt_len: int, stop_ids: set[int], batch: int):
+        self.start, self.prompt_len, self.stop_ids = start, prompt_len, stop_ids
+        self.first_token: float | None = None
+        self.row_end: list[float | None] = [None] * batch
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
+            if self.row_end[row] is None and token in self.stop_ids:
+                self.row_end[row] = now
+        self.last_step = now
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+class HFSampler:
+    """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
+        instrument, envelope_version."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
+        hf_logging.set_verbosity_error()
+        self.variant, self.run, self.source = variant, run, model_source
+        self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        dtype = _DTYPES.get(variant.get("dtype", "float32"), "auto")
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.get("device", "cpu"))
+        self.model.eval()
+        stop = self.model.generation_config.eos_token_id
+        stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
+        self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
+        self.where = self._where()
+
+    @staticmethod
+    def _where() -> dict:
+        import ray
+
+        if not ray.is_initialized():   # outside Ray (the bare benchmark loop); never start Ray from here
+            return {"node_id": None, "actor_id": None, "hostname": socket.gethostname()}
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(), "hostname": socket.gethostname()}
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Answer every cell of ``batch`` (rendered cells) and return one trace row per cell."""
+        cells = batch.to_pylist()
+        greedy = [c for c in cells if self.variant["temperature"] == 0]
+        sampled = [c for c in cells if self.variant["temperature"] != 0]
+        rows = self._generate_safely(greedy) if greedy else []
+        for cell in sampled:
+            rows += self._generate_safely([cell])
+        order = {(c["probe_id"], c["sample"]): i for i, c in enumerate(cells)}
+        rows.sort(key=lambda r: order[(r["probe_id"], r["sample"])])
+        return to_trace_table(rows)
+
+    def _generate_safely(self, cells: list[dict]) -> list[dict]:
+        """Generate; if the batch fails, retry cell by cell so that only the failing cells become error rows."""
+        try:
+            return self._generate(cells)
+        except Exception as exc:
+            if len(cells) == 1:
+                return [self._row(cells[0], error=f"{type(exc).__name__}: {exc}")]
+            rows = []
+            for cell in cells:
+                rows += self._generate_safely([cell])
+            return rows
+
+    def _generate(self, cells: list[dict]) -> list[dict]:
+        import torch
+        from transformers import GenerationConfig, StoppingCriteriaList
+
+        v = self.variant
+        prompts, folded = [], []
+        for c in cells:
+            text, was_folded = render_chat(self.tokenizer, c["system_text"], c["user_text"], v.get("chat_template_kwargs"))
+            prompts.append(text)
+            folded.append(was_folded)
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        sampling = v["temperature"] != 0
+        config = GenerationConfig(
+            max_new_tokens=int(v["max_tokens"]), do_sample=sampling,
+            temperature=float(v["temperature"]) if sampling else None,
+            top_p=float(v["top_p"]) if sampling else None, top_k=0 if sampling else None,
+            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.stop_ids))
+        prompt_len = enc["input_ids"].shape[1]
+        start = time.monotonic()
+        clock = _StepClock(start, prompt_len, self.stop_ids, len(cells))
+        if sampling:
+            torch.manual_seed(int(cells[0]["seed"]))
+        with torch.inference_mode():
+            out = self.model.generate(**enc, generation_config=config, stopping_criteria=StoppingCriteriaList([clock]))
+        end = time.monotonic()
+        first = clock.first_token or end
+        rows = []
+        for i, cell in enumerate(cells):
+            generated = out[i, prompt_len:].tolist()
+            stop_at = next((k for k, t in enumerate(generated) if t in self.stop_ids), None)
+            n_tokens = stop_at + 1 if stop_at is not None else len(generated)
+            text = self.tokenizer.decode(generated[: stop_at if stop_at is not None else len(generated)],
+                                         skip_special_tokens=True)
+            row_end = clock.row_end[i] or end
+            ttft, total = (first - start) * 1000, (row_end - start) * 1000
+            rows.append(self._row(
+                cell, response=text, system_folded=folded[i],
+                prompt_tokens=int(enc["attention_mask"][i].sum()), completion_tokens=n_tokens,
+                finish_reason="stop" if stop_at is not None else "length", batch_size=len(cells),
+                prefill_ms=ttft, ttft_ms=ttft, total_ms=total,
+                decode_tok_s=(n_tokens - 1) / ((total - ttft) / 1000) if n_tokens > 1 and total > ttft else None))
+        return rows
+
+    def _row(self, cell: dict, **fields) -> dict:
+        """A trace row for ``cell`` carrying the run's identity, the coordinates and ``fields``."""
+        v = self.variant
+        overrides = {"effort": v.get("effort"), "extra_body": v.get("extra_body") or {},
+                     "chat_template_kwargs": v.get("chat_template_kwargs") or {}}
+        row = {
+            "invocation_id": self.run["invocation_id"], "experiment": self.run["experiment"],
+            "instrument": self.run["instrument"], "envelope_version": self.run.get("envelope_version"),
+            "probe_id": cell["probe_id"], "sample": cell["sample"], "attempt": cell.get("attempt", 1),
+            "label": v["label"], "model": v["model"], "model_canonical": self.source, "backend": "hf",
+            "pair_id": cell.get("pair_id"), "word_a": cell.get("word_a"), "word_b": cell.get("word_b"),
+            "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
+            "system_text": cell["system_text"], "user_text": cell["user_text"],
+            "temperature": float(v["temperature"]), "top_p": float(v["top_p"]), "max_tokens": int(v["max_tokens"]),
+            "seed": cell["seed"], "generation_overrides": json.dumps(overrides, sort_keys=True),
+            "timing_scope": "batch", "created_at": datetime.now(timezone.utc), **self.where,
+        }
+        row.update(fields)
+        return row

@@ -1,0 +1,51 @@
+"""Connecting to Ray, or starting a local Ray for this process.
+
+``RAY_ADDRESS`` (or ``--ray-address``) joins an existing cluster; otherwise a local Ray starts with the
+machine's CPUs. Local runs disable Ray's token auth (``RAY_AUTH_MODE=disabled``) unless it is set.
+Every worker gets one torch/OpenMP thread and offline model hubs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from cluster.home import home
+
+WORKER_ENV = {
+    "OMP_NUM_THREADS": "1",          # one torch thread per actor: two on two busy cores collapse throughput
+    "MKL_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_OFFLINE": "1",           # weights come from local paths or packages, never a hub at run time
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Initialise Ray once per process: join ``address``/``RAY_ADDRESS`` or start a local instance."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    env_vars = {**WORKER_ENV, "MIRRORSCAN_HOME": str(home()), "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}
+    address = address or os.environ.get("RAY_ADDRESS")
+    kwargs = dict(runtime_env={"env_vars": env_vars}, logging_level=logging.WARNING, log_to_driver=True)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        # address="local" always starts a fresh instance (never joins another driver's local Ray)
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+    quiet_ray_data()
+
+
+def quiet_ray_data() -> None:
+    """mirrorscan draws its own progress bar; Ray Data's per-operator bars and banners are turned off."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    for attr in ("print_on_execution_start", "enable_operator_progress_bars"):
+        if hasattr(ctx, attr):
+            setattr(ctx, attr, False)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)

@@ -1,0 +1,37 @@
+"""The ``mirrorscan`` command: one verb per job.
+
+  mirrorscan scan EXPERIMENT_DIR [--resume]   run (or finish) an experiment's grid
+  mirrorscan sql "SELECT …"                   query traces and invocations
+  mirrorscan prepare-demo                     convert the packaged demo model once
+
+``mirrorscan VERB --help`` explains each verb.
+"""
+
+from __future__ import annotations
+
+import sys
+
+VERBS = {
+    "scan": ("jobs.scan", "run or resume an experiment's grid"),
+    "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
+    "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a verb's ``main``; returns the exit code."""
+    import importlib
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
+        print(__doc__.strip(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
+        print("\nverbs:", file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+        for verb, (_, text) in VERBS.items():
+            print(f"  {verb:<14}{text}")
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    module = importlib.import_module(VERBS[argv[0]][0])
+    return module.main(argv[1:], prog=f"mirrorscan {argv[0]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

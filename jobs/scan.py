@@ -1,0 +1,258 @@
+"""``mirrorscan scan`` / ``python -m jobs.scan``: run an experiment's grid and store every cell.
+
+Flow: validate config.json (exit 2 on any problem, nothing written) → record the invocation in the
+catalog (settings frozen) → expand the grid, minus cells already stored → Ray Data over one actor pool
+per model → Parquet parts in the store → final counts and status in the catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cluster.home import default_store_uri
+from grid.cells import add_seeds, expand_forced_choice, plan_attempts
+from grid.errors import CatalogError, ConfigError
+from grid.probesets import load_pairs
+from grid.spec import Spec, load_spec, settings_differences, settings_hash
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+HELP = """\
+Run the grid of one experiment (experiments/<name>/config.json) and store every cell.
+
+Rerun semantics:
+  scan DIR            a NEW invocation of the full grid; its traces sit beside those of earlier
+                      invocations (nothing is overwritten, nothing is skipped).
+  scan DIR --resume   finishes the newest unfinished invocation of this experiment, rebuilding the
+                      grid from its FROZEN settings. If config.json now differs from them, it exits
+                      with code 2 and lists the differing fields. Cells with a successful row are
+                      skipped; cells whose rows are all errors are retried until they have had
+                      --max-attempts attempts. After a crash (even kill -9) a resume leaves every cell
+                      exactly once among the successful rows.
+
+Where things go: traces to <store>/<experiment>/<invocation_id>/traces/*.parquet (store from --store,
+config "store", $MIRRORSCAN_STORE, else $MIRRORSCAN_HOME/store); the invocation record to the catalog
+(--catalog-dsn, config "catalog_dsn", $MIRRORSCAN_CATALOG_DSN, else an embedded PostgreSQL under
+$MIRRORSCAN_HOME started on demand).
+
+Exit codes: 0 every cell has a successful row; 1 some cells errored or are missing; 2 bad input
+(config, probe set, envelopes, flags), nothing written; 130 interrupted.
+"""
+
+
+def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
+    """The scan command's argument parser (shared by ``mirrorscan scan`` and ``python -m jobs.scan``)."""
+    p = argparse.ArgumentParser(prog=prog, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiment", help="experiment folder holding config.json (or the config.json itself)")
+    p.add_argument("--resume", action="store_true", help="finish the newest unfinished invocation (see above)")
+    p.add_argument("--max-attempts", type=int, default=3, metavar="N",
+                   help="with --resume: attempts per cell before it is given up (default 3)")
+    p.add_argument("--store", help="trace store URI (local folder or s3://bucket/prefix)")
+    p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
+    p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+@dataclass
+class ScanResult:
+    """What one scan did: the invocation, where its traces are and how many cells ended how."""
+
+    invocation_id: str
+    experiment: str
+    status: str
+    traces_path: str
+    counts: dict = field(default_factory=dict)
+
+
+def resolve_store(flag: str | None, spec: Spec) -> str:
+    """The store URI: flag, then config, then $MIRRORSCAN_STORE, then the home store (absolute for local)."""
+    uri = flag or spec.values.get("store") or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def resolve_catalog(flag: str | None, spec: Spec | None) -> str | None:
+    """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
+    return flag or (spec.values.get("catalog_dsn") if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None
+
+
+def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dict:
+    """Cells by status from the stored rows: ok (≥1 successful row), error (only error rows), missing."""
+    rows = store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
+    ok_keys = rows.filter(pc.is_null(rows.column("error"))).group_by(["probe_id", "sample"]).aggregate([])
+    all_keys = rows.group_by(["probe_id", "sample"]).aggregate([])
+    ok = ok_keys.num_rows
+    return {"cells": n_cells, "ok": ok, "error": all_keys.num_rows - ok, "missing": n_cells - all_keys.num_rows,
+            "rows": rows.num_rows, "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error"))).as_py()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
+    inv = catalog.newest_unfinished(spec.experiment)
+    if inv is None:
+        raise ConfigError(spec.config_path, "--resume", f"experiment {spec.experiment!r} has no unfinished invocation",
+                          "run scan without --resume to start a new invocation")
+    diffs = settings_differences(inv["settings"], settings)
+    if diffs:
+        raise ConfigError(spec.config_path, ", ".join(diffs),
+                          f"differs from the frozen settings of invocation {inv['invocation_id']}",
+                          "restore those fields in config.json, or start a new invocation without --resume")
+    if inv["status"] == "running" and inv["host"] == socket.gethostname() and inv["pid"] != os.getpid() \
+            and _pid_alive(int(inv["pid"])):
+        raise ConfigError(spec.config_path, "--resume", f"invocation {inv['invocation_id']} is still running (pid {inv['pid']})",
+                          "wait for it to finish or stop that process first")
+    return inv
+
+
+def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
+             catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False) -> ScanResult:
+    """Run (or resume) an experiment's grid; return the invocation id, final status, counts and traces path."""
+    from cluster.catalog import Catalog, resolve_dsn
+    from cluster.models import resolve_model_source
+    from cluster.provenance import provenance
+    from cluster.store import open_store
+
+    if max_attempts < 1:
+        raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
+    spec = load_spec(experiment)
+    spec.values["store"] = resolve_store(store, spec)
+    settings = spec.settings()
+    sources = {m.label: resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+               for i, m in enumerate(spec.models)}
+    trace_store = open_store(spec.values["store"])
+    with Catalog(resolve_dsn(resolve_catalog(catalog_dsn, spec))) as catalog:
+        if resume:
+            inv = _resume_target(catalog, spec, settings)
+            invocation_id, settings = str(inv["invocation_id"]), inv["settings"]
+            removed, quarantined = trace_store.cleanup(spec.experiment, invocation_id)
+            if not quiet and (removed or quarantined):
+                print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable part(s)",
+                      file=sys.stderr)
+            catalog.update_progress(invocation_id, "running", inv.get("counts") or {})
+        else:
+            invocation_id = str(uuid.uuid4())
+            prov = provenance()
+            catalog.create_invocation({
+                "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": settings["instrument"],
+                "settings": settings, "settings_hash": settings_hash(settings), **prov,
+                "content_hashes": {"probe_set": spec.pairs.sha256, "envelopes": spec.envelope_set.sha256},
+                "store_uri": spec.values["store"], "status": "running", "counts": {"cells": spec.n_cells()}})
+            trace_store.write_manifest(spec.experiment, invocation_id, {
+                "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources})
+        result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet)
+    return result
+
+
+def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet) -> ScanResult:
+    """Expand the grid from frozen ``settings``, run what is left, and record the outcome."""
+    experiment = spec.experiment
+    pairs = load_pairs(settings["probe_set"])   # hash equals the frozen one (checked by settings comparison)
+    labels = [m["label"] for m in settings["models"]]
+    cells = expand_forced_choice(labels, pairs.table, settings["envelopes"], settings["orderings"], settings["samples"])
+    prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
+    todo, given_up = plan_attempts(cells, prior, max_attempts)
+    todo = add_seeds(todo, settings["seed"])
+    status = "running"
+    try:
+        if todo.num_rows:
+            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address)
+        counts = cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
+        counts["given_up"] = given_up.num_rows
+        status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
+    except KeyboardInterrupt:
+        status, counts = "interrupted", cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
+        raise
+    except BaseException:
+        status, counts = "failed", cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
+        raise
+    finally:
+        if status != "running":
+            catalog.update_progress(invocation_id, status, counts, finished=True)
+    return ScanResult(invocation_id, experiment, status,
+                      trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts)
+
+
+def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
+               quiet: bool, ray_address: str | None) -> None:
+    from tqdm import tqdm
+
+    from cluster.pipeline import run_grid
+    from cluster.ray_session import ensure_ray
+
+    ensure_ray(ray_address)
+    run = {"invocation_id": invocation_id, "experiment": experiment, "instrument": settings["instrument"],
+           "envelope_version": settings["envelope_set"]["version"]}
+    done = {"rows": 0, "errors": 0}
+    last_update = [time.monotonic()]
+    bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}", disable=quiet, file=sys.stderr,
+               dynamic_ncols=True, smoothing=0.1)
+
+    def on_part(rows: int, errors: int) -> None:
+        done["rows"] += rows
+        done["errors"] += errors
+        bar.update(rows)
+        bar.set_postfix(errors=done["errors"], refresh=False)
+        if time.monotonic() - last_update[0] > 5:   # progress in the catalog, at most every 5 s
+            last_update[0] = time.monotonic()
+            try:
+                catalog.update_progress(invocation_id, "running", {"cells_this_run": todo.num_rows, **done})
+            except CatalogError:
+                pass   # progress is advisory; the final status is written at the end
+    try:
+        run_grid(todo, settings["models"], sources, run, settings["envelope_set"]["texts"],
+                 store_uri=settings["store"], batch_size=settings["batch_size"],
+                 pool_size=settings["actor_pool_size"], on_part=on_part)
+    finally:
+        bar.close()
+
+
+def print_summary(result: ScanResult, out=sys.stdout) -> None:
+    """Print the invocation id, cells by status and where the Parquet is."""
+    c = result.counts
+    print(f"invocation {result.invocation_id}  experiment {result.experiment}  status {result.status}", file=out)
+    print(f"cells: {c.get('cells', 0)} total · {c.get('ok', 0)} ok · {c.get('error', 0)} error · "
+          f"{c.get('missing', 0)} missing  ({c.get('rows', 0)} rows, {c.get('error_rows', 0)} error rows)", file=out)
+    print(f"traces: {result.traces_path}/", file=out)
+    print(f"query:  mirrorscan sql \"SELECT probe_id, response FROM traces WHERE invocation_id = '{result.invocation_id}' LIMIT 5\"",
+          file=out)
+
+
+def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
+    """CLI entry point; returns the exit code."""
+    args = build_parser(prog).parse_args(argv)
+    try:
+        result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
+                          catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except CatalogError as exc:
+        print(f"catalog error: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    except KeyboardInterrupt:
+        print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_summary(result)
+    return EXIT_OK if result.status == "complete" else EXIT_INCOMPLETE
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m jobs.scan"))

@@ -1,0 +1,136 @@
+"""Spec validation: every bad input is one ConfigError naming file, field and fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grid.errors import ConfigError
+from grid.spec import default_label, load_spec, settings_differences, settings_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
+
+
+def make_experiment(tmp_path: Path, config: dict, pairs: str = PAIRS, name: str = "exp") -> Path:
+    folder = tmp_path / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pairs.csv").write_text(pairs, encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def base_config(**overrides) -> dict:
+    config = {"instrument": "forced_choice", "models": [{"model": "/models/Some-Model", "label": "m1"}],
+              "probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"]}
+    config.update(overrides)
+    return config
+
+
+def error_for(tmp_path: Path, config: dict, pairs: str = PAIRS) -> ConfigError:
+    folder = make_experiment(tmp_path, config, pairs)
+    with pytest.raises(ConfigError) as info:
+        load_spec(folder)
+    return info.value
+
+
+def test_valid_spec_resolves_defaults(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config()))
+    assert spec.experiment == "exp"
+    assert spec.values["orderings"] == ["AB", "BA"] and spec.values["samples"] == 1
+    assert spec.models[0].temperature == 0.0 and spec.models[0].max_tokens == 64
+    assert spec.n_cells() == 1 * 2 * 2 * 2 * 1
+    settings = spec.settings()
+    assert settings["envelope_set"]["texts"]["json_schema"]["user"].startswith('Return {"choice": "..."}')
+    assert settings["probe_set_sha256"] == spec.pairs.sha256
+    assert settings_hash(settings) == settings_hash(json.loads(json.dumps(settings)))
+
+
+def test_default_label_from_model_and_effort(tmp_path):
+    assert default_label("HuggingFaceTB/SmolLM2-135M-Instruct", None) == "smollm2-135m-instruct"
+    assert default_label("openai/GPT-X", "high") == "gpt-x@high"
+    spec = load_spec(make_experiment(tmp_path, base_config(models=[{"model": "org/Big-Model", "effort": "low"}])))
+    assert spec.models[0].label == "big-model@low"
+
+
+@pytest.mark.parametrize("config, field", [
+    (base_config(colour="blue"), "colour"),
+    (base_config(models=[{"model": "x", "labl": "typo"}]), "models[0].labl"),
+    (base_config(samples="3"), "samples"),
+    (base_config(temperature=True), "temperature"),
+    (base_config(max_tokens=0), "max_tokens"),
+    (base_config(top_p=1.5), "top_p"),
+    (base_config(orderings=["AB", "AC"]), "orderings"),
+    (base_config(envelopes=["english_strict", "no_such_envelope"]), "envelopes[1]"),
+    (base_config(instrument="telepathy"), "instrument"),
+    (base_config(models=[{"model": "a/m", "label": "same"}, {"model": "b/m", "label": "same"}]), "models[1].label"),
+    (base_config(models=[{"model": "a/m", "label": "bad|label"}]), "models[0].label"),
+    (base_config(models=[{"model": "a/m", "backend": "telegraph"}]), "models[0].backend"),
+    (base_config(models=[{"model": "a/m", "api_key": "sk-secret"}]), "models[0].api_key"),
+    (base_config(probe_set="missing.csv"), "probe_set"),
+    (base_config(models=[]), "models"),
+])
+def test_bad_config_names_file_field_and_fix(tmp_path, config, field):
+    err = error_for(tmp_path, config)
+    assert err.field == field
+    assert err.file.endswith("config.json") or field == "probe_set"
+    assert err.fix and "fix:" in str(err) and "\n" not in str(err)
+    assert "sk-secret" not in str(err)
+
+
+@pytest.mark.parametrize("pairs, field_part, problem_part", [
+    ("pair_id,word_a,word_b\np1,vodka,whiskey\np1,cat,dog\n", "line 3:pair_id", "duplicate pair id"),
+    ("pair_id,word_a,word_b\np1,vo|dka,whiskey\n", "line 2:word_a", "'|'"),
+    ("pair_id,word_a,word_b\np|1,vodka,whiskey\n", "line 2:pair_id", "'|'"),
+    ("pair_id,word_a,word_b\np1,vodka,whiskey\np2,whiskey,vodka\n", "line 3", "already appears"),
+    ("id,a,b\np1,vodka,whiskey\n", "line 1", "header"),
+    ("pair_id,word_a,word_b\np1,vodka\n", "line 2", "columns"),
+])
+def test_bad_pair_sets(tmp_path, pairs, field_part, problem_part):
+    err = error_for(tmp_path, base_config(), pairs)
+    assert err.file.endswith("pairs.csv")
+    assert err.field == field_part and problem_part in err.problem
+
+
+def test_envelope_without_both_placeholders(tmp_path):
+    folder = make_experiment(tmp_path, base_config(envelopes_file="envs.json", envelopes=["only_a"]))
+    (folder / "envs.json").write_text(json.dumps({"version": "t", "envelopes": [
+        {"id": "only_a", "system": "", "user": "Pick {a} please."}]}))
+    with pytest.raises(ConfigError) as info:
+        load_spec(folder)
+    assert info.value.file.endswith("envs.json") and info.value.field == "envelopes[0].user"
+    assert "{a} and {b}" in str(info.value)
+
+
+def test_envelope_id_with_separator(tmp_path):
+    folder = make_experiment(tmp_path, base_config(envelopes_file="envs.json", envelopes="all"))
+    (folder / "envs.json").write_text(json.dumps({"version": "t", "envelopes": [
+        {"id": "a|b", "system": "", "user": "{a} or {b}"}]}))
+    with pytest.raises(ConfigError) as info:
+        load_spec(folder)
+    assert info.value.field == "envelopes[0].id"
+
+
+def test_settings_differences_lists_paths():
+    frozen = {"max_tokens": 64, "models": [{"label": "a", "dtype": "float32"}], "orderings": ["AB", "BA"]}
+    current = {"max_tokens": 32, "models": [{"label": "a", "dtype": "bfloat16"}], "orderings": ["AB", "BA"]}
+    assert settings_differences(frozen, current) == ["max_tokens", "models[0].dtype"]
+    assert settings_differences(frozen, frozen) == []
+
+
+def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    folder = make_experiment(tmp_path, base_config(models=[{"model": "a/m", "label": "x", "dtpye": "float32"}]))
+    home = tmp_path / "home"
+    env = {"MIRRORSCAN_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "jobs.scan", str(folder)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "config.json" in lines[0] and "models[0].dtpye" in lines[0] and "fix:" in lines[0]
+    assert "Traceback" not in proc.stderr
+    written = [p for p in home.rglob("*")] if home.exists() else []
+    assert written == []
