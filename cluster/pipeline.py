@@ -1,8 +1,11 @@
 """Running cells through Ray Data: render → engine actor pool (one pool per model) → Parquet parts.
 
-The driver never holds the results: engine actors return trace rows, small write tasks store each
-block as one immutable part, and only per-part counts come back to the driver for the progress bar.
-A crash therefore loses at most the blocks in flight; everything written is a complete part.
+The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it answers a
+batch, stores the batch's trace rows as one immutable part, and returns only the counts, which the driver
+turns into the progress bar. A crash therefore loses at most the batches in flight, never a written part.
+
+The cells are cut into many small input blocks (a few engine batches each) so that every actor of a pool
+gets work and progress arrives as it happens: Ray Data hands an actor a whole block per call.
 """
 
 from __future__ import annotations
@@ -18,18 +21,28 @@ from grid.cells import render_forced_choice
 from grid.envelopes import Envelope
 from grid.trace_schema import TRACE_SCHEMA
 
-WRITE_TASK_CPUS = 0.25
-"""Write and render tasks are light: a fraction of a CPU, so engine actors keep the cores."""
+LIGHT_TASK_CPUS = 0.25
+"""Render tasks are light: a fraction of a CPU, so engine actors keep the cores."""
+MAX_BATCHES_PER_BLOCK = 8
+"""Upper bound on engine batches per input block (bounds what a crash or a slow actor holds)."""
 
 
-def write_block(table: pa.Table, store_uri: str, experiment: str, invocation_id: str) -> pa.Table:
-    """Store one block of trace rows as a part; return its counts (rows, error rows)."""
-    if table.num_rows == 0:
-        return pa.table({"rows": pa.array([], pa.int64()), "errors": pa.array([], pa.int64())})
-    table = table.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
-    open_store(store_uri).write_part(table, experiment, invocation_id, writer=f"w{os.getpid()}")
-    errors = table.num_rows - pc.sum(pc.is_null(table.column("error")).cast(pa.int64())).as_py()
-    return pa.table({"rows": [table.num_rows], "errors": [errors]})
+class StoringEngine:
+    """An engine actor that stores each answered batch as one part and returns its counts."""
+
+    def __init__(self, engine_cls: type, engine_kwargs: dict, store_uri: str, experiment: str, invocation_id: str):
+        """Build the engine (model load happens here, once per actor) and open the store."""
+        self.engine = engine_cls(**engine_kwargs)
+        self.store = open_store(store_uri)
+        self.experiment, self.invocation_id = experiment, invocation_id
+        self.writer = f"a{os.getpid()}"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Answer ``batch``, store the rows as a part, return (rows, error rows) for it."""
+        rows = self.engine(batch).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+        self.store.write_part(rows, self.experiment, self.invocation_id, self.writer)
+        errors = rows.num_rows - pc.sum(pc.is_null(rows.column("error")).cast(pa.int64())).as_py()
+        return pa.table({"rows": [rows.num_rows], "errors": [errors]})
 
 
 def render_block(table: pa.Table, envelopes: dict) -> pa.Table:
@@ -38,21 +51,28 @@ def render_block(table: pa.Table, envelopes: dict) -> pa.Table:
     return render_forced_choice(table, envs)
 
 
+def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Table]:
+    """Cut the cells into blocks of whole engine batches: at least ~4 blocks per actor, at most 8 batches each."""
+    n_batches = -(-cells.num_rows // batch_size)
+    per_block = max(1, min(MAX_BATCHES_PER_BLOCK, n_batches // (4 * pool_size)))
+    rows = per_block * batch_size
+    return [cells.slice(i, rows) for i in range(0, cells.num_rows, rows)]
+
+
 def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes: dict, *, store_uri: str,
               experiment: str, invocation_id: str, batch_size: int, pool_size: int,
               engine_resources: dict | None = None) -> Iterator[tuple[int, int]]:
     """Run one model's cells; yield (rows written, error rows) as each part lands."""
     import ray.data
 
-    ds = ray.data.from_arrow(cells)
+    ds = ray.data.from_arrow(input_blocks(cells, batch_size, pool_size))
     ds = ds.map_batches(render_block, fn_kwargs={"envelopes": envelopes}, batch_format="pyarrow",
-                        batch_size=batch_size, num_cpus=WRITE_TASK_CPUS)
-    ds = ds.map_batches(engine_cls, fn_constructor_kwargs=engine_kwargs, batch_format="pyarrow",
-                        batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=pool_size),
-                        **(engine_resources or {"num_cpus": 1}))
-    ds = ds.map_batches(write_block, fn_kwargs={"store_uri": store_uri, "experiment": experiment,
-                                                "invocation_id": invocation_id},
-                        batch_format="pyarrow", batch_size=None, num_cpus=WRITE_TASK_CPUS)
+                        batch_size=None, num_cpus=LIGHT_TASK_CPUS)
+    ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
+                        fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
+                                               "store_uri": store_uri, "experiment": experiment,
+                                               "invocation_id": invocation_id},
+                        compute=ray.data.ActorPoolStrategy(size=pool_size), **(engine_resources or {"num_cpus": 1}))
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for rows, errors in zip(counts.column("rows").to_pylist(), counts.column("errors").to_pylist()):
             yield rows, errors

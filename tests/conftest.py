@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -41,3 +42,40 @@ def catalog_dsn(pg_dsn):
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return make_conninfo(pg_dsn, dbname=name)
+
+
+# ---- models and Ray ---------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("MIRRORSCAN_HOME", str(REPO / ".mirrorscan"))   # where make prepared the demo model
+os.environ["MIRRORSCAN_HOME"] = str(Path(os.environ["MIRRORSCAN_HOME"]).resolve())
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    """The converted demo model (SmolLM2-135M-Instruct, fp32 safetensors), prepared once."""
+    from cluster.models import prepare_demo_model
+
+    return prepare_demo_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, demo_dir) -> Path:
+    """A tiny random Llama (2 layers, hidden 64) with the demo tokenizer: fast and deterministic."""
+    from cluster.models import build_tiny_random_model
+
+    return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "tiny", demo_dir, seed=0)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray (2 CPUs) shared by the tests of a module; shut down after the module."""
+    import ray
+
+    from cluster.ray_session import ensure_ray
+
+    ensure_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()

@@ -35,16 +35,6 @@ CHATS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def demo_dir() -> Path:
-    return prepare_demo_model()
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory, demo_dir) -> Path:
-    return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "model", demo_dir, seed=0)
-
-
 def _greedy(model, tokenizer, chats, max_new_tokens=12) -> list[list[int]]:
     out = []
     with torch.no_grad():

@@ -1,0 +1,105 @@
+"""The HF sampler actor class, called in-process (no Ray): answers, seeds, folding, timing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from actors.chat import FOLD_SEPARATOR, render_chat
+from actors.hf_sampler import HFSampler
+from grid.cells import add_seeds, expand_forced_choice, plan_attempts, render_forced_choice
+from grid.envelopes import load_envelopes
+from grid.ids import cell_seed
+
+PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
+RUN = {"invocation_id": "inv-1", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
+NO_SYSTEM_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def cells(samples: int = 1, seed: int = 11) -> pa.Table:
+    grid = expand_forced_choice(["tiny"], PAIRS, ["english_strict", "json_schema"], ["AB", "BA"], samples)
+    todo, _ = plan_attempts(grid, grid.slice(0, 0).select(["probe_id", "sample"]).append_column(
+        "error", pa.array([], pa.string())), 3)
+    return render_forced_choice(add_seeds(todo, seed), load_envelopes().envelopes)
+
+
+def variant(**kw) -> dict:
+    return {"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 8, "dtype": "float32", **kw}
+
+
+@pytest.fixture(scope="module")
+def greedy(tiny_dir):
+    return HFSampler(variant(), str(tiny_dir), RUN)
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_dir):
+    return HFSampler(variant(temperature=1.0, top_p=0.95), str(tiny_dir), RUN)
+
+
+def test_greedy_rows_carry_coordinates_text_and_honest_timing(greedy):
+    batch = cells()
+    out = greedy(batch).to_pylist()
+    assert [r["probe_id"] for r in out] == batch["probe_id"].to_pylist()
+    for row, cell in zip(out, batch.to_pylist()):
+        assert row["error"] is None and isinstance(row["response"], str)
+        assert row["user_text"] == cell["user_text"] and row["system_text"] == cell["system_text"]
+        assert row["seed"] == cell_seed(11, row["probe_id"], row["sample"])
+        assert 1 <= row["completion_tokens"] <= 8 and row["prompt_tokens"] > 10
+        assert row["finish_reason"] in ("stop", "length")
+        assert row["timing_scope"] == "batch" and row["batch_size"] == batch.num_rows
+        assert 0 < row["ttft_ms"] <= row["total_ms"] and row["prefill_ms"] == row["ttft_ms"]
+        assert row["system_folded"] is False and row["backend"] == "hf" and row["attempt"] == 1
+    # greedy is deterministic: the same batch again gives the same texts
+    assert [r["response"] for r in greedy(batch).to_pylist()] == [r["response"] for r in out]
+
+
+def test_sampled_cell_text_does_not_depend_on_its_batch(sampled):
+    batch = cells(samples=2)
+    first = {(r["probe_id"], r["sample"]): r["response"] for r in sampled(batch.slice(0, 6)).to_pylist()}
+    mixed = batch.take([5, 11, 3, 0, 8])   # other neighbours, other order
+    second = {(r["probe_id"], r["sample"]): r["response"] for r in sampled(mixed).to_pylist()}
+    shared = set(first) & set(second)
+    assert len(shared) == 3
+    assert all(first[k] == second[k] for k in shared)
+    # and the seed matters: two samples of one cell differ (random tiny model at temperature 1)
+    texts = list(first.values())
+    assert len(set(texts)) > len(texts) // 2
+
+
+def test_system_text_is_folded_only_when_the_template_rejects_it(tiny_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    text, folded = render_chat(tok, "SYS", "USER")
+    assert not folded and "SYS" in text and "USER" in text
+    tok.chat_template = NO_SYSTEM_TEMPLATE
+    text, folded = render_chat(tok, "SYS", "USER")
+    assert folded and f"SYS{FOLD_SEPARATOR}USER" in text and "system" not in text
+
+
+def test_folding_is_recorded_on_rows(tiny_dir, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    model_dir = tmp_path / "nosys"
+    shutil.copytree(tiny_dir, model_dir)
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    tok.chat_template = NO_SYSTEM_TEMPLATE
+    tok.save_pretrained(str(model_dir))
+    rows = HFSampler(variant(), str(model_dir), RUN)(cells().slice(0, 2)).to_pylist()
+    assert all(r["system_folded"] is True and r["error"] is None for r in rows)
+    assert rows[0]["system_text"] == "You are a helpful assistant."   # the row keeps the envelope's text verbatim
+
+
+def test_a_failing_cell_becomes_an_error_row_and_the_rest_answer(greedy):
+    batch = cells().slice(0, 4)
+    poisoned = batch.set_column(batch.schema.get_field_index("user_text"), "user_text",
+                                pa.array(["ok 1", None, "ok 3", "ok 4"], pa.string()))
+    rows = greedy(poisoned).to_pylist()
+    assert [r["error"] is None for r in rows] == [True, False, True, True]
+    assert rows[1]["response"] is None and rows[1]["error"]

@@ -1,0 +1,45 @@
+"""Packaging promises: imports stay light, every engine in the registry loads, the CLIs explain themselves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.registry import ENGINES, engine_class
+
+REPO = Path(__file__).resolve().parents[1]
+MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
+
+
+def test_importing_packages_imports_neither_torch_nor_vllm():
+    code = ("import sys, grid, grid.spec, grid.cells, cluster.store, cluster.catalog, cluster.pipeline, "
+            "cluster.models, actors.registry, jobs.scan, jobs.sql, jobs.cli, analysis; "
+            "bad = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("backend", sorted(ENGINES))
+def test_every_registered_engine_imports_and_is_callable(backend):
+    cls = engine_class(backend)
+    assert callable(getattr(cls, "__call__", None)) and cls.__init__.__doc__
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([MIRRORSCAN, "--help"], "verbs:"),
+    ([MIRRORSCAN, "scan", "--help"], "--resume   finishes the newest unfinished invocation"),
+    ([sys.executable, "-m", "jobs.scan", "--help"], "Rerun semantics"),
+    ([MIRRORSCAN, "sql", "--help"], "experiment_version"),
+    ([MIRRORSCAN, "prepare-demo", "--help"], "demo"),
+])
+def test_help_explains(argv, expected):
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and expected in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_unknown_verb_exits_2():
+    proc = subprocess.run([MIRRORSCAN, "frobnicate"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
