@@ -43,7 +43,6 @@ class _StepClock:
         for row, token in enumerate(last):
             if self.row_end[row] is None and token in self.stop_ids:
                 self.row_end[row] = now
-        self.last_step = now
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
@@ -59,6 +58,7 @@ class HFSampler:
 
         torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
         hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
         self.variant, self.run, self.source = variant, run, model_source
         self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
         if self.tokenizer.pad_token_id is None:

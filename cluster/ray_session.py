@@ -49,3 +49,4 @@ def quiet_ray_data() -> None:
         if hasattr(ctx, attr):
             setattr(ctx, attr, False)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)   # "progress bars disabled" notice

@@ -134,3 +134,9 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path):
     assert "Traceback" not in proc.stderr
     written = [p for p in home.rglob("*")] if home.exists() else []
     assert written == []
+
+
+def test_dsn_password_never_reaches_settings(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config(catalog_dsn="postgresql://app:hunter2@127.0.0.1:5432/cat")))
+    text = json.dumps(spec.settings())
+    assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings()["catalog"] == "dsn"
