@@ -32,6 +32,7 @@ demo-model: install
 
 demo: demo-model
 	$(VENV)/bin/mirrorscan scan experiments/demo/
+	$(VENV)/bin/mirrorscan analyze experiments/demo/
 
 test: demo-model
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -205,6 +205,11 @@ class Catalog:
                             " ORDER BY started_at DESC LIMIT 1", [experiment])
         return rows[0] if rows else None
 
+    def newest(self, experiment: str) -> dict | None:
+        """The most recently started invocation of ``experiment``, whatever its status, or None."""
+        rows = self._select("WHERE experiment = %s ORDER BY started_at DESC LIMIT 1", [experiment])
+        return rows[0] if rows else None
+
     def invocations_arrow(self):
         """All invocations as a ``pyarrow.Table`` (columns in table order) for DuckDB and reports.
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.classify import with_classes
 from cluster.store import open_store
 from grid.cells import render_forced_choice
-from grid.envelopes import Envelope
+from grid.envelopes import envelopes_from_settings
 from grid.trace_schema import TRACE_SCHEMA
 
 LIGHT_TASK_CPUS = 0.25
@@ -30,16 +31,22 @@ MAX_BATCHES_PER_BLOCK = 8
 class StoringEngine:
     """An engine actor that stores each answered batch as one part and returns its counts."""
 
-    def __init__(self, engine_cls: type, engine_kwargs: dict, store_uri: str, experiment: str, invocation_id: str):
-        """Build the engine (model load happens here, once per actor) and open the store."""
+    def __init__(self, engine_cls: type, engine_kwargs: dict, store_uri: str, experiment: str, invocation_id: str,
+                 envelopes: dict | None = None):
+        """Build the engine (model load happens here, once per actor) and open the store. With
+        ``envelopes`` (frozen envelope texts), forced-choice answers are classified before they are stored."""
         self.engine = engine_cls(**engine_kwargs)
+        self.envelopes = envelopes_from_settings(envelopes) if envelopes else None
         self.store = open_store(store_uri)
         self.experiment, self.invocation_id = experiment, invocation_id
         self.writer = f"a{os.getpid()}"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Answer ``batch``, store the rows as a part, return (rows, error rows) for it."""
-        rows = self.engine(batch).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+        rows = self.engine(batch)
+        if self.envelopes is not None:
+            rows = with_classes(rows, self.envelopes)
+        rows = rows.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
         self.store.write_part(rows, self.experiment, self.invocation_id, self.writer)
         errors = rows.num_rows - pc.sum(pc.is_null(rows.column("error")).cast(pa.int64())).as_py()
         return pa.table({"rows": [rows.num_rows], "errors": [errors]})
@@ -47,8 +54,7 @@ class StoringEngine:
 
 def render_block(table: pa.Table, envelopes: dict) -> pa.Table:
     """Render system and user text of a block of forced-choice cells (envelopes as plain dicts)."""
-    envs = {k: Envelope(id=k, system=v["system"], user=v["user"]) for k, v in envelopes.items()}
-    return render_forced_choice(table, envs)
+    return render_forced_choice(table, envelopes_from_settings(envelopes))
 
 
 def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Table]:
@@ -71,7 +77,7 @@ def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes:
     ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
                         fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
                                                "store_uri": store_uri, "experiment": experiment,
-                                               "invocation_id": invocation_id},
+                                               "invocation_id": invocation_id, "envelopes": envelopes},
                         compute=ray.data.ActorPoolStrategy(size=pool_size), **(engine_resources or {"num_cpus": 1}))
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for rows, errors in zip(counts.column("rows").to_pylist(), counts.column("errors").to_pylist()):

@@ -15,6 +15,7 @@ from cluster.home import home
 WORKER_ENV = {
     "OMP_NUM_THREADS": "1",          # one torch thread per actor: two on two busy cores collapse throughput
     "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",     # BLAS threads on shared cores made permutation nulls 25x slower
     "TOKENIZERS_PARALLELISM": "false",
     "HF_HUB_OFFLINE": "1",           # weights come from local paths or packages, never a hub at run time
     "TRANSFORMERS_VERBOSITY": "error",

@@ -79,6 +79,20 @@ class TraceStore:
             sink.write(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode())
         return path
 
+    def write_analysis(self, experiment: str, invocation_id: str, relpath: str, data: bytes) -> str:
+        """Write one analysis output under ``<invocation>/analysis/`` (temporary name, then rename);
+        refuses to overwrite an existing file. Returns its display path."""
+        path = f"{self.invocation_dir(experiment, invocation_id)}/analysis/{relpath}"
+        if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+            raise FileExistsError(f"{self.display(path)} exists; analysis outputs are never overwritten")
+        folder, name = path.rsplit("/", 1)
+        self.fs.create_dir(folder, recursive=True)
+        temp = f"{folder}/.{name}.tmp"
+        with self.fs.open_output_stream(temp) as sink:
+            sink.write(data)
+        self.fs.move(temp, path)
+        return self.display(path)
+
     def _files(self, base: str) -> list[pafs.FileInfo]:
         if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
             return []

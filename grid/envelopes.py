@@ -43,6 +43,10 @@ class Envelope:
     examples: tuple = ()
     """Example answers with their class, for classification tests."""
 
+    def frozen(self) -> dict:
+        """What a run's settings keep of this envelope: everything that shapes a prompt or its reading."""
+        return {"system": self.system, "user": self.user, "idiom": self.idiom, "language": self.language}
+
     def render(self, a: str, b: str) -> tuple[str, str]:
         """(system, user) with ``{a}``/``{b}`` replaced literally by ``a`` and ``b``."""
         return self.system, render_template(self.user, a, b)
@@ -120,6 +124,12 @@ def load_envelopes(path: str | Path = PACKAGED) -> EnvelopeSet:
             idiom=item.get("idiom", "line"), examples=tuple(item.get("examples", ())))
     return EnvelopeSet(path=str(path), version=str(doc.get("version", "")),
                        sha256=hashlib.sha256(raw).hexdigest(), envelopes=envelopes)
+
+
+def envelopes_from_settings(texts: dict) -> dict[str, Envelope]:
+    """Envelope objects from the ``envelope_set.texts`` of frozen settings (id → system, user, idiom, language)."""
+    return {env_id: Envelope(id=env_id, system=t["system"], user=t["user"], idiom=t.get("idiom", "line"),
+                             language=t.get("language", "en")) for env_id, t in texts.items()}
 
 
 def load_bearing_ids(envelope_set: EnvelopeSet) -> list[str]:

@@ -27,6 +27,8 @@ INSTRUMENTS = ("forced_choice",)
 BACKENDS = ("hf",)
 """Model backends available now; vllm, openai and anthropic come with Part 4."""
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+RESERVED_NAMES = ("gstudy", "dstudy", "kendall", "auroc", "null", "bootstrap", "scaling", "compare")
+"""Subcommands of ``mirrorscan analyze``: no experiment may be named after one."""
 
 # Top-level keys with their default (None = required or resolved later) and expected type.
 TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
@@ -110,8 +112,7 @@ class Spec:
     def settings(self) -> dict:
         """The frozen settings of an invocation: what shapes the results, no secrets, plain JSON."""
         values = {k: v for k, v in self.values.items() if k not in ("models", "envelopes", "catalog_dsn")}
-        envelopes = {i: {"system": self.envelope_set.envelopes[i].system, "user": self.envelope_set.envelopes[i].user,
-                         "idiom": self.envelope_set.envelopes[i].idiom} for i in self.envelope_ids}
+        envelopes = {i: self.envelope_set.envelopes[i].frozen() for i in self.envelope_ids}
         return {
             "format": 1,
             "experiment": self.experiment,
@@ -279,6 +280,9 @@ def load_spec(path: str | Path) -> Spec:
         envelope_ids = [e.id for e in envelope_set.select(selection, file)]
     pairs = load_pairs(values["probe_set"])
     experiment = check_component(config_dir.name, file, "(experiment folder name)")
+    if experiment in RESERVED_NAMES:
+        raise ConfigError(file, "(experiment folder name)", f"{experiment!r} is reserved for `mirrorscan analyze {experiment}`",
+                          "rename the experiment folder")
     return Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
                 envelope_set=envelope_set, envelope_ids=envelope_ids, pairs=pairs)
 

@@ -1,6 +1,8 @@
 """The ``mirrorscan`` command: one verb per job.
 
   mirrorscan scan EXPERIMENT_DIR [--resume]   run (or finish) an experiment's grid
+  mirrorscan analyze EXPERIMENT_DIR            the forced-choice numbers of its newest invocation
+  mirrorscan compare A B                      compare two fingerprints
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
 
@@ -13,6 +15,8 @@ import sys
 
 VERBS = {
     "scan": ("jobs.scan", "run or resume an experiment's grid"),
+    "analyze": ("jobs.analyze", "the forced-choice numbers of an invocation (classes, pair-commit, bias, …)"),
+    "compare": ("jobs.compare", "compare two fingerprints (models, effort tiers, reruns)"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
 }

@@ -140,3 +140,10 @@ def test_dsn_password_never_reaches_settings(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config(catalog_dsn="postgresql://app:hunter2@127.0.0.1:5432/cat")))
     text = json.dumps(spec.settings())
     assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings()["catalog"] == "dsn"
+
+
+def test_experiment_named_after_an_analyze_subcommand_is_refused(tmp_path):
+    folder = make_experiment(tmp_path, base_config(), name="gstudy")
+    with pytest.raises(ConfigError) as info:
+        load_spec(folder)
+    assert "reserved" in info.value.problem and info.value.field == "(experiment folder name)"

@@ -1,0 +1,81 @@
+"""analyze and compare on real scans (tiny random model, real Ray and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from analysis.classify import CLASSIFIER_VERSION
+from cluster.store import open_store
+from jobs.analyze import analyze_invocation, format_report
+from jobs.compare import compare
+from jobs.scan import run_scan
+
+REPO = Path(__file__).resolve().parents[2]
+MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
+PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
+
+
+@pytest.fixture
+def scanned(tmp_path, tiny_dir, catalog_dsn, ray_local):
+    exp = tmp_path / "fc2"
+    exp.mkdir()
+    (exp / "pairs.csv").write_text(PAIRS)
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}], "probe_set": "pairs.csv",
+        "envelopes": ["english_strict", "json_schema", "python_typed"], "max_tokens": 6, "batch_size": 8}))
+    store = str(tmp_path / "store")
+    result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
+    return {"exp": exp, "store": store, "dsn": catalog_dsn, "result": result}
+
+
+def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(scanned):
+    store = open_store(scanned["store"])
+    inv = scanned["result"].invocation_id
+    rows = store.read("fc2", inv)
+    assert rows.num_rows == 2 * 3 * 2
+    assert pc.all(pc.is_valid(rows.column("class"))).as_py()
+    assert set(rows.column("classifier_version").to_pylist()) == {CLASSIFIER_VERSION}
+    assert set(rows.column("class").to_pylist()) <= {"A", "B", "UNCLEAR", "REF"}
+
+    report = analyze_invocation(str(scanned["exp"]), catalog_dsn=scanned["dsn"])
+    assert report.invocation_id == inv and not report.reclassified
+    (summary,) = report.summaries
+    stored_classes = rows.column("class").to_pylist()
+    assert summary.commit_rate.n_answered == 12
+    assert summary.commit_rate.n_a + summary.commit_rate.n_b == sum(c in ("A", "B") for c in stored_classes)
+    assert summary.pair_commit_unanimity.n_pairs == 2 and summary.pair_commit_unanimity.rule == "unanimity"
+    names = sorted(p.rsplit("/", 1)[1] for p in report.outputs)
+    assert names == ["fingerprint_agreement.png", "pair_commit_split.png", "pairs.parquet",
+                     "position_bias_by_envelope.png", "summary.json"]
+    assert all(Path(p).read_bytes() for p in report.outputs)
+    assert Path(report.outputs[-1]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary_json = json.loads(next(Path(p) for p in report.outputs if p.endswith("summary.json")).read_text())
+    assert summary_json["invocation_id"] == inv and summary_json["classifier_version"] == CLASSIFIER_VERSION
+    table = format_report(report)
+    assert "unanimity" in table and "tiny" in table and inv in table
+
+    # re-classification reads the stored text again and leaves the stored rows alone
+    parts_before = {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)}
+    again = analyze_invocation(inv, catalog_dsn=scanned["dsn"], reclassify=True)
+    assert again.reclassified and again.summaries[0].commit_rate == summary.commit_rate
+    assert {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)} == parts_before
+    assert again.outputs[0].rsplit("/", 2)[0] != report.outputs[0].rsplit("/", 2)[0] or \
+        again.outputs[0] != report.outputs[0]
+
+
+def test_compare_two_greedy_reruns_agree_completely(scanned):
+    second = run_scan(str(scanned["exp"]), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
+    result = compare(scanned["result"].invocation_id, second.invocation_id, catalog_dsn=scanned["dsn"])
+    assert result.n_pairs == 2 and result.hamming == 0 and result.agreement == 1.0
+
+
+def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):
+    env = {"MIRRORSCAN_CATALOG_DSN": catalog_dsn, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([MIRRORSCAN, "analyze", "never_scanned"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "never_scanned" in proc.stderr and "mirrorscan scan" in proc.stderr
