@@ -7,8 +7,12 @@ rate, pair-commit under both rules, sharpness, position bias, the fingerprint an
 Outputs go to ``<store>/<experiment>/<invocation>/analysis/forced_choice/<stamp>/`` (summary.json,
 pairs.parquet, PNG charts), never overwriting earlier analyses, and a table is printed.
 
-Reserved names (gstudy, kendall, auroc, null, …) are subcommands of analyze, so no experiment may be
-named after one.
+Subcommands (statistics over a long-format CSV/Parquet file; ``mirrorscan analyze NAME --help``):
+  gstudy    variance components, Eρ² and Φ, D-study, asymptotes, sizes needed for a target
+  kendall   Kendall's W with tie correction, χ² and permutation p-values
+  auroc     AUROC by mid-ranks per layer (and per model), positive class explicit
+  null      label-permutation null of the max-over-layers AUROC statistic (optionally on Ray)
+These names (and a few more reserved for later) are refused as experiment names.
 """
 
 from __future__ import annotations
@@ -198,8 +202,13 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int:
     """CLI entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("gstudy", "kendall", "auroc", "null"):
+        from jobs import stats
+
+        return stats.main(argv, prog=prog)
     if argv and argv[0] in RESERVED_NAMES:
-        print(f"error: analyze {argv[0]}: this statistic arrives with Part 3 of the build", file=sys.stderr)
+        print(f"error: analyze {argv[0]}: the name is reserved and not implemented yet — fix: use one of "
+              "gstudy, kendall, auroc, null (or `mirrorscan compare`)", file=sys.stderr)
         return 2
     args = build_parser(prog).parse_args(argv)
     try:

@@ -1,0 +1,79 @@
+"""PNG charts of a G-study report (matplotlib, Agg backend, same look as :mod:`analysis.charts`).
+
+* :func:`variance_component_bars` — every component's share of the variance of one observation
+  (negative raw estimates drawn at zero and flagged in the label);
+* :func:`d_study_curve` — Eρ² and Φ against the D-study size of one random facet (the others at their
+  observed sizes), with the asymptote and the target drawn in.
+
+Each function takes a :class:`~analysis.gtheory_report.GTheoryReport` and returns PNG bytes; writing
+files is the caller's business.
+"""
+
+from __future__ import annotations
+
+from analysis.charts import _png, _pyplot
+from analysis.gtheory_report import GTheoryReport
+
+_BAR = "#4C72B0"
+_OBJECT = "#DD8452"
+
+
+def variance_component_bars(report: GTheoryReport) -> bytes:
+    """Horizontal bars: share of total variance per effect (object in orange), estimate in the label."""
+    plt = _pyplot()
+    g = report.g
+    comps = list(g.components)
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(comps) + 1.4))
+    names = [c.name + (" (neg., set to 0)" if c.negative else "") for c in comps]
+    shares = [g.share(c.name) if g.total_variance > 0 else 0.0 for c in comps]
+    colours = [_OBJECT if c.facets == frozenset({g.object}) else _BAR for c in comps]
+    ys = list(range(len(comps)))[::-1]
+    ax.barh(ys, shares, color=colours, edgecolor="#444444", linewidth=0.5)
+    for y, s, c in zip(ys, shares, comps):
+        ax.text(s, y, f"  {100 * s:.1f}%  (σ² = {c.estimate:.4g})", va="center", fontsize=8)
+    ax.set_yticks(ys, names, fontsize=8)
+    ax.set_xlim(0, max(shares + [0.01]) * 1.45)
+    ax.set_xlabel("share of the variance of one observation")
+    ax.set_title(f"variance components (object: {g.object}; {g.n_observations} observations)")
+    return _png(fig)
+
+
+def d_study_curve(report: GTheoryReport, facet: str) -> bytes:
+    """Eρ² and Φ against n' of ``facet`` (log axis), others at observed sizes; asymptote and target lines."""
+    plt = _pyplot()
+    est = report.estimated
+    if facet not in est.curves:
+        from analysis.errors import AnalysisError
+
+        raise AnalysisError("facet", f"{facet!r} is not a random facet {list(est.curves)}", "plot a random facet")
+    curve = est.curves[facet]
+    ns = [d.sizes[facet] for d in curve]
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    ax.plot(ns, [d.g_coefficient for d in curve], marker="o", ms=3, color=_BAR, label="Eρ² (relative)")
+    ax.plot(ns, [d.phi for d in curve], marker="s", ms=3, color=_OBJECT, label="Φ (absolute)")
+    lim = est.asymptotes[facet]
+    ax.axhline(lim.g_coefficient, color=_BAR, linestyle=":", linewidth=1,
+               label=f"Eρ² asymptote {lim.g_coefficient:.3f}")
+    ax.axhline(report.target, color="#888888", linestyle="--", linewidth=0.8, label=f"target {report.target:g}")
+    observed = report.g.sizes[facet]
+    ax.axvline(observed, color="#444444", linewidth=0.6)
+    ax.text(observed, 0.02, f" observed {observed}", fontsize=7, rotation=90, va="bottom")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    held = ", ".join(f"{f}={v}" for f, v in est.observed.sizes.items() if f != facet)
+    ax.set_xlabel(f"number of {facet} levels (n')" + (f"; held: {held}" if held else ""))
+    ax.set_ylabel("coefficient")
+    ax.set_title(f"D-study: coefficients against {facet}")
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    return _png(fig)
+
+
+def gstudy_charts(report: GTheoryReport) -> dict[str, bytes]:
+    """File name → PNG bytes: the component bars and one D-study curve per random facet."""
+    out = {"variance_components.png": variance_component_bars(report)}
+    for facet in report.estimated.curves:
+        out[f"d_study_{facet}.png"] = d_study_curve(report, facet)
+    return out
+
+
+__all__ = ["d_study_curve", "gstudy_charts", "variance_component_bars"]

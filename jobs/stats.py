@@ -1,0 +1,436 @@
+"""``mirrorscan analyze gstudy|kendall|auroc|null``: the statistics of Part 3 on a long-format file.
+
+Input is a long table (one row per observation), CSV or Parquet, read with pyarrow. Output is JSON on
+stdout, or in ``--out``. Bad input (an unknown column, a non-numeric score, an unbalanced design, a
+positive class that does not occur) is one line ``error: …`` naming the file, the column and the fix,
+exit code 2.
+
+  gstudy   variance components (ANOVA/EMS) of a balanced design, Eρ² and Φ, D-studies, asymptotes,
+           sizes needed for a target; ``--plots DIR`` writes the component bars and D-study curves
+  kendall  Kendall's W (tie-corrected) of object rankings across raters, χ² and permutation p
+  auroc    AUROC (mid-ranks, ties ½) per layer for an explicit positive class, best layer both ways
+  null     label-permutation null of max-over-layers AUROC: p, z, layer-selection floor
+
+The computations live in :mod:`analysis` (arrays in, dataclasses out); this module only reads the
+file, reshapes it, calls them and writes JSON/PNG. (A little over 400 lines: about a third is the
+``--help`` text of the four parsers, kept beside the options it explains.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from analysis.errors import AnalysisError
+from grid.errors import ConfigError
+
+COMMANDS = ("gstudy", "kendall", "auroc", "null")
+
+_EPILOG = "Input: a long-format .csv or .parquet file (one row per observation). Errors exit 2 with one line."
+
+
+# ---- input --------------------------------------------------------------------------------------------
+
+def read_table(path: str):
+    """A CSV or Parquet file as a pyarrow Table; unreadable input → AnalysisError naming the file."""
+    import pyarrow as pa
+
+    p = Path(path)
+    if not p.is_file():
+        raise AnalysisError("--input", f"no such file {path!r}", "give the path of a .csv or .parquet file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            return pq.read_table(p)
+        if suffix in (".csv", ".tsv", ".txt"):
+            import pyarrow.csv as pcsv
+
+            parse = pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
+            return pcsv.read_csv(p, parse_options=parse)
+    except (pa.ArrowException, OSError) as exc:
+        raise AnalysisError("--input", f"cannot be read: {str(exc).splitlines()[0]}",
+                            "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
+    raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
+                        "give a .csv, .tsv or .parquet file", file=str(path))
+
+
+def column(table, name: str) -> np.ndarray:
+    """One column as numpy (nulls → None/NaN); unknown name → AnalysisError listing the columns."""
+    if name not in table.column_names:
+        raise AnalysisError(name, f"no such column; the table has {table.column_names}",
+                            "pass an existing column name")
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
+
+
+def numeric_scores(table, name: str):
+    """The table with a text score column parsed as float64; the error names the first non-number and its row.
+
+    (A CSV column holding one word among numbers is read as text as a whole; this finds the word.)
+    """
+    import pyarrow as pa
+
+    if name not in table.column_names or not pa.types.is_string(table.column(name).type) \
+            and not pa.types.is_large_string(table.column(name).type):
+        return table
+    values = []
+    for row, v in enumerate(table.column(name).to_pylist()):
+        try:
+            values.append(None if v is None or v.strip() == "" else float(v))
+        except ValueError:
+            raise AnalysisError(name, f"non-numeric score {v!r} in data row {row + 1}",
+                                "give numbers in the score column") from None
+    return table.set_column(table.column_names.index(name), name, pa.array(values, type=pa.float64()))
+
+
+def labels_as_text(values: np.ndarray, name: str) -> np.ndarray:
+    """Labels as strings, so ``--positive`` (always text on the command line) compares with them."""
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values.tolist()):
+        raise AnalysisError(name, "has missing (null) labels", "label every row")
+    return np.array([str(v) for v in values.tolist()], dtype=object)
+
+
+def _first_appearance(values: np.ndarray) -> list:
+    seen: dict = {}
+    for v in values.tolist():
+        seen.setdefault(v, None)
+    return list(seen)
+
+
+def items_by_layer(table, score: str, label: str, layer: str | None, item: str | None
+                   ) -> tuple[np.ndarray, np.ndarray, list]:
+    """Long rows → (items, layers) scores, (items,) labels as text, layer labels in order of appearance.
+
+    Without ``layer`` every row is one item (one layer, named ``"all"``). Without ``item`` the items
+    of each layer are its rows in file order (every layer must list the items in the same order). An
+    item whose label differs between layers, or a missing/duplicated (item, layer) cell, is refused.
+    """
+    from analysis.design import pivot_long
+
+    labels = labels_as_text(column(table, label), label)
+    if layer is None:
+        if item is not None:
+            column(table, item)
+        raw = column(table, score)
+        try:
+            scores = np.array([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise AnalysisError(score, "non-numeric scores", "give numbers in the score column") from None
+        if scores.size == 0:
+            raise AnalysisError("--input", "has no rows", "give a non-empty table")
+        if not np.isfinite(scores).all():
+            raise AnalysisError(score, f"{int((~np.isfinite(scores)).sum())} missing or non-finite score(s), "
+                                f"first in data row {int(np.flatnonzero(~np.isfinite(scores))[0]) + 1}",
+                                "drop unscored items first; absence is not zero")
+        return scores[:, None], labels, ["all"]
+    lay = column(table, layer)
+    lay_key = lay.astype(str) if lay.dtype == object else lay
+    if item is None:
+        counter: dict = {}
+        items = np.empty(len(lay_key), dtype=np.int64)
+        for r, v in enumerate(lay_key.tolist()):
+            items[r] = counter.get(v, 0)
+            counter[v] = items[r] + 1
+        item_name = "item (row order within layer)"
+    else:
+        raw = column(table, item)
+        items = raw.astype(str) if raw.dtype == object else raw
+        item_name = item
+    data = {score: column(table, score), item_name: items, layer: lay_key}
+    design = pivot_long(data, score, item_name, [layer])
+    item_levels, layer_levels = design.levels[item_name], design.levels[layer]
+    codes = np.searchsorted(item_levels, items)
+    per_item: dict[int, str] = {}
+    for r, (c, lab) in enumerate(zip(codes.tolist(), labels.tolist())):
+        if per_item.setdefault(c, lab) != lab:
+            raise AnalysisError(label, f"item {item_levels[c]!s} has labels {per_item[c]!r} and {lab!r} "
+                                f"(row {r})", "give every item one label across layers")
+    order = [int(np.searchsorted(layer_levels, v)) for v in _first_appearance(lay_key)]
+    names = [_plain(layer_levels[k]) for k in order]
+    return design.scores[:, order], np.array([per_item[c] for c in range(len(item_levels))], dtype=object), names
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+# ---- output -------------------------------------------------------------------------------------------
+
+def _jsonable(x: Any) -> Any:
+    """JSON has no NaN/inf or numpy types: non-finite floats become None (inf sizes are already "inf")."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def emit(result: dict, out: str | None) -> None:
+    """Write the JSON to ``out`` (and say where on stderr) or print it on stdout."""
+    text = json.dumps(_jsonable(result), indent=2, ensure_ascii=False, allow_nan=False)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(text)
+
+
+@contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """Errors about the table's contents name the input file."""
+    try:
+        yield
+    except AnalysisError as exc:
+        raise (exc.with_file(path) if not exc.file else exc) from None
+
+
+# ---- commands -----------------------------------------------------------------------------------------
+
+def parse_nested(specs: list[str]) -> dict[str, list[str]]:
+    """``["item:model", "r:t"]`` → ``{"item": ["model"], "r": ["t"]}`` (CHILD:PARENT, repeatable)."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        for part in filter(None, (s.strip() for s in spec.split(","))):
+            child, colon, parent = part.partition(":")
+            if not colon or not child.strip() or not parent.strip():
+                raise AnalysisError("--nested", f"{part!r} is not CHILD:PARENT", "write e.g. --nested item:model")
+            out.setdefault(child.strip(), []).append(parent.strip())
+    return out
+
+
+def _split(specs: list[str]) -> list[str]:
+    return [s.strip() for spec in specs for s in spec.split(",") if s.strip()]
+
+
+def gstudy(args) -> dict:
+    """Run ``analyze gstudy``: G-study, D-studies and (with --plots) the PNG charts."""
+    from analysis.design import pivot_long
+    from analysis.gtheory import g_study
+    from analysis.gtheory_report import gtheory_report, parse_sizes
+
+    facets = _split(args.facets)
+    if not facets:
+        raise AnalysisError("--facets", "no facet given", "name the facet columns, e.g. --facets wrapper,item")
+    table = numeric_scores(read_table(args.input), args.score)
+    with _naming(args.input):
+        design = pivot_long(table, args.score, args.object, facets, parse_nested(args.nested))
+    g = g_study(design, fixed=_split(args.fixed))
+    report = gtheory_report(g, [parse_sizes(s) for s in args.d_study], args.target, args.object_variance)
+    result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json()}
+    if args.plots:
+        from analysis.stat_charts import gstudy_charts
+
+        folder = Path(args.plots)
+        folder.mkdir(parents=True, exist_ok=True)
+        result["plots"] = []
+        for name, png in gstudy_charts(report).items():
+            (folder / name).write_bytes(png)
+            result["plots"].append(str(folder / name))
+    return result
+
+
+def kendall(args) -> dict:
+    """Run ``analyze kendall``: W, W_t, χ², permutation p, and optionally a reference distribution."""
+    from analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
+    from analysis.design import pivot_long
+
+    table = numeric_scores(read_table(args.input), args.score)
+    with _naming(args.input):
+        design = pivot_long(table, args.score, args.object, [args.rater])
+    ratings = design.scores                                  # (objects, raters)
+    w = kendall_w(ratings)
+    perm = kendall_w_permutation_test(ratings, args.permutations, args.seed)
+    result = {"command": "kendall", "input": args.input, "score": args.score,
+              "objects": [_plain(v) for v in design.levels[args.object]], "n_raters": int(ratings.shape[1]),
+              "kendall_w": w.to_json(), "permutation": {**perm.to_json(), "seed": args.seed}}
+    if args.reference_effect is not None:
+        ref = simulate_w_reference(ratings.shape[0], ratings.shape[1], args.reference_effect, 1.0,
+                                   args.reference_sims, args.seed)
+        result["reference"] = {**ref.to_json(), "observed_w_fraction_at_or_below":
+                               ref.fraction_at_or_below(w.w), "note": "W of simulated designs of this shape "
+                               "whose objects differ with object_sd/noise_sd = the stated effect"}
+    return result
+
+
+def auroc(args) -> dict:
+    """Run ``analyze auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
+    from analysis.auroc import auroc as auroc_fn, max_deviation
+
+    table = numeric_scores(read_table(args.input), args.score)
+    with _naming(args.input):
+        if args.model is None:
+            groups = {None: table}
+        else:
+            import pyarrow as pa
+
+            models = column(table, args.model)
+            key = models.astype(str) if models.dtype == object else models
+            groups = {_plain(m): table.filter(pa.array(key == m)) for m in _first_appearance(key)}
+        prepared = {m: items_by_layer(t, args.score, args.label, args.layer, args.item) for m, t in groups.items()}
+        if args.ray and args.model is not None:
+            from analysis.drivers import auroc_per_model_ray
+
+            curves = auroc_per_model_ray({m: (s, lab) for m, (s, lab, _) in prepared.items()}, args.positive)
+        else:
+            curves = {m: auroc_fn(s, lab, args.positive) for m, (s, lab, _) in prepared.items()}
+    per_model = {}
+    for m, (s, lab, layers) in prepared.items():
+        auc = np.atleast_1d(curves[m])
+        best = max_deviation(auc)
+        per_model[m] = {"n_items": int(s.shape[0]), "n_positive": int(np.sum(lab == args.positive)),
+                        "n_negative": int(np.sum(lab != args.positive)), "n_layers": len(layers),
+                        "auroc_by_layer": {str(l): float(a) for l, a in zip(layers, auc)},
+                        "best": {**best.to_json(), "max_auroc_minus_half_layer": layers[best.signed_layer],
+                                 "max_abs_auroc_minus_half_layer": layers[best.absolute_layer]}}
+    head = {"command": "auroc", "input": args.input, "score": args.score, "positive_class": args.positive,
+            "auroc": "Mann-Whitney U / (n1 n0) by mid-ranks, ties count 1/2"}
+    if args.model is None:
+        return {**head, **per_model[None]}
+    return {**head, "models": {str(m): v for m, v in per_model.items()}}
+
+
+def null(args) -> dict:
+    """Run ``analyze null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
+    from analysis.nulls import label_permutation_null
+
+    table = numeric_scores(read_table(args.input), args.score)
+    with _naming(args.input):
+        scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
+        if args.ray:
+            from analysis.drivers import label_permutation_null_ray
+
+            res = label_permutation_null_ray(scores, labels, args.positive, args.permutations, args.seed,
+                                             args.shard_size, layers)
+        else:
+            res = label_permutation_null(scores, labels, args.positive, args.permutations, args.seed,
+                                         args.shard_size, layers)
+    return {"command": "null", "input": args.input, "score": args.score, "n_items": int(scores.shape[0]),
+            "n_permutations": args.permutations, "seed": args.seed, "shard_size": args.shard_size,
+            "driver": "ray" if args.ray else "local", **res.to_json()}
+
+
+# ---- parser -------------------------------------------------------------------------------------------
+
+def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
+    """Parser of the four statistics subcommands (``prog gstudy …`` etc.)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=fmt)
+    sub = p.add_subparsers(dest="command", required=True, metavar="{gstudy,kendall,auroc,null}")
+
+    def common(sp, out: bool = True):
+        sp.add_argument("--input", required=True, metavar="FILE", help="long-format .csv or .parquet file")
+        sp.add_argument("--score", required=True, metavar="COL", help="numeric score column")
+        if out:
+            sp.add_argument("--out", metavar="FILE", help="write the JSON here instead of stdout")
+
+    g = sub.add_parser("gstudy", formatter_class=fmt, epilog=_EPILOG,
+                       help="variance components, Eρ², Φ, D-studies of a balanced design",
+                       description="G-study of a balanced design by ANOVA expected mean squares (Brennan 2001),\n"
+                       "then D-studies. Every combination of object and facet levels must occur exactly once.\n"
+                       "JSON: components keyed by effect (model, wrapper, model:wrapper, ..., residual) with\n"
+                       "estimate, df, mean_square, share; g_coefficient (relative Eρ²) and phi (absolute Φ) of\n"
+                       "the observed design with the sizes behind them; asymptotes per random facet; the\n"
+                       "--d-study designs; the smallest n' per facet reaching --target (or unreachable).\n\n"
+                       "example: mirrorscan analyze gstudy --input scores.csv --score score --object model \\\n"
+                       "           --facets wrapper,item --d-study wrapper=1,item=400 --plots plots/")
+    common(g)
+    g.add_argument("--object", required=True, metavar="COL", help="object of measurement (e.g. model)")
+    g.add_argument("--facets", required=True, action="append", metavar="COL,COL",
+                   help="the other facet columns, comma-separated (e.g. wrapper,item)")
+    g.add_argument("--nested", action="append", default=[], metavar="CHILD:PARENT",
+                   help="CHILD is nested in PARENT (Brennan's i:p is --nested item:model); repeatable")
+    g.add_argument("--fixed", action="append", default=[], metavar="COL",
+                   help="a facet whose observed levels are its whole universe (fixed); repeatable")
+    g.add_argument("--d-study", action="append", default=[], metavar="FACET=N,...",
+                   help="extra D-study sizes, e.g. wrapper=1,item=400; repeatable")
+    g.add_argument("--target", type=float, default=0.8, help="coefficient target for sizes needed (default 0.8)")
+    g.add_argument("--object-variance", type=float, metavar="V",
+                   help="hypothesised σ² of the object (squared score units): adds a hypothetical D-study set")
+    g.add_argument("--plots", metavar="DIR", help="write variance_components.png and d_study_<facet>.png here")
+
+    k = sub.add_parser("kendall", formatter_class=fmt, epilog=_EPILOG,
+                       help="Kendall's W of object rankings across raters (wrappers)",
+                       description="Kendall's coefficient of concordance W (and tie-corrected W_t): do the raters\n"
+                       "(e.g. wrappers) rank the objects (e.g. models) alike? With the χ² test and a permutation\n"
+                       "p-value (ranks shuffled within raters, p = (b+1)/(m+1)). One score per object x rater.\n\n"
+                       "example: mirrorscan analyze kendall --input s.csv --score score --object model --rater wrapper")
+    common(k)
+    k.add_argument("--object", required=True, metavar="COL", help="the objects ranked (e.g. model)")
+    k.add_argument("--rater", required=True, metavar="COL", help="the raters ranking them (e.g. wrapper)")
+    k.add_argument("--permutations", type=int, default=10_000, metavar="N", help="permutations (default 10000)")
+    k.add_argument("--seed", type=int, default=0, metavar="S", help="root seed (default 0)")
+    k.add_argument("--reference-effect", type=float, metavar="D",
+                   help="also simulate W for this shape with a real object effect object_sd/noise_sd = D")
+    k.add_argument("--reference-sims", type=int, default=2000, metavar="N", help="simulated designs (default 2000)")
+
+    def probe(sp, need_layer: bool):
+        sp.add_argument("--label", required=True, metavar="COL", help="class label column")
+        sp.add_argument("--positive", required=True, metavar="VALUE",
+                        help="the positive class (compared as text with the labels), e.g. deployment")
+        sp.add_argument("--layer", required=need_layer, metavar="COL",
+                        help="layer column: one row per item and layer" + ("" if need_layer else
+                                                                          " (omit: one row per item)"))
+        sp.add_argument("--item", metavar="COL",
+                        help="item id column (default: the rows of each layer, in file order, are the items)")
+
+    a = sub.add_parser("auroc", formatter_class=fmt, epilog=_EPILOG,
+                       help="AUROC per layer for an explicit positive class",
+                       description="AUROC = Mann-Whitney U/(n1 n0) by mid-ranks (ties count 1/2), per layer, for\n"
+                       "the class named by --positive (AUROC of the other class is 1 - this). Reports the best\n"
+                       "layer for max(AUROC - 0.5) and for max |AUROC - 0.5|. No null: see `analyze null`.\n\n"
+                       "example: mirrorscan analyze auroc --input p.csv --score mean_score --label type \\\n"
+                       "           --positive deployment --layer layer")
+    common(a)
+    probe(a, need_layer=False)
+    a.add_argument("--model", metavar="COL", help="one AUROC curve per value of this column")
+    a.add_argument("--ray", action="store_true", help="with --model: one Ray task per model")
+
+    n = sub.add_parser("null", formatter_class=fmt, epilog=_EPILOG,
+                       help="label-permutation null of the max-over-layers AUROC",
+                       description="Label-permutation null of max over layers of (AUROC - 0.5) and of |AUROC - 0.5|:\n"
+                       "labels are shuffled, AUROC recomputed at every layer and the max retaken per\n"
+                       "permutation. p = (b+1)/(m+1), z, the layer-selection floor (null mean of the max) and\n"
+                       "observed - floor. Shards of 1000 draws seeded from SeedSequence(seed): the same bytes\n"
+                       "locally or with --ray, for any number of workers.\n\n"
+                       "example: mirrorscan analyze null --input p.csv --score mean_score --label type \\\n"
+                       "           --positive deployment --layer layer --permutations 10000 --seed 0")
+    common(n)
+    probe(n, need_layer=True)
+    n.add_argument("--permutations", type=int, default=10_000, metavar="N", help="permutations (default 10000)")
+    n.add_argument("--seed", type=int, default=0, metavar="S", help="root seed (default 0)")
+    n.add_argument("--shard-size", type=int, default=1000, metavar="N", help="draws per shard (default 1000)")
+    n.add_argument("--ray", action="store_true", help="run the shards as Ray tasks ($RAY_ADDRESS or a local Ray)")
+    return p
+
+
+RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null}
+
+
+def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int:
+    """Entry point: ``argv[0]`` is the subcommand; returns the exit code (2 on bad input)."""
+    args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        emit(RUN[args.command](args), args.out)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m jobs.stats"))
