@@ -1,8 +1,9 @@
 """Running cells through Ray Data: render → engine actor pool (one pool per model) → Parquet parts.
 
 The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it answers a
-batch, stores the batch's trace rows as one immutable part, and returns only the counts, which the driver
-turns into the progress bar. A crash therefore loses at most the batches in flight, never a written part.
+batch, classifies the answers (forced_choice: class and classifier_version are written at scan time),
+stores the batch's trace rows as one immutable part, and returns only the counts, which the driver turns
+into the progress bar. A crash therefore loses at most the batches in flight, never a written part.
 
 The cells are cut into many small input blocks (a few engine batches each) so that every actor of a pool
 gets work and progress arrives as it happens: Ray Data hands an actor a whole block per call.
