@@ -29,11 +29,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from analysis.errors import AnalysisError
-from grid.errors import ConfigError
+from grid.errors import CatalogError, ConfigError
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null")
 
-_EPILOG = "Input: a long-format .csv or .parquet file (one row per observation). Errors exit 2 with one line."
+_EPILOG = ("Input: a long-format .csv or .parquet file (one row per observation), or an invocation id or\n"
+           "experiment folder: then its traces are the table and the JSON is also stored beside the\n"
+           "invocation's analysis (<invocation>/analysis/<command>/). Errors exit 2 with one line.")
 
 
 # ---- input --------------------------------------------------------------------------------------------
@@ -61,6 +63,31 @@ def read_table(path: str):
                             "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
     raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
                         "give a .csv, .tsv or .parquet file", file=str(path))
+
+
+def invocation_source(target: str) -> dict | None:
+    """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
+    has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
+    import re
+
+    is_uuid = re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", target.strip().lower())
+    if Path(target).is_file() or not (is_uuid or Path(target, "config.json").is_file()):
+        return None
+    from cluster.catalog import Catalog, resolve_dsn
+    from jobs.analyze import resolve_invocation
+
+    with Catalog(resolve_dsn(None)) as catalog:
+        return resolve_invocation(target, catalog)
+
+
+def read_input(args):
+    """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
+    if getattr(args, "invocation", None):
+        from cluster.store import open_store
+
+        inv = args.invocation
+        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]))
+    return read_table(args.input)
 
 
 def column(table, name: str) -> np.ndarray:
@@ -190,6 +217,20 @@ def emit(result: dict, out: str | None) -> None:
         print(text)
 
 
+def _write_beside(inv: dict, command: str, result: dict) -> None:
+    """Store the JSON under ``<invocation>/analysis/<command>/<stamp>/result.json`` (never overwritten)."""
+    import time
+    import uuid
+
+    from cluster.store import open_store
+
+    text = json.dumps(_jsonable(result), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    path = open_store(inv["store_uri"]).write_analysis(
+        inv["experiment"], str(inv["invocation_id"]),
+        f"{command}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}/result.json", text.encode())
+    print(f"wrote {path}", file=sys.stderr)
+
+
 @contextmanager
 def _naming(path: str) -> Iterator[None]:
     """Errors about the table's contents name the input file."""
@@ -226,7 +267,7 @@ def gstudy(args) -> dict:
     facets = _split(args.facets)
     if not facets:
         raise AnalysisError("--facets", "no facet given", "name the facet columns, e.g. --facets wrapper,item")
-    table = numeric_scores(read_table(args.input), args.score)
+    table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
         design = pivot_long(table, args.score, args.object, facets, parse_nested(args.nested))
     g = g_study(design, fixed=_split(args.fixed))
@@ -249,7 +290,7 @@ def kendall(args) -> dict:
     from analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
     from analysis.design import pivot_long
 
-    table = numeric_scores(read_table(args.input), args.score)
+    table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
         design = pivot_long(table, args.score, args.object, [args.rater])
     ratings = design.scores                                  # (objects, raters)
@@ -271,7 +312,7 @@ def auroc(args) -> dict:
     """Run ``analyze auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
     from analysis.auroc import auroc as auroc_fn, max_deviation
 
-    table = numeric_scores(read_table(args.input), args.score)
+    table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
         if args.model is None:
             groups = {None: table}
@@ -308,7 +349,7 @@ def null(args) -> dict:
     """Run ``analyze null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
     from analysis.nulls import label_permutation_null
 
-    table = numeric_scores(read_table(args.input), args.score)
+    table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
         scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
         if args.ray:
@@ -333,7 +374,8 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="{gstudy,kendall,auroc,null}")
 
     def common(sp, out: bool = True):
-        sp.add_argument("--input", required=True, metavar="FILE", help="long-format .csv or .parquet file")
+        sp.add_argument("--input", required=True, metavar="FILE",
+                        help="long-format .csv or .parquet file, or an invocation id / experiment folder (its traces)")
         sp.add_argument("--score", required=True, metavar="COL", help="numeric score column")
         if out:
             sp.add_argument("--out", metavar="FILE", help="write the JSON here instead of stdout")
@@ -425,10 +467,18 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
     """Entry point: ``argv[0]`` is the subcommand; returns the exit code (2 on bad input)."""
     args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        emit(RUN[args.command](args), args.out)
+        args.invocation = invocation_source(args.input)
+        result = RUN[args.command](args)
+        if args.invocation is not None and not args.out:
+            result = {"invocation_id": str(args.invocation["invocation_id"]), **result}
+            _write_beside(args.invocation, args.command, result)
+        emit(result, args.out)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except CatalogError as exc:
+        print(f"catalog error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

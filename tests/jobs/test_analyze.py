@@ -79,3 +79,22 @@ def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):
     env = {"MIRRORSCAN_CATALOG_DSN": catalog_dsn, "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([MIRRORSCAN, "analyze", "never_scanned"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "never_scanned" in proc.stderr and "mirrorscan scan" in proc.stderr
+
+
+def test_statistics_read_an_invocations_traces_and_store_beside_it(scanned, monkeypatch, capsys):
+    from jobs import stats
+
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", scanned["dsn"])
+    inv = scanned["result"].invocation_id
+    code = stats.main(["gstudy", "--input", inv, "--score", "completion_tokens", "--object", "pair_id",
+                       "--facets", "envelope,ordering"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["invocation_id"] == inv
+    assert set(result["components"]) >= {"pair_id", "envelope", "ordering", "residual"}
+    stored = list((Path(scanned["store"]) / "fc2" / inv / "analysis" / "gstudy").glob("*/result.json"))
+    assert len(stored) == 1 and json.loads(stored[0].read_text())["components"] == result["components"]
+    # the experiment folder works as input too, and a missing column is one line naming it
+    assert stats.main(["gstudy", "--input", str(scanned["exp"]), "--score", "no_such", "--object", "pair_id",
+                       "--facets", "envelope"]) == 2
+    assert "no_such" in capsys.readouterr().err
