@@ -99,9 +99,8 @@ def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir
     store = open_store(setup["store"])
     with pytest.raises(ConfigError, match="no unfinished invocation"):
         run_scan(str(setup["exp"]), resume=True, store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
-    # make it unfinished: drop one part (cells now missing) and add error rows for two cells
+    # make it unfinished: drop one part (its cells are now missing) and add error rows for two of them
     parts = store.list_parts("fc", result.invocation_id)
-    dropped = store.read("fc", result.invocation_id).slice(0, 0)
     import pyarrow.parquet as pq
     lost = pq.read_table(parts[0])
     Path(parts[0]).unlink()
@@ -122,7 +121,6 @@ def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir
     assert len(keys) == len(set(keys)) == 48
     retried = {(r["probe_id"], r["sample"]): r["attempt"] for r in ok.to_pylist()}
     assert [retried[(p, s)] for p, s in zip(errors["probe_id"].to_pylist(), errors["sample"].to_pylist())] == [2, 2]
-    assert dropped.num_rows == 0
 
 
 def test_frozen_settings_cannot_be_edited_through_the_catalog(setup):
