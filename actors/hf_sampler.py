@@ -12,7 +12,6 @@ the vLLM engine.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from datetime import datetime, timezone

@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from grid.errors import CatalogError, ConfigError
+from grid.errors import ConfigError
+from jobs.errors import reports_user_errors
 from grid.spec import RESERVED_NAMES
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -199,6 +200,7 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
     return p
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int:
     """CLI entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -211,15 +213,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
               "gstudy, kendall, auroc, null (or `mirrorscan compare`)", file=sys.stderr)
         return 2
     args = build_parser(prog).parse_args(argv)
-    try:
-        report = analyze_invocation(args.target, store=args.store, catalog_dsn=args.catalog_dsn,
-                                    reclassify=args.reclassify, write=not args.no_write)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except CatalogError as exc:
-        print(f"catalog error: {exc}", file=sys.stderr)
-        return 1
+    report = analyze_invocation(args.target, store=args.store, catalog_dsn=args.catalog_dsn,
+                                reclassify=args.reclassify, write=not args.no_write)
     if args.json:
         print(json.dumps([s.to_dict() for s in report.summaries], indent=2, ensure_ascii=False))
     else:

@@ -10,10 +10,10 @@ committed, opposite words; undefined when no pair is committed by both). Fingerp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from grid.errors import CatalogError, ConfigError
+from grid.errors import ConfigError
+from jobs.errors import reports_user_errors
 
 
 def pick(report, label: str | None, side: str):
@@ -58,6 +58,7 @@ def _refingerprint(target, label, rule, store, catalog_dsn, fingerprint):
     return fingerprint(table, expected_cells(inv["settings"]), rule)
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int:
     """CLI entry point; returns the exit code."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,15 +71,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = p.parse_args(argv)
-    try:
-        result = compare(args.a, args.b, label_a=args.label_a, label_b=args.label_b, rule=args.rule,
-                         store=args.store, catalog_dsn=args.catalog_dsn)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except CatalogError as exc:
-        print(f"catalog error: {exc}", file=sys.stderr)
-        return 1
+    result = compare(args.a, args.b, label_a=args.label_a, label_b=args.label_b, rule=args.rule,
+                     store=args.store, catalog_dsn=args.catalog_dsn)
     if args.json:
         print(result.to_json(indent=2))
         return 0

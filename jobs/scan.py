@@ -23,8 +23,9 @@ from grid.cells import add_seeds, expand_forced_choice, plan_attempts
 from grid.errors import CatalogError, ConfigError
 from grid.probesets import load_pairs
 from grid.spec import Spec, load_spec, settings_differences, settings_hash
+from jobs.errors import reports_user_errors
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 
 HELP = """\
 Run the grid of one experiment (experiments/<name>/config.json) and store every cell.
@@ -235,18 +236,13 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
           file=out)
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     """CLI entry point; returns the exit code."""
     args = build_parser(prog).parse_args(argv)
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except CatalogError as exc:
-        print(f"catalog error: {exc}", file=sys.stderr)
-        return EXIT_INCOMPLETE
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
         return EXIT_INTERRUPTED

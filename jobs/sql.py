@@ -24,6 +24,8 @@ import sys
 
 import pyarrow as pa
 
+from jobs.errors import reports_user_errors
+
 JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes")
 
 
@@ -81,6 +83,7 @@ def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
     return p
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     """CLI entry point; returns the exit code (2 for a bad query or input)."""
     import os
@@ -88,7 +91,6 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     import duckdb
 
     from cluster.home import default_store_uri
-    from grid.errors import CatalogError
 
     args = build_parser(prog).parse_args(argv)
     store = args.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
@@ -98,9 +100,6 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     except duckdb.Error as exc:
         print(f"sql error: {exc}", file=sys.stderr)
         return 2
-    except CatalogError as exc:
-        print(f"catalog error: {exc}", file=sys.stderr)
-        return 1
     if args.format == "csv":
         import pyarrow.csv as pacsv
 

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from analysis.errors import AnalysisError
-from grid.errors import CatalogError, ConfigError
+from jobs.errors import reports_user_errors
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null")
 
@@ -463,22 +463,16 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
 RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null}
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int:
     """Entry point: ``argv[0]`` is the subcommand; returns the exit code (2 on bad input)."""
     args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        args.invocation = invocation_source(args.input)
-        result = RUN[args.command](args)
-        if args.invocation is not None and not args.out:
-            result = {"invocation_id": str(args.invocation["invocation_id"]), **result}
-            _write_beside(args.invocation, args.command, result)
-        emit(result, args.out)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except CatalogError as exc:
-        print(f"catalog error: {exc}", file=sys.stderr)
-        return 1
+    args.invocation = invocation_source(args.input)
+    result = RUN[args.command](args)
+    if args.invocation is not None and not args.out:
+        result = {"invocation_id": str(args.invocation["invocation_id"]), **result}
+        _write_beside(args.invocation, args.command, result)
+    emit(result, args.out)
     return 0
 
 
