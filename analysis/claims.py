@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import rankdata
 
+from analysis.design import complete_table
 from analysis.errors import AnalysisError
 from analysis.resampling import (DEFAULT_SHARD_SIZE, Alternative, BootstrapInterval, NullSummary, Seed,
                                  percentile_interval, run_local, summarise_null)
@@ -102,14 +103,7 @@ class ClaimData:
 
 
 def _check(scores: Any) -> np.ndarray:
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 2 or s.shape[0] < 2 or s.shape[1] < 2:
-        raise AnalysisError("scores", f"shape {s.shape}; expected (models ≥ 2, wrappers ≥ 2)",
-                            "give one score per model and wrapper")
-    if not np.isfinite(s).all():
-        raise AnalysisError("scores", f"{int((~np.isfinite(s)).sum())} missing per-wrapper score(s)",
-                            "complete the model × wrapper table (absence is not zero)")
-    return s
+    return complete_table(scores, "scores", "models", "wrappers", "give one score per model and wrapper")
 
 
 def wrapper_permutation_shard(data: ClaimData, seed_seq: Any, n_draws: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2, rankdata
 
+from analysis.design import complete_table
 from analysis.errors import AnalysisError
 from analysis.resampling import DEFAULT_SHARD_SIZE, NullSummary, Seed, run_local, summarise_null
 
@@ -55,14 +56,8 @@ class KendallW:
 
 
 def _ratings(ratings: Any) -> np.ndarray:
-    x = np.asarray(ratings, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
-        raise AnalysisError("ratings", f"shape {x.shape}; expected (objects ≥ 2, raters ≥ 2)",
-                            "give one column per rater (wrapper) and one row per object (model)")
-    if not np.isfinite(x).all():
-        raise AnalysisError("ratings", f"{int((~np.isfinite(x)).sum())} missing rating(s)",
-                            "complete the object × rater table; absence is not zero")
-    return x
+    return complete_table(ratings, "ratings", "objects", "raters",
+                          "give one column per rater (wrapper) and one row per object (model)")
 
 
 def _tie_term(ranks: np.ndarray) -> float:

@@ -103,6 +103,21 @@ def design_from_array(scores: Any, facets: Sequence[str], nested: Mapping[str, A
     return BalancedDesign(arr, facets, closure, levels)
 
 
+def complete_table(values: Any, field: str, rows: str, columns: str, fix: str) -> np.ndarray:
+    """``values`` as a float (rows ≥ 2, columns ≥ 2) array with no missing cell, else AnalysisError.
+
+    Shared by every statistic over a two-way table (Kendall's W over objects × raters, model-comparison
+    claims over models × wrappers): absence is never read as zero.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        raise AnalysisError(field, f"shape {x.shape}; expected ({rows} ≥ 2, {columns} ≥ 2)", fix)
+    if not np.isfinite(x).all():
+        raise AnalysisError(field, f"{int((~np.isfinite(x)).sum())} missing cell(s) of the {rows} × {columns} table",
+                            f"complete the {rows} × {columns} table (absence is not zero)")
+    return x
+
+
 def _column(table: Any, name: str) -> np.ndarray:
     """One column of a dict-of-columns or a pyarrow Table as a numpy array (nulls become None/NaN)."""
     names = list(table.column_names) if hasattr(table, "column_names") else list(table.keys())

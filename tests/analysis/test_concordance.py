@@ -115,5 +115,5 @@ def test_w_reference_without_and_with_an_object_effect():
 def test_missing_rating_is_refused():
     x = _anxiety()
     x[3, 1] = np.nan
-    with pytest.raises(ValueError, match="missing rating"):
+    with pytest.raises(ValueError, match="missing cell.*objects × raters"):
         kendall_w(x)
