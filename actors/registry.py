@@ -7,6 +7,9 @@ import importlib
 
 ENGINES: dict[str, tuple[str, str]] = {
     "hf": ("actors.hf_sampler", "HFSampler"),
+    "vllm": ("actors.vllm_sampler", "VLLMSampler"),
+    "openai": ("actors.http_openai", "OpenAISampler"),
+    "anthropic": ("actors.http_anthropic", "AnthropicSampler"),
 }
 
 

@@ -66,20 +66,38 @@ def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Ta
     return [cells.slice(i, rows) for i in range(0, cells.num_rows, rows)]
 
 
+def engine_resources(engine_cls: type, variant: dict) -> dict:
+    """Ray resources of one engine actor of ``variant``: the engine class's own ``ray_resources`` when it
+    has one (vLLM: GPUs, placement groups), else one CPU; plus the model's memory request."""
+    if hasattr(engine_cls, "ray_resources"):
+        resources = dict(engine_cls.ray_resources(variant))
+    else:
+        resources = {"num_cpus": 1}
+        if variant.get("num_gpus"):
+            resources["num_gpus"] = variant["num_gpus"]
+    if variant.get("memory_gb"):
+        resources["memory"] = int(variant["memory_gb"] * 2**30)
+    return resources
+
+
 def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes: dict, *, store_uri: str,
-              experiment: str, invocation_id: str, batch_size: int, pool_size: int,
+              experiment: str, invocation_id: str, batch_size: int, pool_size: int, max_pool_size: int | None = None,
               engine_resources: dict | None = None) -> Iterator[tuple[int, int]]:
-    """Run one model's cells; yield (rows written, error rows) as each part lands."""
+    """Run one model's cells over an actor pool of ``pool_size`` (up to ``max_pool_size``: Ray Data grows the
+    pool while work is queued); yield (rows written, error rows) as each part lands."""
     import ray.data
 
-    ds = ray.data.from_arrow(input_blocks(cells, batch_size, pool_size))
+    max_pool_size = max(pool_size, max_pool_size or pool_size)
+    pool = (ray.data.ActorPoolStrategy(size=pool_size) if max_pool_size == pool_size
+            else ray.data.ActorPoolStrategy(min_size=pool_size, max_size=max_pool_size))
+    ds = ray.data.from_arrow(input_blocks(cells, batch_size, max_pool_size))
     ds = ds.map_batches(render_block, fn_kwargs={"envelopes": envelopes}, batch_format="pyarrow",
                         batch_size=None, num_cpus=LIGHT_TASK_CPUS)
     ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
                         fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
                                                "store_uri": store_uri, "experiment": experiment,
                                                "invocation_id": invocation_id, "envelopes": envelopes},
-                        compute=ray.data.ActorPoolStrategy(size=pool_size), **(engine_resources or {"num_cpus": 1}))
+                        compute=pool, **(engine_resources or {"num_cpus": 1}))
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for rows, errors in zip(counts.column("rows").to_pylist(), counts.column("errors").to_pylist()):
             yield rows, errors
@@ -96,8 +114,11 @@ def run_grid(cells: pa.Table, variants: list[dict], sources: dict[str, str], run
         if mine.num_rows == 0:
             continue
         kwargs = {"variant": variant, "model_source": sources[variant["label"]], "run": run}
-        for rows, errors in run_model(mine, engine_class(variant["backend"]), kwargs, envelopes,
+        engine_cls = engine_class(variant.get("backend", "hf"))
+        for rows, errors in run_model(mine, engine_cls, kwargs, envelopes,
                                       store_uri=store_uri, experiment=run["experiment"],
                                       invocation_id=run["invocation_id"], batch_size=batch_size,
-                                      pool_size=pool_size):
+                                      pool_size=variant.get("min_actors") or pool_size,
+                                      max_pool_size=variant.get("max_actors") or pool_size,
+                                      engine_resources=engine_resources(engine_cls, variant)):
             on_part(rows, errors)

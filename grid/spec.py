@@ -24,8 +24,13 @@ from grid.probesets import STARTER, PairSet, load_pairs
 
 INSTRUMENTS = ("forced_choice",)
 """Instruments the grid engine can run now (open_scan, flinch and lens come with later parts)."""
-BACKENDS = ("hf",)
-"""Model backends available now; vllm, openai and anthropic come with Part 4."""
+BACKENDS = ("hf", "vllm", "openai", "anthropic")
+"""Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
+API_BACKENDS = ("openai", "anthropic")
+"""Backends reached over HTTP: the model is an API name, not a local folder."""
+DEFAULT_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+BATCH_API_BACKENDS = ("openai_batch", "anthropic_batch", "batch")
+"""Refused on purpose: a batch API is a different serving path (queued for hours, no streaming, no timing)."""
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 RESERVED_NAMES = ("gstudy", "dstudy", "kendall", "auroc", "null", "bootstrap", "scaling", "compare")
 """Subcommands of ``mirrorscan analyze``: no experiment may be named after one."""
@@ -62,6 +67,16 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "top_p": (None, (int, float, type(None))),
     "max_tokens": (None, (int, type(None))),
     "api_key_env": (None, (str, type(None))),     # NAME of the environment variable holding a key
+    "endpoint": (None, (str, type(None))),        # API base URL (openai: .../v1); None = the provider's
+    "max_concurrency": (8, (int,)),               # requests in flight per endpoint (HTTP backends)
+    "timeout_s": (120.0, (int, float)),           # per-request timeout, seconds (HTTP: also per stalled read)
+    "max_retries": (4, (int,)),                   # retries of 429/5xx/cut streams, with backoff and jitter
+    "tensor_parallel_size": (1, (int,)),          # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
+    "engine_args": ({}, (dict,)),                 # vLLM engine arguments (per-model overrides), recorded verbatim
+    "num_gpus": (None, (int, float, type(None))), # GPUs per engine actor; None = tensor_parallel_size on cuda, else 0
+    "memory_gb": (None, (int, float, type(None))),# memory request per engine actor (GiB), for scheduling
+    "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
+    "max_actors": (None, (int, type(None))),
 }
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|passw(or)?d|authorization|credential)", re.I)
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
@@ -87,6 +102,27 @@ class ModelVariant:
     top_p: float = 1.0
     max_tokens: int = 64
     api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    endpoint: str | None = None
+    """API base URL for HTTP backends (resolved to the provider's default); None for in-process engines."""
+    max_concurrency: int = 8
+    """Requests in flight per endpoint (HTTP backends), shared by the model's actor pool."""
+    timeout_s: float = 120.0
+    """Per-request timeout in seconds; a stream that stalls this long is cut and retried."""
+    max_retries: int = 4
+    """Retries of 429/5xx responses and cut streams (exponential backoff with jitter)."""
+    tensor_parallel_size: int = 1
+    """vLLM: GPUs one engine spans; > 1 runs the engine in a placement group of that many GPU bundles."""
+    engine_args: dict = field(default_factory=dict)
+    """vLLM engine arguments for this model (e.g. max_model_len), recorded verbatim."""
+    num_gpus: float | None = None
+    """GPUs requested per engine actor (resolved: tensor_parallel_size for vLLM on cuda, else 0)."""
+    memory_gb: float | None = None
+    """Memory (GiB) requested per engine actor, so the scheduler packs big models onto big nodes."""
+    min_actors: int | None = None
+    """Lower bound of this model's actor pool (resolved: actor_pool_size)."""
+    max_actors: int | None = None
+    """Upper bound of this model's actor pool (resolved: actor_pool_size); > min lets the pool autoscale."""
 
     def as_dict(self) -> dict:
         """Plain-JSON form for settings (no secret values: api_key_env is only a variable name)."""
@@ -204,6 +240,11 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
             if resolved[key] is None:
                 resolved[key] = values[key]
         resolved["temperature"], resolved["top_p"] = float(resolved["temperature"]), float(resolved["top_p"])
+        if resolved["backend"] in BATCH_API_BACKENDS or "batch" in resolved["extra_body"]:
+            raise ConfigError(file, f"{where}.backend", "asks for a batch API, which mirrorscan refuses: batch "
+                              "requests are queued for hours on a different serving path, without streaming or "
+                              "per-request timing, so their answers are not comparable",
+                              'use backend "openai" or "anthropic" (online streaming)')
         if resolved["backend"] not in BACKENDS:
             raise ConfigError(file, f"{where}.backend", f"unknown backend {resolved['backend']!r}",
                               f"use one of: {', '.join(BACKENDS)}")
@@ -217,8 +258,47 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
                               "give each model variant a unique label")
         seen[resolved["label"]] = i
         _validate_sampling(file, where, resolved)
+        _resolve_engine(file, where, resolved)
+        _resolve_pool(file, where, resolved, values["actor_pool_size"])
         models.append(ModelVariant(**resolved))
     return models
+
+
+def _resolve_engine(file: str, where: str, v: dict) -> None:
+    """Fill in and check the engine/endpoint/resource keys of one model entry (in place)."""
+    backend = v["backend"]
+    if backend in API_BACKENDS:
+        v["endpoint"] = (v["endpoint"] or DEFAULT_ENDPOINTS[backend]).rstrip("/")
+        _check_range(file, f"{where}.endpoint", v["endpoint"].startswith(("http://", "https://")),
+                     f"is {v['endpoint']!r}", "write an http:// or https:// base URL (openai: ending in /v1)")
+    elif v["endpoint"] is not None:
+        raise ConfigError(file, f"{where}.endpoint", f"is set but backend {backend!r} runs in-process",
+                          'remove it, or use backend "openai" to reach an OpenAI-compatible server')
+    for key in ("max_concurrency", "tensor_parallel_size"):
+        _check_range(file, f"{where}.{key}", v[key] >= 1, f"is {v[key]}", "use a positive integer")
+    _check_range(file, f"{where}.max_retries", v["max_retries"] >= 0, f"is {v['max_retries']}", "use 0 or more")
+    _check_range(file, f"{where}.timeout_s", v["timeout_s"] > 0, f"is {v['timeout_s']}", "use a positive number of seconds")
+    v["timeout_s"] = float(v["timeout_s"])
+    if v["tensor_parallel_size"] > 1 and backend != "vllm":
+        raise ConfigError(file, f"{where}.tensor_parallel_size", f"is {v['tensor_parallel_size']} but backend is {backend!r}",
+                          'tensor parallelism needs backend "vllm"; remove the key or set it to 1')
+    if v["engine_args"] and backend != "vllm":
+        raise ConfigError(file, f"{where}.engine_args", f"is only read by the vllm backend, not {backend!r}",
+                          "remove it, or pass provider extras in extra_body")
+    if v["num_gpus"] is None:
+        v["num_gpus"] = float(v["tensor_parallel_size"]) if backend == "vllm" and v["device"].startswith("cuda") else 0.0
+    _check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
+    _check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
+                 "use a positive number of GiB, or leave it out")
+
+
+def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
+    """Resolve the model's actor pool bounds from min_actors/max_actors and the experiment's actor_pool_size."""
+    lo = v["min_actors"] if v["min_actors"] is not None else pool_size
+    hi = v["max_actors"] if v["max_actors"] is not None else max(lo, pool_size)
+    _check_range(file, f"{where}.min_actors", lo >= 1, f"is {lo}", "use 1 or more")
+    _check_range(file, f"{where}.max_actors", hi >= lo, f"is {hi}, below min_actors {lo}", "make max_actors ≥ min_actors")
+    v["min_actors"], v["max_actors"] = lo, hi
 
 
 def _validate_sampling(file: str, where: str, v: dict) -> None:

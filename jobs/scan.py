@@ -22,7 +22,7 @@ from cluster.home import default_store_uri
 from grid.cells import add_seeds, expand_forced_choice, plan_attempts
 from grid.errors import CatalogError, ConfigError
 from grid.probesets import load_pairs
-from grid.spec import Spec, load_spec, settings_differences, settings_hash
+from grid.spec import API_BACKENDS, Spec, load_spec, settings_differences, settings_hash
 from jobs.errors import reports_user_errors
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
@@ -136,7 +136,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     spec = load_spec(experiment)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
-    sources = {m.label: resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+    sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
+               else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
                for i, m in enumerate(spec.models)}
     trace_store = open_store(spec.values["store"])
     with Catalog(resolve_dsn(resolve_catalog(catalog_dsn, spec))) as catalog:

@@ -1,0 +1,53 @@
+"""The trace row every engine writes: run identity, cell coordinates, sampling parameters, where it ran.
+
+Engines (HF, vLLM, HTTP) differ in how they answer; the row around the answer is the same, so it is
+built here once. ``where_am_i`` works with and without Ray (a batch function must run without it).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import datetime, timezone
+
+
+def where_am_i() -> dict:
+    """Ray node id, actor id and host name of the calling process (ids are None outside Ray)."""
+    try:
+        import ray
+    except ImportError:   # the bare batch function on a machine without Ray
+        ray = None
+    if ray is None or not ray.is_initialized():   # never start Ray from here
+        return {"node_id": None, "actor_id": None, "hostname": socket.gethostname()}
+    ctx = ray.get_runtime_context()
+    return {"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(), "hostname": socket.gethostname()}
+
+
+def generation_overrides(variant: dict) -> str:
+    """JSON of the variant's effort, extra_body and chat-template kwargs (what reaches the engine beyond sampling)."""
+    overrides = {"effort": variant.get("effort"), "extra_body": variant.get("extra_body") or {},
+                 "chat_template_kwargs": variant.get("chat_template_kwargs") or {}}
+    if variant.get("engine_args"):
+        overrides["engine_args"] = variant["engine_args"]
+    return json.dumps(overrides, sort_keys=True)
+
+
+def trace_row(variant: dict, run: dict, source: str, where: dict, cell: dict, **fields) -> dict:
+    """A trace row for ``cell`` carrying the run's identity, the coordinates, the variant's sampling
+    parameters and ``fields`` (answer, tokens, timing, error …), which override the defaults."""
+    row = {
+        "invocation_id": run["invocation_id"], "experiment": run["experiment"],
+        "instrument": run["instrument"], "envelope_version": run.get("envelope_version"),
+        "probe_id": cell["probe_id"], "sample": cell["sample"], "attempt": cell.get("attempt", 1),
+        "label": variant["label"], "model": variant["model"], "model_canonical": source,
+        "backend": variant.get("backend", "hf"),
+        "pair_id": cell.get("pair_id"), "word_a": cell.get("word_a"), "word_b": cell.get("word_b"),
+        "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
+        "system_text": cell["system_text"], "user_text": cell["user_text"],
+        "temperature": float(variant["temperature"]), "top_p": float(variant["top_p"]),
+        "max_tokens": int(variant["max_tokens"]), "seed": cell["seed"],
+        "generation_overrides": generation_overrides(variant),
+        "created_at": datetime.now(timezone.utc), **where,
+    }
+    row.update(fields)
+    return row

@@ -1,0 +1,40 @@
+"""Environment for vLLM processes: the CPU build's required settings and caches inside $MIRRORSCAN_HOME.
+
+Seen to work on the 2-core CPU machines (``../shared/NOTES-environment.md``): a KV cache size is required
+on the CPU build; the in-process engine starts in seconds instead of tens; eager mode and no dynamo avoid
+minutes of compilation; caches and vLLM's socket files stay inside the home folder. On GPUs only the
+cache locations and the no-telemetry settings apply.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cluster.home import subdir
+
+CPU_SETTINGS = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",          # GiB of KV cache; the CPU build refuses to start without it
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # Ray and the OS place threads; binding fights other actors
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # in-process engine core: 4–6 s start instead of 22–39 s
+    "TORCHDYNAMO_DISABLE": "1",             # else the first log-prob call compiles for ~20 s
+}
+COMMON_SETTINGS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def vllm_env(device: str = "cpu") -> dict[str, str]:
+    """Environment variables a vLLM engine (or server) on ``device`` needs; caches under $MIRRORSCAN_HOME."""
+    cache = subdir("cache")
+    env = {**COMMON_SETTINGS,
+           "VLLM_CACHE_ROOT": str(cache / "vllm"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+           "XDG_CACHE_HOME": str(cache / "xdg")}
+    if not device.startswith("cuda"):
+        env.update(CPU_SETTINGS)
+        env["TMPDIR"] = str(subdir("cache") / "tmp")   # vLLM leaves socket files in the temp folder
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+    return env
+
+
+def apply_vllm_env(device: str = "cpu") -> None:
+    """Set ``vllm_env(device)`` in this process before vLLM is imported (existing values win)."""
+    for key, value in vllm_env(device).items():
+        os.environ.setdefault(key, value)
