@@ -140,7 +140,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
                for i, m in enumerate(spec.models)}
     trace_store = open_store(spec.values["store"])
-    with Catalog(resolve_dsn(resolve_catalog(catalog_dsn, spec))) as catalog:
+    dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
+    with Catalog(dsn) as catalog:
         if resume:
             inv = _resume_target(catalog, spec, settings)
             invocation_id, settings = str(inv["invocation_id"]), inv["settings"]
@@ -159,11 +160,16 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                 "store_uri": spec.values["store"], "status": "running", "counts": {"cells": spec.n_cells()}})
             trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources})
-        result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet)
+        # one machine-readable line before any work, so a submitted job's log names its invocation at once
+        print(f"mirrorscan-invocation: {invocation_id} experiment={spec.experiment} "
+              f"{'resumed' if resume else 'new'}", file=sys.stderr, flush=True)
+        result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address,
+                          quiet, dsn)
     return result
 
 
-def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet) -> ScanResult:
+def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet,
+             dsn: str | None = None) -> ScanResult:
     """Expand the grid from frozen ``settings``, run what is left, and record the outcome."""
     experiment = spec.experiment
     pairs = load_pairs(settings["probe_set"])   # hash equals the frozen one (checked by settings comparison)
@@ -175,7 +181,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     status = "running"
     try:
         if todo.num_rows:
-            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address)
+            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn)
         counts = cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
         counts["given_up"] = given_up.num_rows
         status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
@@ -193,7 +199,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
 
 
 def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
-               quiet: bool, ray_address: str | None) -> None:
+               quiet: bool, ray_address: str | None, dsn: str | None = None) -> None:
     from tqdm import tqdm
 
     from cluster.pipeline import run_grid
@@ -201,7 +207,8 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
 
     ensure_ray(ray_address)
     run = {"invocation_id": invocation_id, "experiment": experiment, "instrument": settings["instrument"],
-           "envelope_version": settings["envelope_set"]["version"]}
+           "envelope_version": settings["envelope_set"]["version"],
+           "catalog_dsn": dsn, "store_uri": settings["store"]}   # engine actors write inference_log rows there
     done = {"rows": 0, "errors": 0}
     last_update = [time.monotonic()]
     bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}", disable=quiet, file=sys.stderr,

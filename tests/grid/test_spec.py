@@ -147,3 +147,52 @@ def test_experiment_named_after_an_analyze_subcommand_is_refused(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_spec(folder)
     assert "reserved" in info.value.problem and info.value.field == "(experiment folder name)"
+
+
+# ---- backends, endpoints and engine resources (Part 4/5) -------------------------------------------------
+
+def one_model(**entry) -> dict:
+    return base_config(models=[{"model": "some-model", "label": "m1", **entry}])
+
+
+def test_api_backends_resolve_endpoints_and_keep_key_names_only(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config(models=[
+        {"model": "gpt-x", "backend": "openai", "api_key_env": "OPENAI_API_KEY"},
+        {"model": "claude-x", "backend": "anthropic", "endpoint": "http://127.0.0.1:9999/"},
+        {"model": "local-served", "label": "served", "backend": "openai", "endpoint": "http://127.0.0.1:8000/v1",
+         "max_concurrency": 3, "timeout_s": 5, "max_retries": 0}])))
+    gpt, claude, served = spec.models
+    assert gpt.endpoint == "https://api.openai.com/v1" and gpt.api_key_env == "OPENAI_API_KEY"
+    assert claude.endpoint == "http://127.0.0.1:9999"   # trailing slash removed: one spelling per endpoint
+    assert (served.max_concurrency, served.timeout_s, served.max_retries) == (3, 5.0, 0)
+    assert all(m.num_gpus == 0 for m in spec.models)
+    assert "OPENAI_API_KEY" in json.dumps(spec.settings())   # the variable's name is recorded, never a value
+
+
+@pytest.mark.parametrize("entry, field, words", [
+    ({"backend": "openai_batch"}, "models[0].backend", "batch API"),
+    ({"backend": "openai", "extra_body": {"batch": True}}, "models[0].backend", "online streaming"),
+    ({"backend": "openai", "endpoint": "api.example.com/v1"}, "models[0].endpoint", "http"),
+    ({"backend": "hf", "endpoint": "http://127.0.0.1:1/v1"}, "models[0].endpoint", "in-process"),
+    ({"backend": "hf", "tensor_parallel_size": 2}, "models[0].tensor_parallel_size", "vllm"),
+    ({"backend": "openai", "engine_args": {"max_model_len": 512}}, "models[0].engine_args", "vllm"),
+    ({"backend": "openai", "max_concurrency": 0}, "models[0].max_concurrency", "positive"),
+    ({"backend": "openai", "timeout_s": 0}, "models[0].timeout_s", "seconds"),
+    ({"min_actors": 3, "max_actors": 2}, "models[0].max_actors", "min_actors"),
+    ({"memory_gb": -1}, "models[0].memory_gb", "GiB"),
+    ({"backend": "grpc"}, "models[0].backend", "hf, vllm, openai, anthropic"),
+])
+def test_engine_keys_are_checked(tmp_path, entry, field, words):
+    err = error_for(tmp_path, one_model(**entry))
+    assert err.field == field and words in str(err)
+
+
+def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config(actor_pool_size=2, models=[
+        {"model": "a", "backend": "vllm", "device": "cuda", "tensor_parallel_size": 4, "memory_gb": 64},
+        {"model": "b", "backend": "vllm", "max_actors": 6},
+        {"model": "c", "backend": "vllm", "device": "cuda", "num_gpus": 0.5, "min_actors": 1}])))
+    a, b, c = spec.models
+    assert (a.num_gpus, a.memory_gb, a.min_actors, a.max_actors) == (4.0, 64, 2, 2)
+    assert (b.num_gpus, b.min_actors, b.max_actors) == (0.0, 2, 6)   # CPU build: no GPU asked for
+    assert (c.num_gpus, c.min_actors, c.max_actors) == (0.5, 1, 2)
