@@ -1,10 +1,21 @@
 """The trace store: Parquet parts under ``<store>/<experiment>/<invocation_id>/traces/``.
 
-One code path for a local directory and (Part 5) ``s3://`` through pyarrow filesystems. Writes are
-append-only: every part has a name unique per writer and attempt, is written under a temporary name
-(``.<name>.tmp``) and renamed when complete, so a reader never sees half a part. Readers list only
-``*.parquet`` names that do not start with ``.``; ``cleanup`` removes stale temporaries and moves
-unreadable parts to ``quarantine/`` with a warning.
+One ``TraceStore`` for a local directory and for ``s3://bucket/prefix``: listing and reading go through
+the pyarrow filesystem of either; only "put an immutable object" differs (``LocalObjects`` here,
+``cluster.s3.S3Objects`` for S3). Writes are append-only: every part has a name unique per writer and
+attempt and is never overwritten, and a reader never sees half an object — locally it is written under
+a temporary name (``.<name>.tmp``) and renamed when complete; on S3, which has no rename, the final key
+is written directly with ``If-None-Match: *`` (a single PUT, or a multipart upload that stays invisible
+until completed). Readers list only ``*.parquet`` names that do not start with ``.``; ``cleanup`` removes
+stale temporaries (locally ``.tmp`` files, on S3 unfinished multipart uploads) and moves unreadable parts
+to ``quarantine/`` with a warning.
+
+S3 endpoint, region and credentials come from the standard AWS environment of the process that opens
+the store, never from the URI (``cluster.s3`` lists the variable names). Ray workers open the store
+themselves, so the AWS_* settings must reach them: a local Ray inherits the driver's environment; on a
+cluster the driver passes ``cluster.s3.forwarded_env()`` (endpoint, region, profile — no secrets)
+through the Ray ``runtime_env`` ``env_vars`` and the nodes hold the credentials (instance role, IRSA,
+profile file). A ``TraceStore`` pickles as its URI and is reopened from the receiving process's environment.
 """
 
 from __future__ import annotations
@@ -15,12 +26,14 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from grid.errors import ConfigError
 from grid.trace_schema import TRACE_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -30,12 +43,65 @@ MANIFEST = "invocation.json"
 
 
 def open_store(uri: str) -> "TraceStore":
-    """A TraceStore for a local folder (absolute or relative path, or ``file://``) or an ``s3://`` URI."""
-    if "://" not in uri:
-        os.makedirs(uri, exist_ok=True)
-        return TraceStore(uri=os.path.abspath(uri), fs=pafs.LocalFileSystem(), root=os.path.abspath(uri))
-    fs, root = pafs.FileSystem.from_uri(uri)
-    return TraceStore(uri=uri, fs=fs, root=root.rstrip("/"))
+    """A TraceStore for a local folder (absolute or relative path, or ``file://``) or ``s3://bucket/prefix``.
+
+    For S3 the bucket is checked once (a missing bucket or refused credentials raise ConfigError)."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if scheme in ("", "file"):
+        path = os.path.abspath(uri.split("://", 1)[1] if scheme else uri)
+        os.makedirs(path, exist_ok=True)
+        return TraceStore(uri=path, fs=pafs.LocalFileSystem(), root=path, objects=LocalObjects())
+    if scheme != "s3":
+        raise ConfigError("", "store", f"unsupported store URI scheme {scheme!r} in {uri!r}",
+                          "use a local folder or s3://bucket/prefix")
+    from cluster import s3
+
+    bucket, prefix = s3.parse_s3_uri(uri)
+    objects = s3.S3Objects(s3.resolve_settings())
+    objects.check_bucket(bucket, prefix)
+    root = f"{bucket}/{prefix}" if prefix else bucket
+    return TraceStore(uri=uri, fs=s3.s3_filesystem(objects.settings), root=root, objects=objects)
+
+
+class Objects(Protocol):
+    """How a store puts immutable objects; the one part that differs between a folder and S3."""
+
+    def put(self, path: str, data: bytes) -> None:
+        """Store ``data`` at ``path`` atomically; FileExistsError when something is already there."""
+
+    def remove_incomplete(self, folder: str) -> list[str]:
+        """Remove what unfinished writes left under ``folder``; return the removed paths."""
+
+    def delete(self, path: str) -> None:
+        """Delete one object."""
+
+
+class LocalObjects:
+    """Immutable files in a local folder: temporary name, then rename; an existing file is refused."""
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``.<name>.tmp`` beside ``path`` and rename it to ``path`` when complete."""
+        if os.path.lexists(path):
+            raise FileExistsError(f"{path} exists; objects in the store are never overwritten")
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(temp, "wb") as sink:
+            sink.write(data)
+        os.replace(temp, path)
+
+    def remove_incomplete(self, folder: str) -> list[str]:
+        """Delete the temporaries (``.*.tmp``) in ``folder`` that unfinished writes left."""
+        if not os.path.isdir(folder):
+            return []
+        removed = sorted(f"{folder}/{n}" for n in os.listdir(folder) if n.startswith(".") and n.endswith(".tmp"))
+        for path in removed:
+            os.remove(path)
+        return removed
+
+    def delete(self, path: str) -> None:
+        """Delete one file."""
+        os.remove(path)
 
 
 @dataclass
@@ -43,8 +109,21 @@ class TraceStore:
     """Where traces and manifests of invocations are kept."""
 
     uri: str
+    """The store as the user named it (a local store: its absolute path)."""
     fs: pafs.FileSystem
+    """pyarrow filesystem for listing and reading."""
     root: str
+    """The store's root as a filesystem path (``bucket/prefix`` on S3)."""
+    objects: Objects
+    """How immutable objects are put (local folder or S3)."""
+
+    def __reduce__(self):
+        return open_store, (self.uri,)   # reopened from the receiving process's own environment
+
+    @property
+    def is_local(self) -> bool:
+        """True for a local folder."""
+        return isinstance(self.objects, LocalObjects)
 
     def invocation_dir(self, experiment: str, invocation_id: str) -> str:
         """Folder of one invocation (filesystem path, not URI)."""
@@ -56,41 +135,41 @@ class TraceStore:
 
     def display(self, path: str) -> str:
         """A path as the user should see it (with the s3:// scheme where it applies)."""
-        return path if isinstance(self.fs, pafs.LocalFileSystem) else f"{self.uri.split('://')[0]}://{path}"
+        return path if self.is_local else f"s3://{path}"
 
     def write_part(self, table: pa.Table, experiment: str, invocation_id: str, writer: str) -> str:
-        """Write one immutable part (Parquet, zstd); return its path. Never overwrites an existing part."""
-        folder = self.traces_dir(experiment, invocation_id)
-        self.fs.create_dir(folder, recursive=True)
+        """Write one immutable trace part (Parquet, zstd); return its path. Never overwrites an existing part."""
+        return self.write_parquet_part(self.traces_dir(experiment, invocation_id), table, writer)
+
+    def write_parquet_part(self, folder: str, table: pa.Table, writer: str) -> str:
+        """Write ``table`` as one immutable Parquet part (zstd) named ``part-<time>-<writer>-<random>.parquet``
+        in ``folder`` (a path inside this store, e.g. from ``invocation_dir``); return its path. Atomic and
+        never overwriting, on either backend."""
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{writer}-{uuid.uuid4().hex[:12]}.parquet"
-        final, temp = f"{folder}/{name}", f"{folder}/.{name}.tmp"
-        with self.fs.open_output_stream(temp) as sink:
-            pq.write_table(table, sink, compression="zstd")
-        self.fs.move(temp, final)
-        return final
+        path = f"{folder}/{name}"
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        self.objects.put(path, sink.getvalue().to_pybytes())
+        return path
 
     def write_manifest(self, experiment: str, invocation_id: str, manifest: dict) -> str:
         """Write ``invocation.json`` (settings and provenance) once; an existing manifest is kept as it is."""
         path = f"{self.invocation_dir(experiment, invocation_id)}/{MANIFEST}"
-        if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-            return path
-        self.fs.create_dir(self.invocation_dir(experiment, invocation_id), recursive=True)
-        with self.fs.open_output_stream(path) as sink:
-            sink.write(json.dumps(manifest, indent=2, sort_keys=True, default=str).encode())
+        data = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode()
+        try:
+            self.objects.put(path, data)
+        except FileExistsError:
+            pass
         return path
 
     def write_analysis(self, experiment: str, invocation_id: str, relpath: str, data: bytes) -> str:
-        """Write one analysis output under ``<invocation>/analysis/`` (temporary name, then rename);
-        refuses to overwrite an existing file. Returns its display path."""
+        """Write one analysis output under ``<invocation>/analysis/``; refuses to overwrite an existing
+        file (FileExistsError). Returns its display path."""
         path = f"{self.invocation_dir(experiment, invocation_id)}/analysis/{relpath}"
-        if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-            raise FileExistsError(f"{self.display(path)} exists; analysis outputs are never overwritten")
-        folder, name = path.rsplit("/", 1)
-        self.fs.create_dir(folder, recursive=True)
-        temp = f"{folder}/.{name}.tmp"
-        with self.fs.open_output_stream(temp) as sink:
-            sink.write(data)
-        self.fs.move(temp, path)
+        try:
+            self.objects.put(path, data)
+        except FileExistsError:
+            raise FileExistsError(f"{self.display(path)} exists; analysis outputs are never overwritten") from None
         return self.display(path)
 
     def _files(self, base: str) -> list[pafs.FileInfo]:
@@ -116,23 +195,27 @@ class TraceStore:
         """The invocation's traces (selected columns) as one table."""
         return self.dataset(experiment, invocation_id).to_table(columns=columns)
 
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of one object."""
+        with self.fs.open_input_stream(path) as src:
+            return src.read()
+
     def cleanup(self, experiment: str, invocation_id: str) -> tuple[list[str], list[str]]:
-        """Remove stale temporaries and quarantine unreadable parts; return (removed, quarantined)."""
-        removed, quarantined = [], []
-        folder = self.traces_dir(experiment, invocation_id)
-        for info in self._files(folder):
-            if info.base_name.startswith(".") and info.base_name.endswith(".tmp"):
-                self.fs.delete_file(info.path)
-                removed.append(info.path)
+        """Remove what unfinished writes left (local temporaries, S3 unfinished multipart uploads) and
+        quarantine unreadable parts; return (removed, quarantined). Run it when no writer is active."""
+        removed = self.objects.remove_incomplete(self.traces_dir(experiment, invocation_id))
+        quarantined = []
         for path in self.list_parts(experiment, invocation_id):
             try:
                 with self.fs.open_input_file(path) as src:
                     pq.read_metadata(src)
             except (OSError, pa.ArrowInvalid) as exc:
-                target_dir = f"{self.invocation_dir(experiment, invocation_id)}/{QUARANTINE}"
-                self.fs.create_dir(target_dir, recursive=True)
-                target = f"{target_dir}/{path.rsplit('/', 1)[-1]}"
-                self.fs.move(path, target)
+                target = f"{self.invocation_dir(experiment, invocation_id)}/{QUARANTINE}/{path.rsplit('/', 1)[-1]}"
+                try:
+                    self.objects.put(target, self.read_bytes(path))
+                except FileExistsError:   # quarantined before, but the delete did not happen
+                    pass
+                self.objects.delete(path)
                 log.warning("quarantined unreadable trace part %s → %s (%s)", path, target, exc)
                 quarantined.append(target)
         return removed, quarantined
