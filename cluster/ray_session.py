@@ -29,7 +29,11 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    env_vars = {**WORKER_ENV, "MIRRORSCAN_HOME": str(home()), "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}
+    from cluster.s3 import forwarded_env
+
+    # AWS endpoint/region travel with the job (credentials do not: nodes hold their own role or profile)
+    env_vars = {**WORKER_ENV, **forwarded_env(), "MIRRORSCAN_HOME": str(home()),
+                "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}
     address = address or os.environ.get("RAY_ADDRESS")
     kwargs = dict(runtime_env={"env_vars": env_vars}, logging_level=logging.WARNING, log_to_driver=True)
     if address:
