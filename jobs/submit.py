@@ -1,0 +1,421 @@
+"""``mirrorscan submit`` / ``status`` / ``logs``: run an experiment on a Ray cluster as a Ray job.
+
+``submit`` validates the experiment here (a bad config exits 2 before anything reaches the cluster),
+then hands ``python -m jobs.scan <experiment> …`` to Ray's Job Submission API with the runtime env of
+``runtime_env.yaml`` (working_dir = this checkout, minus caches), streams the job's output and exits
+with the job's exit code. Without a cluster address (``--address`` or ``$RAY_ADDRESS``) it runs the
+scan in this process instead, exactly as ``mirrorscan scan`` would.
+
+The three verbs share this module because they share one thing, the job server connection;
+``jobs/cli.py`` maps each verb here and :func:`main` dispatches on the verb in ``prog``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from grid.errors import ConfigError
+from jobs.errors import reports_user_errors
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_ENV_FILE = REPO_ROOT / "runtime_env.yaml"
+"""The runtime env a submitted job ships, unless ``--runtime-env`` names another file."""
+
+EXIT_UNREACHABLE = 3
+"""The cluster's job server (dashboard, port 8265) could not be reached: nothing was submitted."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C while following a job: the job itself keeps running on the cluster."""
+
+INVOCATION_LINE = re.compile(
+    r"^(?:mirrorscan-invocation: |invocation )([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+"""Lines jobs.scan prints: ``mirrorscan-invocation: <uuid> experiment=<name> new|resumed`` before any
+work, and ``invocation <uuid>  experiment <name>  status <status>`` at the end."""
+
+AGENT_WAIT_S = 120.0
+"""How long ``submit`` waits for a freshly started head's job agent before giving up (seconds)."""
+TERMINAL_WAIT_S = 60.0
+"""How long to wait, after the log stream ends, for the job server to report a final status (seconds)."""
+
+# Value shapes that are credentials whatever the variable is called.
+_SECRET_SHAPES = [
+    (re.compile(r"\bA(KIA|SIA)[0-9A-Z]{16}\b"), "an AWS access key id"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), "an API key (sk-…)"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token"),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), "a GitHub token"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(^|\s)password\s*=\s*\S", re.I), "a password (libpq key=value DSN)"),
+]
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|ACCESS_KEY|CREDENTIAL|PRIVATE_KEY", re.I)
+
+
+def secret_problem(name: str, value: str) -> str | None:
+    """Why ``name=value`` looks like a secret (a phrase), or None when it does not.
+
+    Flags values shaped like keys/tokens, URLs or DSNs carrying a password, and non-empty values of
+    variables named like secrets (but not ``*_PATH``/``*_FILE``/``*_ENV``, which point at one) unless
+    the value only references another variable (``${VAR}``).
+    """
+    value = str(value)
+    for pattern, what in _SECRET_SHAPES:
+        if pattern.search(value):
+            return f"its value looks like {what}"
+    if "://" in value:
+        with contextlib.suppress(ValueError):
+            if urlsplit(value).password:
+                return "its value is a URL with a password"
+    names_a_secret = _SECRET_NAME.search(name) and not re.search(r"(_PATH|_FILE|_ENV)$", name, re.I)
+    if names_a_secret and value.strip() and not re.fullmatch(r"\$\{?\w+\}?", value.strip()):
+        return "its name says it holds a secret"
+    return None
+
+
+# ---- runtime env ----------------------------------------------------------------------------------
+
+def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Path | None = None) -> dict:
+    """Read a runtime_env YAML into the dict Ray's ``RuntimeEnv`` takes; working_dir made absolute.
+
+    ``working_dir`` (if given) replaces the file's; a relative one in the file is taken relative to the
+    file's folder. Raises ConfigError for an unreadable file, a field Ray rejects, or a secret-looking
+    env value.
+    """
+    import yaml
+    from ray.runtime_env import RuntimeEnv
+
+    path = Path(path)
+    try:
+        env = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(path, "runtime env", f"cannot be read ({exc})", "pass a readable YAML file with --runtime-env") from None
+    if not isinstance(env, dict):
+        raise ConfigError(path, "runtime env", "is not a mapping", "write fields such as working_dir, excludes, env_vars")
+    if working_dir is not None:
+        env["working_dir"] = str(working_dir)
+    if env.get("working_dir") and "://" not in str(env["working_dir"]):
+        env["working_dir"] = str((path.parent / os.path.expanduser(str(env["working_dir"]))).resolve())
+    env_vars = env.get("env_vars") or {}
+    if not isinstance(env_vars, dict):
+        raise ConfigError(path, "env_vars", "is not a mapping", "write env_vars as NAME: \"value\" lines")
+    for name, value in env_vars.items():
+        problem = secret_problem(str(name), str(value))
+        if problem:
+            raise ConfigError(path, f"env_vars.{name}", f"{problem}; the runtime env is shown on the dashboard",
+                              "keep secrets on the cluster nodes (Kubernetes Secret, ~/.pgpass, instance profile)")
+    env["env_vars"] = {str(k): str(v) for k, v in env_vars.items()}
+    unknown = sorted(set(env) - RuntimeEnv.known_fields)
+    if unknown:   # RuntimeEnv would take them as plugin names and the job would fail on the cluster
+        raise ConfigError(path, unknown[0], "is not a runtime env field Ray knows",
+                          "use Ray's fields (working_dir, excludes, env_vars, pip, py_modules, …)")
+    try:
+        RuntimeEnv(**env)
+    except Exception as exc:   # Ray raises TypeError/ValueError/… for unknown or malformed fields
+        raise ConfigError(path, "runtime env", f"Ray rejects it: {exc}", "fix the field Ray names") from None
+    return env
+
+
+def _experiment_in_working_dir(experiment: str, working_dir: str, excludes: list[str]) -> str:
+    """The experiment's path relative to working_dir, as the job will see it; ConfigError if not shipped."""
+    from ray._private.thirdparty.pathspec import PathSpec   # the matcher Ray's own upload uses
+
+    target = Path(experiment).resolve()
+    root = Path(working_dir)
+    try:
+        rel = target.relative_to(root)
+    except ValueError:
+        raise ConfigError(experiment, "experiment", f"is outside the job's working_dir {root}",
+                          "move it under experiments/ in the checkout, or pass --working-dir FOLDER that holds it") from None
+    config = rel / "config.json" if target.is_dir() else rel
+    if PathSpec.from_lines("gitwildmatch", excludes).match_file(str(config)):
+        raise ConfigError(experiment, "experiment", "is excluded from the job's upload by the runtime env's excludes",
+                          "move the experiment or narrow the excludes")
+    return rel.as_posix() or "."
+
+
+def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, store: str | None,
+                    catalog_dsn: str | None, progress: bool) -> str:
+    """The shell command the job runs: ``python -m jobs.scan <experiment> …`` (quoted)."""
+    args = ["python", "-m", "jobs.scan", experiment_rel, "--max-attempts", str(max_attempts)]
+    if resume:
+        args.append("--resume")
+    if store:
+        args += ["--store", store]
+    if catalog_dsn:
+        args += ["--catalog-dsn", catalog_dsn]
+    if not progress:
+        args.append("--quiet")
+    return " ".join(shlex.quote(a) for a in args)
+
+
+# ---- the job server -------------------------------------------------------------------------------
+
+def cluster_address(flag: str | None) -> str | None:
+    """The cluster to talk to: ``--address``, else ``$RAY_ADDRESS``, else None (run locally)."""
+    return flag or os.environ.get("RAY_ADDRESS") or None
+
+
+class Unreachable(Exception):
+    """The job server at an address did not answer; the message is one line naming the address and the fix."""
+
+
+def connect(address: str):
+    """A ``JobSubmissionClient`` for ``address`` (``http://HEAD:8265``, or a Ray/GCS address it resolves).
+
+    ``address`` wins over ``$RAY_ADDRESS`` (Ray's client would otherwise prefer the environment).
+    Raises :class:`Unreachable` when nothing answers there.
+    """
+    from ray.job_submission import JobSubmissionClient
+
+    saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS") if k in os.environ}
+    try:
+        return JobSubmissionClient(address)
+    except (ConnectionError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Unreachable(
+            f"cannot reach Ray's job server at {address} ({reason}) — fix: start the cluster (ray up cluster.yaml, "
+            f"or kubectl apply -f deploy/kuberay/raycluster.yaml), forward its dashboard port 8265 "
+            f"(ray dashboard cluster.yaml, or kubectl port-forward svc/mirrorscan-head-svc 8265), "
+            f"or correct --address / RAY_ADDRESS") from None
+    finally:
+        os.environ.update(saved)
+
+
+def _job_info(client, job_id: str, address: str):
+    try:
+        return client.get_job_info(job_id)
+    except RuntimeError as exc:
+        if "does not exist" in str(exc) or "404" in str(exc):
+            raise ConfigError("", "JOB_ID", f"no job {job_id!r} on {address}",
+                              f"list the cluster's jobs with `mirrorscan status --address {address}`") from None
+        raise
+
+
+def submit_when_ready(client, timeout_s: float = AGENT_WAIT_S, **job) -> str:
+    """Submit a job, retrying every 2 s for at most ``timeout_s`` seconds while the head's job agent is
+    still starting ("No available agent to submit job": the dashboard answers before its agent does,
+    e.g. just after ``ray up`` or a head restart). Returns the submission id."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def find_invocation(text: str) -> str | None:
+    """The invocation id from a job's log text (the last ``invocation <uuid>`` line), or None."""
+    found = None
+    for line in text.splitlines():
+        m = INVOCATION_LINE.match(line.strip())
+        if m:
+            found = m.group(1)
+    return found
+
+
+async def _follow(client, job_id: str, out) -> str:
+    """Copy the job's log stream to ``out`` as it arrives; returns everything streamed."""
+    seen = []
+    async for chunk in client.tail_job_logs(job_id):
+        out.write(chunk)
+        out.flush()
+        seen.append(chunk)
+    return "".join(seen)
+
+
+def wait_terminal(client, job_id: str, timeout_s: float = TERMINAL_WAIT_S):
+    """The job's info once its status is terminal (polls every 0.5 s for at most ``timeout_s`` seconds)."""
+    deadline = time.monotonic() + timeout_s
+    info = client.get_job_info(job_id)
+    while not info.status.is_terminal() and time.monotonic() < deadline:
+        time.sleep(0.5)
+        info = client.get_job_info(job_id)
+    return info
+
+
+def job_exit_code(info) -> int:
+    """The exit code ``submit`` returns for a finished job: the driver's own, else 0 SUCCEEDED / 1 otherwise."""
+    if info.driver_exit_code is not None:
+        return int(info.driver_exit_code)
+    return 0 if str(info.status) == "SUCCEEDED" else 1
+
+
+# ---- verbs ----------------------------------------------------------------------------------------
+
+SUBMIT_HELP = """\
+Run an experiment's grid on a Ray cluster as a Ray job (or here, without an address).
+
+The experiment is validated first (exit 2 on a bad config, nothing submitted). The job runs
+`python -m jobs.scan EXPERIMENT …` with the runtime env of runtime_env.yaml: the checkout as
+working_dir (the experiment must be inside it), its env vars naming the store and catalog. Its output
+streams here; the last line is `invocation <uuid>  job <id>  status <STATUS>`.
+
+Exit codes: the job's (0 complete, 1 incomplete, 2 bad input); 2 bad input found here; 3 cluster
+unreachable; 130 Ctrl-C (the job keeps running: `mirrorscan logs JOB_ID --follow`).
+"""
+
+
+def _submit_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=SUBMIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiment", help="experiment folder holding config.json (inside the working_dir)")
+    p.add_argument("--address", help="the cluster's job server, e.g. http://HEAD:8265 (default $RAY_ADDRESS; "
+                                     "neither: run locally)")
+    p.add_argument("--resume", action="store_true", help="finish the newest unfinished invocation (see `mirrorscan scan --help`)")
+    p.add_argument("--max-attempts", type=int, default=3, metavar="N", help="with --resume: attempts per cell (default 3)")
+    p.add_argument("--store", help="trace store URI for the job (default: the runtime env's MIRRORSCAN_STORE)")
+    p.add_argument("--catalog-dsn", help="catalog DSN for the job, without a password (default: the runtime env's)")
+    p.add_argument("--runtime-env", default=str(RUNTIME_ENV_FILE), help="runtime env YAML (default: runtime_env.yaml)")
+    p.add_argument("--working-dir", help="ship this folder instead of the runtime env's working_dir")
+    p.add_argument("--progress", action="store_true", help="show the scan's progress bar in the job's log")
+    p.add_argument("--no-wait", action="store_true", help="print the job id and return without following the job")
+    return p
+
+
+def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
+    """``mirrorscan submit``: validate, submit, follow; returns the job's exit code (see SUBMIT_HELP)."""
+    from grid.spec import load_spec
+
+    out = out or sys.stdout
+    args = _submit_parser(prog).parse_args(argv)
+    spec = load_spec(args.experiment)   # ConfigError → exit 2 before anything is submitted
+    if args.max_attempts < 1:
+        raise ConfigError("", "--max-attempts", f"is {args.max_attempts}", "use 1 or more")
+    address = cluster_address(args.address)
+    if not address:
+        from jobs import scan
+
+        local = [args.experiment, "--max-attempts", str(args.max_attempts)] + (["--resume"] if args.resume else []) \
+            + (["--store", args.store] if args.store else []) + (["--catalog-dsn", args.catalog_dsn] if args.catalog_dsn else [])
+        print("submit: no --address and no RAY_ADDRESS: running the scan in this process", file=sys.stderr)
+        return scan.main(local, prog=prog)
+    if args.catalog_dsn:
+        problem = secret_problem("--catalog-dsn", args.catalog_dsn)
+        if problem:
+            raise ConfigError("", "--catalog-dsn", f"{problem}; a job's entrypoint is shown on the dashboard",
+                              "pass the DSN without the password and give the nodes PGPASSWORD or ~/.pgpass")
+    runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
+    if not runtime_env.get("working_dir"):
+        raise ConfigError(args.runtime_env, "working_dir", "is missing", "set working_dir: . (the checkout)")
+    rel = _experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
+    entrypoint = scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
+                                 catalog_dsn=args.catalog_dsn, progress=args.progress)
+    client = connect(address)
+    job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
+    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
+                      metadata={"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
+    print(f"submit: job {job_id} on {address}: {entrypoint}", file=sys.stderr)
+    if args.no_wait:
+        print(f"job {job_id}", file=out)
+        return 0
+    try:
+        streamed = asyncio.run(_follow(client, job_id, out))
+    except KeyboardInterrupt:
+        print(f"\nsubmit: stopped following; job {job_id} keeps running — follow it with "
+              f"`mirrorscan logs {job_id} --follow --address {address}`, stop it with `ray job stop {job_id}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    info = wait_terminal(client, job_id)
+    invocation = find_invocation(streamed) or find_invocation(client.get_job_logs(job_id))
+    code = job_exit_code(info)
+    print(f"invocation {invocation or '-'}  job {job_id}  status {info.status}", file=out)
+    if not info.status.is_terminal():
+        print(f"submit: job {job_id} is still {info.status} after its log stream ended; "
+              f"check `mirrorscan status {job_id} --address {address}`", file=sys.stderr)
+        return 1
+    if code != 0 and info.message:
+        print(f"submit: job {job_id} {info.status}: {info.message.strip().splitlines()[-1]}", file=sys.stderr)
+    return code
+
+
+def _when(ms) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if ms else "-"
+
+
+def status(argv: list[str], prog: str = "mirrorscan status", out=None) -> int:
+    """``mirrorscan status [JOB_ID]``: the cluster's submitted jobs, or one job in detail; returns 0."""
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(prog=prog, description="List the cluster's submitted jobs, or show one.")
+    p.add_argument("job_id", nargs="?", help="a job's submission id (as `mirrorscan submit` printed it)")
+    p.add_argument("--address", help="the cluster's job server (default $RAY_ADDRESS)")
+    args = p.parse_args(argv)
+    address = _required_address(args.address)
+    client = connect(address)
+    if args.job_id is None:
+        jobs = sorted((j for j in client.list_jobs() if j.submission_id), key=lambda j: j.start_time or 0)
+        print(f"{'JOB_ID':<44}{'STATUS':<11}{'STARTED (UTC)':<22}{'EXPERIMENT':<20}", file=out)
+        for j in jobs:
+            print(f"{j.submission_id:<44}{str(j.status):<11}{_when(j.start_time):<22}"
+                  f"{(j.metadata or {}).get('mirrorscan_experiment', '-'):<20}", file=out)
+        if not jobs:
+            print("(no submitted jobs)", file=out)
+        return 0
+    info = _job_info(client, args.job_id, address)
+    invocation = find_invocation(client.get_job_logs(args.job_id))
+    for key, value in [("job", args.job_id), ("status", info.status), ("message", (info.message or "").strip()),
+                       ("experiment", (info.metadata or {}).get("mirrorscan_experiment", "-")),
+                       ("invocation", invocation or "-"), ("entrypoint", info.entrypoint),
+                       ("started", _when(info.start_time)), ("ended", _when(info.end_time)),
+                       ("exit code", "-" if info.driver_exit_code is None else info.driver_exit_code)]:
+        print(f"{key + ':':<12}{value}", file=out)
+    return 0
+
+
+def logs(argv: list[str], prog: str = "mirrorscan logs", out=None) -> int:
+    """``mirrorscan logs JOB_ID [--follow]``: a job's output so far, or followed to its end; returns 0."""
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(prog=prog, description="Print a job's output (stdout and stderr of its driver).")
+    p.add_argument("job_id", help="a job's submission id")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--address", help="the cluster's job server (default $RAY_ADDRESS)")
+    args = p.parse_args(argv)
+    address = _required_address(args.address)
+    client = connect(address)
+    _job_info(client, args.job_id, address)   # an unknown id is a one-line error, exit 2
+    if args.follow:
+        try:
+            asyncio.run(_follow(client, args.job_id, out))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+    else:
+        out.write(client.get_job_logs(args.job_id))
+        out.flush()
+    return 0
+
+
+def _required_address(flag: str | None) -> str:
+    address = cluster_address(flag)
+    if not address:
+        raise ConfigError("", "--address", "no cluster address given",
+                          "pass --address http://HEAD:8265 or set RAY_ADDRESS")
+    return address
+
+
+VERB_FUNCTIONS = {"submit": submit, "status": status, "logs": logs}
+
+
+@reports_user_errors
+def main(argv: list[str] | None = None, prog: str = "mirrorscan submit") -> int:
+    """CLI entry point for the verb named last in ``prog`` (submit, status or logs); returns the exit code."""
+    verb = prog.split()[-1] if prog.split()[-1] in VERB_FUNCTIONS else "submit"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return VERB_FUNCTIONS[verb](argv, prog=prog)
+    except Unreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+if __name__ == "__main__":
+    # python -m jobs.submit [submit|status|logs] ARGS…
+    _argv = sys.argv[1:]
+    _verb = _argv.pop(0) if _argv and _argv[0] in VERB_FUNCTIONS else "submit"
+    sys.exit(main(_argv, prog=f"python -m jobs.submit {_verb}"))
