@@ -94,48 +94,16 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def vllm_server(demo_dir, tmp_path_factory):
-    """vLLM's own OpenAI-compatible server (CPU build, float32, demo model) on 127.0.0.1, one per session.
+    """vLLM's own OpenAI-compatible server (CPU build, float32, demo model served as "smollm2") on
+    127.0.0.1, one per session. Yields its base URL (``http://127.0.0.1:PORT/v1``)."""
+    from actors.vllm_server import start_openai_server, stop_server
 
-    Yields its base URL (``http://127.0.0.1:PORT/v1``); ready when /health answers (20–60 s here).
-    """
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    from actors.vllm_env import vllm_env
-
-    port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = {**os.environ, **vllm_env("cpu"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(demo_dir),
-           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--enforce-eager", "--no-enable-prefix-caching", "--max-model-len", "2048", "--seed", "0"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc, url = start_openai_server(demo_dir, free_port(), log_path)
     try:
-        deadline = time.monotonic() + 600   # 20–60 s idle; minutes on a loaded 2-core machine
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited ({proc.returncode}):\n{log_path.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vLLM server not ready in 600 s:\n{log_path.read_text()[-4000:]}")
-            time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield url
     finally:
-        import signal
-
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_server(proc)
 
 
 @pytest.fixture(scope="session")
