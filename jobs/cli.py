@@ -5,6 +5,10 @@
   mirrorscan compare A B                      compare two fingerprints
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
+  mirrorscan submit EXPERIMENT_DIR [--address URL]   run it on a Ray cluster as a job
+  mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
+  mirrorscan logs JOB_ID [--follow]           a job's output
+  mirrorscan tap --upstream URL [--port P]    time any client's requests to an OpenAI-compatible server
 
 ``mirrorscan VERB --help`` explains each verb.
 """
@@ -19,6 +23,10 @@ VERBS = {
     "compare": ("jobs.compare", "compare two fingerprints (models, effort tiers, reruns)"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
+    "submit": ("jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),
+    "status": ("jobs.submit", "a cluster's submitted jobs, or one job in detail"),
+    "logs": ("jobs.submit", "a submitted job's output (--follow to stream it)"),
+    "tap": ("jobs.tap", "relay an OpenAI-compatible server and log each request's timing (inference_log)"),
 }
 
 

@@ -1,0 +1,312 @@
+"""The tap (cluster/tap.py) in front of vLLM's real OpenAI-compatible server, with real Ray Serve and a real catalog.
+
+The upstream is vLLM's own server (CPU build, float32, the demo model as "smollm2", greedy), started
+for this module with ``--api-key`` so that forwarding of the Authorization header is observable (the
+session ``vllm_server`` checks no key). Every request carries the key, as a real client's would.
+Nothing here asserts a duration: the timing checks are the invariants of ``actors.streaming`` and
+the nesting of the tap's interval inside the client's (the tap sends after and receives before the
+client, on the same monotonic clock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import NamedTuple
+
+import httpx
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from actors.streaming import timing_problems
+from conftest import free_port
+
+API_KEY = "sk-tap-test-" + uuid.uuid4().hex
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+CHAT = {"model": "smollm2", "temperature": 0, "max_tokens": 12,
+        "messages": [{"role": "user", "content": "Name a colour."}]}
+STREAM = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+PER_REQUEST = re.compile(rb'("id":\s*")[^"]*(")|("created":\s*)\d+')
+"""The only fields vLLM legitimately changes between two identical requests: the response id and its creation second."""
+
+
+def normalised(body: bytes) -> bytes:
+    """``body`` with only the values of ``id`` and ``created`` blanked (everything else byte for byte)."""
+    return PER_REQUEST.sub(lambda m: (m.group(1) + b"_" + m.group(2)) if m.group(1) else m.group(3) + b"0", body)
+
+
+def events(body: bytes) -> list[dict]:
+    """The JSON payloads of an SSE body, parsed independently of the tap's own parser ([DONE] dropped)."""
+    out = []
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+        if data and data != b"[DONE]":
+            out.append(json.loads(data))
+    return out
+
+
+def content_chunks(evs: list[dict]) -> list[dict]:
+    """The events carrying generated text or reasoning (what StreamClock counts)."""
+    return [e for e in evs if any((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning")
+                                  for c in e.get("choices") or ())]
+
+
+def streamed(url: str, body: dict, headers: dict) -> tuple[httpx.Response, bytes, float | None, float]:
+    """POST a streamed request; (response, raw body, client ttft ms, client total ms) on the monotonic clock."""
+    t0 = time.monotonic()
+    first = None
+    raw = b""
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=120) as r:
+        for piece in r.iter_raw():
+            raw += piece
+            if first is None and content_chunks(events(raw[:raw.rfind(b"\n\n") + 2])):
+                first = (time.monotonic() - t0) * 1000
+    return r, raw, first, (time.monotonic() - t0) * 1000
+
+
+@pytest.fixture(scope="module")
+def keyed_vllm(demo_dir, tmp_path_factory):
+    """vLLM's OpenAI server like the session ``vllm_server``, but requiring ``API_KEY``; yields its /v1 base URL."""
+    from actors.vllm_env import vllm_env
+
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm-keyed") / "server.log"
+    env = {**os.environ, **vllm_env("cpu"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(demo_dir),
+           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+           "--enforce-eager", "--no-enable-prefix-caching", "--max-model-len", "2048", "--seed", "0",
+           "--api-key", API_KEY]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 480  # 20–60 s alone; minutes on shared busy cores
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vLLM server exited ({proc.returncode}):\n{log_path.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"vLLM server not ready in 480 s:\n{log_path.read_text()[-4000:]}"
+            time.sleep(1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def tap_db(pg_dsn):
+    """A fresh catalog database for this module's tap (the catalog_dsn fixture is per test; the tap lives longer)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(pg_dsn, dbname=name)
+
+
+class Tap(NamedTuple):
+    url: str
+    """The clients' base URL (http://127.0.0.1:PORT/v1)."""
+    dsn: str
+    """The catalog the tap writes to."""
+
+
+@pytest.fixture(scope="module")
+def tap(ray_local, keyed_vllm, tap_db):
+    """The tap on Ray Serve in front of ``keyed_vllm``; Serve is shut down after the module."""
+    from cluster.tap import start_tap, stop_tap
+
+    yield Tap(start_tap(keyed_vllm, port=free_port(), catalog_dsn=tap_db), tap_db)
+    stop_tap()
+
+
+def rows_for(dsn: str, probe_ids: list[str]) -> list[dict]:
+    """The tap's inference_log rows for ``probe_ids`` (after making the tap write what it holds)."""
+    from cluster.tap import flush_tap
+
+    assert flush_tap(60.0)
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return conn.execute("SELECT * FROM inference_log WHERE probe_id = ANY(%s) AND source = 'tap'",
+                            (probe_ids,)).fetchall()
+
+
+def test_stream_relayed_byte_for_byte(tap, keyed_vllm):
+    """A streamed chat completion through the tap equals the same request sent directly.
+
+    Compared exactly: status, response headers (but date and server), the decoded text, the number of content-bearing chunks,
+    the finish reason and the usage. Compared as raw bytes: the whole body after blanking only the
+    values of ``id`` and ``created``, which vLLM makes new for every request.
+    """
+    direct, direct_raw, _, _ = streamed(f"{keyed_vllm}/chat/completions", STREAM, AUTH)
+    tapped, tapped_raw, _, _ = streamed(f"{tap.url}/chat/completions", STREAM, {**AUTH, "X-Probe-Id": "m|bytes|-|-"})
+    assert tapped.status_code == direct.status_code == 200
+    for name, value in direct.headers.multi_items():  # every upstream header arrives (date/server: the tap's own)
+        assert name in ("date", "server") or tapped.headers.get_list(name) == direct.headers.get_list(name), name
+    d, t = events(direct_raw), events(tapped_raw)
+    text = lambda evs: "".join((c.get("delta") or {}).get("content") or "" for e in evs for c in e.get("choices") or ())
+    finish = lambda evs: [c["finish_reason"] for e in evs for c in e.get("choices") or () if c.get("finish_reason")]
+    assert text(t) == text(d) and text(d)
+    assert len(content_chunks(t)) == len(content_chunks(d)) > 1
+    assert finish(t) == finish(d) and finish(d)
+    assert [e["usage"] for e in t if e.get("usage")] == [e["usage"] for e in d if e.get("usage")]
+    assert normalised(tapped_raw) == normalised(direct_raw)
+    assert tapped_raw.endswith(b"data: [DONE]\n\n")
+
+
+def test_one_row_per_request_with_valid_timing(tap):
+    """Five streamed requests with distinct X-Probe-Ids → exactly five rows, keyed by their headers, whose
+    timing obeys the StreamClock invariants and counts the same content chunks the client counted."""
+    invocation = str(uuid.uuid4())
+    sent = {}
+    for i in range(5):
+        probe_id = f"smollm2|w{i}|x{i}|strict|AB-{uuid.uuid4().hex[:6]}"
+        body = {**STREAM, "messages": [{"role": "user", "content": f"Count to {i + 2}."}]}
+        headers = {**AUTH, "X-Probe-Id": probe_id, "X-Probe-Sample": str(i), "X-Probe-Attempt": "1",
+                   "X-Invocation-Id": invocation}
+        r, raw, ttft, total = streamed(f"{tap.url}/chat/completions", body, headers)
+        assert r.status_code == 200
+        evs = events(raw)
+        usage = [e["usage"] for e in evs if e.get("usage")][-1]
+        sent[probe_id] = dict(sample=i, n=len(content_chunks(evs)), usage=usage, ttft=ttft, total=total)
+    rows = rows_for(tap.dsn, list(sent))
+    assert sorted(r["probe_id"] for r in rows) == sorted(sent)
+    for row in rows:
+        mine = sent[row["probe_id"]]
+        assert timing_problems(row) == [], row
+        assert row["n_chunks"] == mine["n"] == len(row["intervals_ms"]) + 1
+        assert (row["sample"], row["attempt"], str(row["invocation_id"])) == (mine["sample"], 1, invocation)
+        assert row["completion_tokens"] == mine["usage"]["completion_tokens"]
+        assert row["prompt_tokens"] == mine["usage"]["prompt_tokens"]
+        assert row["status"] == "http_200" and row["error"] is None and row["timing_scope"] == "request"
+        assert row["label"] == "smollm2" and row["endpoint"].endswith("/v1/chat/completions")
+        assert row["decode_tok_s"] is not None and row["decode_tok_s"] > 0
+        # the tap sends after the client and receives before it (one monotonic clock on one machine)
+        assert row["ttft_ms"] < mine["ttft"] and row["total_ms"] < mine["total"]
+
+
+def test_non_streamed_and_other_paths_pass_through(tap, keyed_vllm):
+    """A non-streamed completion and GET /v1/models come back as they do directly; the completion gets a row
+    with total_ms and tokens but no streaming fields (not measured, so null, never 0)."""
+    direct = httpx.post(f"{keyed_vllm}/chat/completions", json=CHAT, headers=AUTH, timeout=120)
+    probe_id = f"smollm2|plain|-|-|{uuid.uuid4().hex[:6]}"
+    tapped = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={**AUTH, "X-Probe-Id": probe_id}, timeout=120)
+    assert tapped.status_code == direct.status_code == 200
+    assert tapped.headers["content-type"] == direct.headers["content-type"]
+    assert normalised(tapped.content) == normalised(direct.content)
+    assert int(tapped.headers["content-length"]) == len(tapped.content)
+    models_direct = httpx.get(f"{keyed_vllm}/models", headers=AUTH, timeout=30)
+    models_tapped = httpx.get(f"{tap.url}/models", headers=AUTH, timeout=30)
+    assert models_tapped.status_code == 200 and normalised(models_tapped.content) == normalised(models_direct.content)
+    (row,) = rows_for(tap.dsn, [probe_id])
+    usage = direct.json()["usage"]
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
+    assert row["total_ms"] > 0 and row["status"] == "http_200"
+    assert (row["ttft_ms"], row["intervals_ms"], row["n_chunks"], row["decode_tok_s"]) == (None, None, None, None)
+
+
+def test_auth_forwarded_never_logged(tap, keyed_vllm):
+    """The key reaches the upstream (which refuses requests without it: 401 relayed as is) and no credential
+    (Authorization, X-Api-Key, Cookie) appears anywhere in the rows."""
+    ok_id, refused_id = (f"smollm2|auth-{k}|-|-|{uuid.uuid4().hex[:6]}" for k in ("ok", "no"))
+    secrets = {"X-Api-Key": "xkey-" + uuid.uuid4().hex, "Cookie": "session=" + uuid.uuid4().hex}
+    ok = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={**AUTH, **secrets, "X-Probe-Id": ok_id}, timeout=120)
+    refused = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={"X-Probe-Id": refused_id}, timeout=120)
+    direct_refused = httpx.post(f"{keyed_vllm}/chat/completions", json=CHAT, timeout=120)
+    assert ok.status_code == 200
+    assert refused.status_code == direct_refused.status_code == 401
+    assert refused.content == direct_refused.content
+    rows = {r["probe_id"]: r for r in rows_for(tap.dsn, [ok_id, refused_id])}
+    assert rows[ok_id]["status"] == "http_200" and rows[refused_id]["status"] == "http_401"
+    assert rows[refused_id]["error"]
+    for row in rows.values():
+        headers = {k.lower() for k in row["request_headers"]}
+        assert headers.isdisjoint({"authorization", "x-api-key", "cookie"}) and "x-probe-id" in headers
+        everything = json.dumps(row, default=str)
+        assert API_KEY not in everything and all(v not in everything for v in secrets.values())
+
+
+# ---- the pure parts (no servers) ----------------------------------------------------------------
+
+def test_sse_parser_is_independent_of_read_boundaries():
+    """Events split across reads at every byte (CRLF line ends, multi-line data, comments) parse the same."""
+    from cluster.tap import SSEParser
+
+    body = (b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\ndata: {"b":\ndata: 2}\n\nevent: x\ndata: [DONE]\n\n')
+    whole = SSEParser().feed(body)
+    assert whole == ['{"a": 1}', '{"b":\n2}', "[DONE]"]
+    for cut in range(1, len(body)):
+        parser = SSEParser()
+        assert parser.feed(body[:cut]) + parser.feed(body[cut:]) == whole
+    bytewise = SSEParser()
+    assert [e for i in range(len(body)) for e in bytewise.feed(body[i:i + 1])] == whole
+
+
+def test_event_content_counts_text_and_reasoning_only():
+    """Role-only, empty, usage-only chunks and [DONE] carry nothing; chat, completions and Responses deltas do."""
+    from cluster.tap import event_content, usage_tokens
+
+    assert event_content('{"choices":[{"delta":{"role":"assistant","content":""}}]}') == (None, None, None)
+    assert event_content("[DONE]") == (None, None, None)
+    assert event_content('{"choices":[{"delta":{"content":"Hi"}}]}') == ("Hi", None, None)
+    assert event_content('{"choices":[{"delta":{"reasoning":"hm"}}]}') == (None, "hm", None)
+    assert event_content('{"choices":[{"delta":{"reasoning_content":"hm"}}]}') == (None, "hm", None)
+    assert event_content('{"choices":[{"text":"x","index":0}]}') == ("x", None, None)
+    assert event_content('{"type":"response.output_text.delta","delta":"y"}') == ("y", None, None)
+    text, reasoning, usage = event_content('{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}')
+    assert (text, reasoning, usage_tokens(usage)) == (None, None, (5, 7))
+    done = '{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":4}}}'
+    assert usage_tokens(event_content(done)[2]) == (3, 4)
+
+
+def test_upstream_url_mapping():
+    """/v1/<rest> goes to the upstream's OpenAI base (given with or without /v1); other paths to its root."""
+    from cluster.tap import upstream_url, upstream_urls
+    from grid.errors import ConfigError
+
+    for given, base in [("http://h:8000", "http://h:8000/v1"), ("http://h:8000/v1/", "http://h:8000/v1"),
+                        ("https://api.x.com/openai/v1", "https://api.x.com/openai/v1"),
+                        ("https://g.com/v1beta/openai", "https://g.com/v1beta/openai")]:
+        api_base, root = upstream_urls(given)
+        assert api_base == base
+        assert upstream_url("/v1/chat/completions", "", api_base, root) == base + "/chat/completions"
+        assert upstream_url("/health", "a=1", api_base, root) == root + "/health?a=1"
+    with pytest.raises(ConfigError, match="--upstream"):
+        upstream_urls("127.0.0.1:8000")
+
+
+def test_exchange_times_content_chunks_only():
+    """Fed a stream cut at odd places, an Exchange counts only content-bearing events, takes tokens from the
+    usage chunk, keeps an in-stream error event, and its row obeys the timing invariants."""
+    from cluster.tap import Exchange
+
+    ex = Exchange([("X-Probe-Id", "m|a|b|-|AB"), ("X-Probe-Sample", "3"), ("Authorization", "Bearer k")],
+                  "http://u/v1/chat/completions", None)
+    ex.start()
+    ex.response(200, [("content-type", "text/event-stream")])
+    stream = (b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+              b'data: {"choices":[{"delta":{"content":"A"}}]}\n\ndata: {"choices":[{"delta":{"content":"B"}}]}\n\n'
+              b'data: {"choices":[{"delta":{"content":"C"},"finish_reason":"stop"}]}\n\n'
+              b'data: {"error":{"message":"late"}}\n\n'
+              b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3}}\n\ndata: [DONE]\n\n')
+    for piece in (stream[:70], stream[70:150], stream[150:151], stream[151:]):
+        time.sleep(0.01)
+        ex.data(piece)
+    row = ex.finish()
+    assert row["n_chunks"] == 3 and timing_problems(row) == []
+    assert (row["prompt_tokens"], row["completion_tokens"], row["sample"], row["label"]) == (9, 3, 3, "m")
+    assert row["decode_tok_s"] > 0 and "late" in row["error"] and row["status"] == "http_200"
+    assert "authorization" not in row["request_headers"]
