@@ -5,6 +5,9 @@ Views:
                     ``experiment_version``, an alias of ``invocation_id`` (the method's name for it)
   scan_invocations  the catalog's invocations (read through psycopg into Arrow); ``settings``,
                     ``counts``, ``package_versions`` and ``content_hashes`` are JSON
+  inference_log     one row per engine/tap request: the catalog's table UNION the Parquet parts spilled
+                    beside the traces when the catalog was unreachable; ``stored_in`` says which
+                    ('catalog' | 'spill'), ``request_headers`` is JSON
 
 The dialect is DuckDB's. JSON fields read with ``->>`` (text) and ``->`` (JSON), e.g. the method's
 query joining a trace to the settings it ran under:
@@ -30,17 +33,23 @@ JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes")
 
 
 def connect(store_uri: str, catalog_dsn: str | None):
-    """A DuckDB connection with the ``traces`` and ``scan_invocations`` views registered."""
+    """A DuckDB connection with the ``traces``, ``scan_invocations`` and ``inference_log`` views registered."""
     import duckdb
 
+    from cluster import inference_log
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.store import open_store
 
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    con.register("traces_parts", open_store(store_uri).dataset())
+    store = open_store(store_uri)
+    con.register("traces_parts", store.dataset())
     con.execute("CREATE VIEW traces AS SELECT *, invocation_id AS experiment_version FROM traces_parts")
     with Catalog(resolve_dsn(catalog_dsn)) as catalog:
         invocations = catalog.invocations_arrow()
+        log_rows = inference_log.catalog_arrow(catalog.execute)
+    con.register("inference_log_catalog", log_rows)
+    con.register("inference_log_spill", inference_log.spill_dataset(store))
+    con.execute(inference_log.view_sql("inference_log_catalog", "inference_log_spill"))
     con.register("scan_invocations_arrow", invocations)
     casts = ", ".join(f"CAST({c} AS JSON) AS {c}" for c in JSON_COLUMNS if c in invocations.column_names)
     con.execute(f"CREATE VIEW scan_invocations AS SELECT * REPLACE ({casts}) FROM scan_invocations_arrow")
@@ -75,7 +84,7 @@ def format_table(table: pa.Table, max_width: int = 60) -> str:
 def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
     """The sql command's argument parser."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("query", help="one SQL statement (DuckDB dialect) over traces and scan_invocations")
+    p.add_argument("query", help="one SQL statement (DuckDB dialect) over traces, scan_invocations and inference_log")
     p.add_argument("--store", help="trace store URI (default: $MIRRORSCAN_STORE, else the one make demo used)")
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",

@@ -92,14 +92,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+VLLM_TEST_KEY_ENV = "MIRRORSCAN_TEST_VLLM_KEY"
+"""Environment variable holding the session vLLM server's API key (tests name it in api_key_env)."""
+
+
 @pytest.fixture(scope="session")
 def vllm_server(demo_dir, tmp_path_factory):
     """vLLM's own OpenAI-compatible server (CPU build, float32, demo model served as "smollm2") on
-    127.0.0.1, one per session. Yields its base URL (``http://127.0.0.1:PORT/v1``)."""
+    127.0.0.1, one per session, requiring the API key in ``$MIRRORSCAN_TEST_VLLM_KEY`` (so that tests
+    can see an Authorization header forwarded). Yields its base URL (``http://127.0.0.1:PORT/v1``)."""
     from actors.vllm_server import start_openai_server, stop_server
 
+    key = os.environ.setdefault(VLLM_TEST_KEY_ENV, f"sk-test-{uuid.uuid4().hex}")
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    proc, url = start_openai_server(demo_dir, free_port(), log_path)
+    proc, url = start_openai_server(demo_dir, free_port(), log_path, api_key=key)
     try:
         yield url
     finally:

@@ -32,6 +32,10 @@ def grid_cells(label: str, samples: int = 1) -> pa.Table:
     return render_forced_choice(add_seeds(todo, 7), load_envelopes().envelopes)
 
 
+VLLM_KEY_ENV = "MIRRORSCAN_TEST_VLLM_KEY"
+"""Where the session ``vllm_server`` fixture keeps its API key (tests/conftest.py)."""
+
+
 def variant(endpoint: str, **kw) -> dict:
     return {"label": "smollm2", "model": "smollm2", "backend": "openai", "temperature": 0.0, "top_p": 1.0,
             "max_tokens": 12, "endpoint": endpoint, "api_key_env": None, "max_concurrency": 4, "timeout_s": 60.0,
@@ -50,7 +54,7 @@ def answer(v: dict, table: pa.Table) -> list[dict]:
 
 def test_vllm_server_rows_have_text_usage_tokens_and_honest_timing(vllm_server):
     table = grid_cells("smollm2")
-    v = variant(vllm_server)
+    v = variant(vllm_server, api_key_env=VLLM_KEY_ENV)
     rows = answer(v, table)
     assert [r["probe_id"] for r in rows] == table["probe_id"].to_pylist()
     for row in rows:
@@ -76,7 +80,7 @@ def test_vllm_server_rows_have_text_usage_tokens_and_honest_timing(vllm_server):
 
 def test_vllm_server_seeded_sampling_repeats_per_cell_seed(vllm_server):
     table = grid_cells("smollm2", samples=2)
-    v = variant(vllm_server, temperature=1.0, top_p=0.95, max_tokens=10)
+    v = variant(vllm_server, temperature=1.0, top_p=0.95, max_tokens=10, api_key_env=VLLM_KEY_ENV)
     first = answer(v, table)
     second = answer(v, table.take([3, 1, 6, 0, 7, 2, 5, 4]))   # other order, other neighbours
     by_key = {(r["probe_id"], r["sample"]): r["response"] for r in second}

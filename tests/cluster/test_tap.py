@@ -1,8 +1,7 @@
 """The tap (cluster/tap.py) in front of vLLM's real OpenAI-compatible server, with real Ray Serve and a real catalog.
 
-The upstream is vLLM's own server (CPU build, float32, the demo model as "smollm2", greedy), started
-for this module with ``--api-key`` so that forwarding of the Authorization header is observable (the
-session ``vllm_server`` checks no key). Every request carries the key, as a real client's would.
+The upstream is vLLM's own server (CPU build, float32, the demo model as "smollm2", greedy), the session
+``vllm_server``, which requires an API key, so that forwarding of the Authorization header is observable. Every request carries the key, as a real client's would.
 Nothing here asserts a duration: the timing checks are the invariants of ``actors.streaming`` and
 the nesting of the tap's interval inside the client's (the tap sends after and receives before the
 client, on the same monotonic clock).
@@ -13,11 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from typing import NamedTuple
 
@@ -30,7 +25,8 @@ from psycopg.rows import dict_row
 from actors.streaming import timing_problems
 from conftest import free_port
 
-API_KEY = "sk-tap-test-" + uuid.uuid4().hex
+API_KEY = os.environ.setdefault("MIRRORSCAN_TEST_VLLM_KEY", f"sk-test-{uuid.uuid4().hex}")
+"""The session ``vllm_server``'s key (tests/conftest.py reads the same variable before it starts the server)."""
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {"model": "smollm2", "temperature": 0, "max_tokens": 12,
         "messages": [{"role": "user", "content": "Name a colour."}]}
@@ -74,42 +70,6 @@ def streamed(url: str, body: dict, headers: dict) -> tuple[httpx.Response, bytes
 
 
 @pytest.fixture(scope="module")
-def keyed_vllm(demo_dir, tmp_path_factory):
-    """vLLM's OpenAI server like the session ``vllm_server``, but requiring ``API_KEY``; yields its /v1 base URL."""
-    from actors.vllm_env import vllm_env
-
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("vllm-keyed") / "server.log"
-    env = {**os.environ, **vllm_env("cpu"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(demo_dir),
-           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--enforce-eager", "--no-enable-prefix-caching", "--max-model-len", "2048", "--seed", "0",
-           "--api-key", API_KEY]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 480  # 20–60 s alone; minutes on shared busy cores
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited ({proc.returncode}):\n{log_path.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"vLLM server not ready in 480 s:\n{log_path.read_text()[-4000:]}"
-            time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
 def tap_db(pg_dsn):
     """A fresh catalog database for this module's tap (the catalog_dsn fixture is per test; the tap lives longer)."""
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -126,11 +86,11 @@ class Tap(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def tap(ray_local, keyed_vllm, tap_db):
-    """The tap on Ray Serve in front of ``keyed_vllm``; Serve is shut down after the module."""
+def tap(ray_local, vllm_server, tap_db):
+    """The tap on Ray Serve in front of ``vllm_server``; Serve is shut down after the module."""
     from cluster.tap import start_tap, stop_tap
 
-    yield Tap(start_tap(keyed_vllm, port=free_port(), catalog_dsn=tap_db), tap_db)
+    yield Tap(start_tap(vllm_server, port=free_port(), catalog_dsn=tap_db), tap_db)
     stop_tap()
 
 
@@ -144,14 +104,14 @@ def rows_for(dsn: str, probe_ids: list[str]) -> list[dict]:
                             (probe_ids,)).fetchall()
 
 
-def test_stream_relayed_byte_for_byte(tap, keyed_vllm):
+def test_stream_relayed_byte_for_byte(tap, vllm_server):
     """A streamed chat completion through the tap equals the same request sent directly.
 
     Compared exactly: status, response headers (but date and server), the decoded text, the number of content-bearing chunks,
     the finish reason and the usage. Compared as raw bytes: the whole body after blanking only the
     values of ``id`` and ``created``, which vLLM makes new for every request.
     """
-    direct, direct_raw, _, _ = streamed(f"{keyed_vllm}/chat/completions", STREAM, AUTH)
+    direct, direct_raw, _, _ = streamed(f"{vllm_server}/chat/completions", STREAM, AUTH)
     tapped, tapped_raw, _, _ = streamed(f"{tap.url}/chat/completions", STREAM, {**AUTH, "X-Probe-Id": "m|bytes|-|-"})
     assert tapped.status_code == direct.status_code == 200
     for name, value in direct.headers.multi_items():  # every upstream header arrives (date/server: the tap's own)
@@ -198,17 +158,17 @@ def test_one_row_per_request_with_valid_timing(tap):
         assert row["ttft_ms"] < mine["ttft"] and row["total_ms"] < mine["total"]
 
 
-def test_non_streamed_and_other_paths_pass_through(tap, keyed_vllm):
+def test_non_streamed_and_other_paths_pass_through(tap, vllm_server):
     """A non-streamed completion and GET /v1/models come back as they do directly; the completion gets a row
     with total_ms and tokens but no streaming fields (not measured, so null, never 0)."""
-    direct = httpx.post(f"{keyed_vllm}/chat/completions", json=CHAT, headers=AUTH, timeout=120)
+    direct = httpx.post(f"{vllm_server}/chat/completions", json=CHAT, headers=AUTH, timeout=120)
     probe_id = f"smollm2|plain|-|-|{uuid.uuid4().hex[:6]}"
     tapped = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={**AUTH, "X-Probe-Id": probe_id}, timeout=120)
     assert tapped.status_code == direct.status_code == 200
     assert tapped.headers["content-type"] == direct.headers["content-type"]
     assert normalised(tapped.content) == normalised(direct.content)
     assert int(tapped.headers["content-length"]) == len(tapped.content)
-    models_direct = httpx.get(f"{keyed_vllm}/models", headers=AUTH, timeout=30)
+    models_direct = httpx.get(f"{vllm_server}/models", headers=AUTH, timeout=30)
     models_tapped = httpx.get(f"{tap.url}/models", headers=AUTH, timeout=30)
     assert models_tapped.status_code == 200 and normalised(models_tapped.content) == normalised(models_direct.content)
     (row,) = rows_for(tap.dsn, [probe_id])
@@ -218,14 +178,14 @@ def test_non_streamed_and_other_paths_pass_through(tap, keyed_vllm):
     assert (row["ttft_ms"], row["intervals_ms"], row["n_chunks"], row["decode_tok_s"]) == (None, None, None, None)
 
 
-def test_auth_forwarded_never_logged(tap, keyed_vllm):
+def test_auth_forwarded_never_logged(tap, vllm_server):
     """The key reaches the upstream (which refuses requests without it: 401 relayed as is) and no credential
     (Authorization, X-Api-Key, Cookie) appears anywhere in the rows."""
     ok_id, refused_id = (f"smollm2|auth-{k}|-|-|{uuid.uuid4().hex[:6]}" for k in ("ok", "no"))
     secrets = {"X-Api-Key": "xkey-" + uuid.uuid4().hex, "Cookie": "session=" + uuid.uuid4().hex}
     ok = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={**AUTH, **secrets, "X-Probe-Id": ok_id}, timeout=120)
     refused = httpx.post(f"{tap.url}/chat/completions", json=CHAT, headers={"X-Probe-Id": refused_id}, timeout=120)
-    direct_refused = httpx.post(f"{keyed_vllm}/chat/completions", json=CHAT, timeout=120)
+    direct_refused = httpx.post(f"{vllm_server}/chat/completions", json=CHAT, timeout=120)
     assert ok.status_code == 200
     assert refused.status_code == direct_refused.status_code == 401
     assert refused.content == direct_refused.content

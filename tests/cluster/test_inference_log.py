@@ -1,0 +1,339 @@
+"""The inference log against a real PostgreSQL: batched writes, auth headers dropped, spill to Parquet when
+the catalog is unreachable, recovery when it comes back (nothing lost, nothing twice), the SQL view over
+both, and one log row per trace row through the real Ray pipeline (HF sampler, tiny random model)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cluster import embedded_pg
+from cluster.catalog import Catalog
+from cluster.inference_log import (LOG_COLUMNS, SPILL_SCHEMA, InferenceLogWriter, log_rows_from_traces,
+                                   write_spill_part)
+from cluster.store import open_store
+from grid.errors import CatalogError
+from grid.trace_schema import to_trace_table
+from jobs import sql
+
+UTC = dt.timezone.utc
+AUTH = {"Authorization": "Bearer sk-secret-1", "X-Api-Key": "sk-secret-2", "Cookie": "session=sk-secret-3",
+        "x-goog-api-key": "sk-secret-4", "Proxy-Authorization": "Basic sk-secret-5"}
+
+
+def log_row(i: int, invocation_id: str, **overrides) -> dict:
+    probe = f"tiny|w{i}|x{i}|english_strict|AB"
+    row = {"probe_id": probe, "sample": i % 3, "attempt": 1, "invocation_id": invocation_id, "label": "tiny",
+           "endpoint": "engine://hf/tiny", "source": "engine", "started_at": dt.datetime.now(UTC),
+           "ttft_ms": 10.0 + i, "ttft_answer_ms": 12.0 + i, "intervals_ms": [1.5, 2.5, float(i)], "n_chunks": 4,
+           "total_ms": 40.0 + i, "decode_tok_s": 90.0, "timing_scope": "request", "prompt_tokens": 30,
+           "completion_tokens": 4, "status": "ok", "error": None,
+           "request_headers": {"X-Probe-Id": probe, **AUTH}}
+    return row | overrides
+
+
+def catalog_rows(dsn: str) -> list[dict]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+        return cur.execute("SELECT * FROM inference_log ORDER BY id").fetchall()
+
+
+def spilled(store_uri: str) -> pa.Table:
+    parts = sorted(Path(store_uri).rglob("inference_log/part-*.parquet"))
+    return pa.concat_tables([pq.read_table(p) for p in parts]) if parts else SPILL_SCHEMA.empty_table()
+
+
+def closed_dsn() -> str:
+    """A DSN on a 127.0.0.1 port nothing listens on (connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"postgresql://postgres@127.0.0.1:{port}/mirrorscan?connect_timeout=2"
+
+
+@pytest.fixture
+def own_server():
+    """A catalog server of this test alone (the session's must never be stopped); yields (root, dsn)."""
+    base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-il-"))
+    base.chmod(0o755)
+    root = base / "catalog"
+    try:
+        yield root, embedded_pg.ensure_running(root, durable=False)
+    finally:
+        embedded_pg.stop(root)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+def test_log_rows_from_traces_copy_timing_and_never_auth():
+    inv = str(uuid.uuid4())
+    started = dt.datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    traces = to_trace_table([
+        {"invocation_id": inv, "probe_id": "tiny|a|b|e|AB", "sample": 0, "attempt": 1, "label": "tiny",
+         "started_at": started, "ttft_ms": 5.0, "ttft_answer_ms": 7.0, "intervals_ms": [1.0, 2.0], "n_chunks": 3,
+         "total_ms": 9.0, "decode_tok_s": 50.0, "timing_scope": "request", "prompt_tokens": 20,
+         "completion_tokens": 3, "endpoint": "http://127.0.0.1:1/v1",
+         "request_headers": json.dumps({"X-Probe-Id": "tiny|a|b|e|AB", **AUTH})},
+        {"invocation_id": inv, "probe_id": "tiny|a|b|e|BA", "sample": 1, "attempt": 2, "label": "tiny",
+         "timing_scope": "batch", "error": "TimeoutError: no answer in 5 s"}])
+    rows = log_rows_from_traces(traces)
+    assert [sorted(r) for r in rows] == [sorted(LOG_COLUMNS)] * 2
+    first, second = rows
+    assert first["status"] == "ok" and second["status"] == "error"
+    assert second["error"] == "TimeoutError: no answer in 5 s" and second["attempt"] == 2
+    assert first["started_at"] == started and first["intervals_ms"] == [1.0, 2.0] and first["n_chunks"] == 3
+    assert first["request_headers"] == {"X-Probe-Id": "tiny|a|b|e|AB"}
+    assert second["request_headers"] is None   # the engine sent no headers: absence, not an empty dict
+    assert {r["source"] for r in rows} == {"engine"}
+    assert log_rows_from_traces(traces, source="tap")[0]["source"] == "tap"
+
+
+# --- the writer against the catalog -------------------------------------------------------------
+
+def test_writer_writes_every_row_in_batches_without_auth_headers(catalog_dsn, tmp_path):
+    inv = str(uuid.uuid4())
+    writer = InferenceLogWriter(catalog_dsn, str(tmp_path / "store"), "exp", inv, "t", flush_rows=100,
+                                flush_interval_s=0.05)
+    rows = [log_row(i, inv) for i in range(1000)]
+    for start in range(0, 1000, 37):
+        writer.add(rows[start:start + 37])
+    assert writer.flush(60)
+    writer.close()
+    assert (writer.written_rows, writer.spilled_rows, writer.lost_rows) == (1000, 0, 0)
+    stored = catalog_rows(catalog_dsn)
+    assert len(stored) == 1000 and len({r["row_uid"] for r in stored}) == 1000
+    per_transaction = {}
+    for r in stored:   # logged_at = now() = transaction start: one value per batch
+        per_transaction[r["logged_at"]] = per_transaction.get(r["logged_at"], 0) + 1
+    assert len(per_transaction) >= 10 and max(per_transaction.values()) <= 100
+    by_sample = {(r["probe_id"], r["sample"]): r for r in stored}
+    want = rows[417]
+    got = by_sample[(want["probe_id"], want["sample"])]
+    for column in ("ttft_ms", "ttft_answer_ms", "intervals_ms", "n_chunks", "total_ms", "decode_tok_s",
+                   "timing_scope", "prompt_tokens", "completion_tokens", "status", "label", "endpoint"):
+        assert got[column] == want[column], column
+    assert str(got["invocation_id"]) == inv and got["started_at"] == want["started_at"]
+    assert got["request_headers"] == {"X-Probe-Id": want["probe_id"]}
+    with psycopg.connect(catalog_dsn) as conn:
+        text = conn.execute("SELECT string_agg(request_headers::text, ' ') FROM inference_log").fetchone()[0]
+    assert "sk-secret" not in text and "uthorization" not in text and "ookie" not in text
+
+
+def test_the_log_is_append_only(catalog_dsn, tmp_path):
+    inv = str(uuid.uuid4())
+    writer = InferenceLogWriter(catalog_dsn, None, "exp", inv, "t")
+    writer.add([log_row(i, inv) for i in range(3)])
+    writer.close()
+    with Catalog(catalog_dsn) as catalog:
+        for statement in ("UPDATE inference_log SET status = 'error'", "DELETE FROM inference_log WHERE id < 0",
+                          "TRUNCATE inference_log"):
+            with pytest.raises(CatalogError, match="append-only"):
+                catalog.execute(statement)
+        assert catalog.execute("SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM inference_log") == [(3, 3)]
+
+
+def test_unreachable_catalog_spills_every_row_to_parquet_with_a_warning(tmp_path, caplog):
+    inv, store = str(uuid.uuid4()), str(tmp_path / "store")
+    writer = InferenceLogWriter(closed_dsn(), store, "exp", inv, "t", flush_rows=64, retry_s=0.5)
+    with caplog.at_level(logging.WARNING, logger="cluster.inference_log"):
+        for start in range(0, 300, 50):
+            writer.add([log_row(i, inv) for i in range(start, start + 50)])
+        assert writer.flush(60)
+        writer.close()
+    assert (writer.written_rows, writer.spilled_rows, writer.lost_rows) == (0, 300, 0)
+    table = spilled(store)
+    assert table.schema.equals(SPILL_SCHEMA) and table.num_rows == 300
+    assert len(set(table.column("row_uid").to_pylist())) == 300
+    assert all(p.startswith(f"{store}/exp/{inv}/inference_log/part-") for p in writer.spill_paths)
+    assert not list(Path(store).rglob(".*.tmp"))
+    assert sorted(table.column("sample").to_pylist()) == sorted(i % 3 for i in range(300))
+    headers = [json.loads(h) for h in table.column("request_headers").to_pylist()]
+    assert all(list(h) == ["X-Probe-Id"] for h in headers)
+    assert "sk-secret" not in caplog.text
+    assert any("spilled" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_catalog_down_then_back_loses_nothing_and_writes_nothing_twice(own_server, tmp_path):
+    root, dsn = own_server
+    inv, store = str(uuid.uuid4()), str(tmp_path / "store")
+    Catalog(dsn).close()   # migrated: the table exists
+    writer = InferenceLogWriter(dsn, store, "exp", inv, "t", flush_rows=50, flush_interval_s=0.05, retry_s=120)
+    writer.add([log_row(i, inv) for i in range(100)])
+    assert writer.flush(60) and writer.written_rows == 100
+
+    embedded_pg.stop(root)
+    writer.add([log_row(i, inv) for i in range(100, 250)])   # returns at once: the database is not touched
+    assert not writer.flush(3)   # queued and retried, not spilled (retry_s is long)
+    assert not writer.healthy and writer.spilled_rows == 0
+    assert embedded_pg.ensure_running(root, durable=False) == dsn   # same port after a restart
+    assert writer.flush(90)
+    writer.close()
+    assert (writer.written_rows, writer.spilled_rows, writer.lost_rows) == (250, 0, 0)
+    stored = catalog_rows(dsn)
+    assert len(stored) == 250 and len({r["row_uid"] for r in stored}) == 250
+    assert sorted(r["ttft_ms"] for r in stored) == [10.0 + i for i in range(250)]
+    assert spilled(store).num_rows == 0
+
+
+def test_catalog_down_for_good_spills_only_what_it_did_not_take(own_server, tmp_path):
+    root, dsn = own_server
+    inv, store = str(uuid.uuid4()), str(tmp_path / "store")
+    writer = InferenceLogWriter(dsn, store, "exp", inv, "t", flush_rows=40, retry_s=1.0)
+    writer.add([log_row(i, inv) for i in range(60)])
+    assert writer.flush(60) and writer.written_rows == 60
+    embedded_pg.stop(root)
+    writer.add([log_row(i, inv) for i in range(60, 150)])
+    assert writer.flush(60)   # within retry_s + spill
+    writer.close()
+    assert (writer.written_rows, writer.spilled_rows, writer.lost_rows) == (60, 90, 0)
+    embedded_pg.ensure_running(root, durable=False)
+    in_catalog = {str(r["row_uid"]) for r in catalog_rows(dsn)}
+    in_spill = set(spilled(store).column("row_uid").to_pylist())
+    assert len(in_catalog) == 60 and len(in_spill) == 90 and not in_catalog & in_spill
+    assert sorted(spilled(store).column("ttft_ms").to_pylist()) == [10.0 + i for i in range(60, 150)]
+
+
+# --- the SQL view ----------------------------------------------------------------------------
+
+def test_sql_view_unions_catalog_and_spilled_rows_once_each(catalog_dsn, tmp_path):
+    store = str(tmp_path / "store")
+    inv = str(uuid.uuid4())
+    in_catalog = InferenceLogWriter(catalog_dsn, store, "exp", inv, "a")
+    in_catalog.add([log_row(i, inv) for i in range(5)])
+    in_catalog.close()
+    to_spill = InferenceLogWriter(closed_dsn(), store, "exp", inv, "b", retry_s=0.2)
+    to_spill.add([log_row(i, inv, status="error", error="boom") for i in range(5, 8)])
+    to_spill.close()
+    # a batch whose commit was in doubt: in the catalog and spilled too; the view keeps the catalog copy
+    doubt = pa.Table.from_pylist(catalog_rows_as_spill(catalog_dsn)[:2], schema=SPILL_SCHEMA)
+    write_spill_part(open_store(store).fs, f"{store}/exp/{inv}/inference_log", doubt, "c")
+
+    got = sql.query("SELECT stored_in, count(*) AS n, count(DISTINCT row_uid) AS uids, min(status) AS status "
+                    "FROM inference_log GROUP BY 1 ORDER BY 1", store, catalog_dsn).to_pylist()
+    assert got == [{"stored_in": "catalog", "n": 5, "uids": 5, "status": "ok"},
+                   {"stored_in": "spill", "n": 3, "uids": 3, "status": "error"}]
+    one = sql.query("SELECT probe_id, intervals_ms, request_headers->>'X-Probe-Id' AS probe_header, "
+                    "ttft_ms, id IS NULL AS no_id FROM inference_log WHERE stored_in = 'spill' ORDER BY ttft_ms "
+                    "LIMIT 1", store, catalog_dsn).to_pylist()[0]
+    assert one == {"probe_id": log_row(5, inv)["probe_id"], "intervals_ms": [1.5, 2.5, 5.0],
+                   "probe_header": log_row(5, inv)["probe_id"], "ttft_ms": 15.0, "no_id": True}
+
+
+def catalog_rows_as_spill(dsn: str) -> list[dict]:
+    rows = []
+    for r in catalog_rows(dsn):
+        row = {c: r[c] for c in SPILL_SCHEMA.names}
+        row.update(invocation_id=str(r["invocation_id"]), row_uid=str(r["row_uid"]),
+                   request_headers=json.dumps(r["request_headers"]))
+        rows.append(row)
+    return rows
+
+
+# --- through the real pipeline -----------------------------------------------------------------
+
+def test_scan_writes_one_log_row_per_trace_row(tmp_path, tiny_dir, catalog_dsn, ray_local):
+    from jobs.scan import run_scan
+
+    exp = tmp_path / "exps" / "fc"
+    exp.mkdir(parents=True)
+    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n")
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"], "samples": 1,
+        "temperature": 0.0, "max_tokens": 6, "seed": 5, "batch_size": 4, "actor_pool_size": 1}))
+    store = str(tmp_path / "store")
+    result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
+    traces = open_store(store).read("fc", result.invocation_id).to_pylist()
+    assert len(traces) == 12
+    log = sql.query(f"SELECT * FROM inference_log WHERE invocation_id = '{result.invocation_id}'",
+                    store, catalog_dsn).to_pylist()
+    assert sorted((r["probe_id"], r["sample"], r["attempt"]) for r in log) == \
+        sorted((t["probe_id"], t["sample"], t["attempt"]) for t in traces)
+    assert {r["stored_in"] for r in log} == {"catalog"} and {r["source"] for r in log} == {"engine"}
+    by_key = {(t["probe_id"], t["sample"]): t for t in traces}
+    for r in log:
+        t = by_key[(r["probe_id"], r["sample"])]
+        assert (r["ttft_ms"], r["total_ms"], r["completion_tokens"], r["timing_scope"]) == \
+            (t["ttft_ms"], t["total_ms"], t["completion_tokens"], t["timing_scope"])
+        assert r["status"] == ("ok" if t["error"] is None else "error")
+
+
+def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_path, tiny_dir, ray_local):
+    from actors.hf_sampler import HFSampler
+    from cluster.pipeline import run_model
+    from grid.cells import add_seeds, expand_forced_choice, plan_attempts
+    from grid.envelopes import load_envelopes
+
+    pairs = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"],
+                      "word_b": ["whiskey", "dog", "coffee"]})
+    grid = expand_forced_choice(["tiny"], pairs, ["english_strict"], ["AB", "BA"], 2)
+    todo, _ = plan_attempts(grid, grid.slice(0, 0).select(["probe_id", "sample"]).append_column(
+        "error", pa.array([], pa.string())), 3)
+    cells = add_seeds(todo, 3)
+    env = load_envelopes().envelopes["english_strict"]
+    envelopes = {"english_strict": {"system": env.system, "user": env.user, "idiom": env.idiom}}
+    inv, store = str(uuid.uuid4()), str(tmp_path / "store")
+    run = {"invocation_id": inv, "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t",
+           "catalog_dsn": closed_dsn(), "store_uri": store}
+    variant = {"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 6,
+               "dtype": "float32"}
+    kwargs = {"variant": variant, "model_source": str(tiny_dir), "run": run}
+    done = sum(rows for rows, _ in run_model(cells, HFSampler, kwargs, envelopes, store_uri=store,
+                                             experiment="exp", invocation_id=inv, batch_size=4, pool_size=1))
+    assert done == cells.num_rows == 12
+    traces = open_store(store).read("exp", inv)
+    assert traces.num_rows == 12   # every trace landed although the catalog never answered
+    deadline = time.monotonic() + 120   # the actor spills at teardown, after retry_s (10 s)
+    while spilled(store).num_rows < 12 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    log = spilled(store)
+    assert sorted(zip(log.column("probe_id").to_pylist(), log.column("sample").to_pylist())) == \
+        sorted(zip(traces.column("probe_id").to_pylist(), traces.column("sample").to_pylist()))
+    assert len(set(log.column("row_uid").to_pylist())) == 12
+
+
+class StandInEngine:
+    """Answers every cell with a fixed trace row (no model): the engine interface, for StoringEngine."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        self.run = run
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return to_trace_table([{"invocation_id": self.run["invocation_id"], "experiment": self.run["experiment"],
+                                "probe_id": p, "sample": s, "attempt": 1, "label": "stand-in", "response": "A",
+                                "ttft_ms": 1.0, "total_ms": 2.0, "timing_scope": "request"}
+                               for p, s in zip(batch["probe_id"].to_pylist(), batch["sample"].to_pylist())])
+
+
+def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp_path, monkeypatch):
+    from cluster import pipeline
+    from cluster.pipeline import StoringEngine
+
+    monkeypatch.setattr(pipeline, "LOG_CLOSE_S", 4.0)   # teardown spills after half of it (30 s in a run)
+    inv, store = str(uuid.uuid4()), str(tmp_path / "store")
+    run = {"invocation_id": inv, "experiment": "exp", "catalog_dsn": closed_dsn()}
+    engine = StoringEngine(StandInEngine, {"variant": {}, "model_source": "", "run": run}, store, "exp", inv)
+    engine.log.retry_s = 600.0   # the thread alone would keep retrying: only teardown can spill
+    for first in (0, 5):
+        batch = pa.table({"probe_id": [f"s|w{i}|x|e|AB" for i in range(first, first + 5)], "sample": [0] * 5})
+        assert engine(batch).to_pylist() == [{"rows": 5, "errors": 0}]
+    assert open_store(store).read("exp", inv).num_rows == 10   # traces landed while the catalog was down
+    assert not engine.log.healthy   # so __call__ stopped waiting for the log
+    assert engine.log.spilled_rows == 0 and engine.log.written_rows == 0   # all 10 rows still queued
+    del engine   # what Ray Data's graceful teardown does (_MapWorker.__ray_shutdown__ drops the UDF)
+    log = spilled(store)
+    assert sorted(log.column("probe_id").to_pylist()) == sorted(f"s|w{i}|x|e|AB" for i in range(10))
+    assert set(log.column("source").to_pylist()) == {"engine"} and set(log.column("status").to_pylist()) == {"ok"}
