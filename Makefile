@@ -43,3 +43,5 @@ test: demo-model
 bench: demo-model
 	$(PY) bench/grid.py
 	$(PY) bench/pipeline.py
+	$(PY) bench/engines.py
+	$(PY) bench/scale.py
