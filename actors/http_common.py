@@ -145,6 +145,8 @@ class HTTPSampler:
     """Base of the HTTP engines; subclasses say where to post, what to send and how to read the stream."""
 
     backend = "http"
+    CONCURRENT_BATCHES = 2
+    """Batches the pipeline may hand this actor at once (requests stay bounded by max_concurrency)."""
     default_key_env: str | None = None
     """Variable read when ``api_key_env`` is not set (None: send no auth header)."""
 

@@ -129,6 +129,10 @@ def _config_file(run: dict) -> str:
 class VLLMSampler:
     """One vLLM engine held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
 
+    CONCURRENT_BATCHES = 2
+    """Batches the pipeline may hand this actor at once: the next batch's requests join the engine while
+    the last one's tail still streams (continuous batching), so the engine never idles between batches."""
+
     def __init__(self, variant: dict, model_source: str, run: dict):
         """Build (or reuse, in this process) the engine. ``variant``: a ModelVariant as dict; ``run``:
         invocation_id, experiment, instrument, envelope_version."""

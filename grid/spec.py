@@ -299,6 +299,10 @@ def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
     _check_range(file, f"{where}.min_actors", lo >= 1, f"is {lo}", "use 1 or more")
     _check_range(file, f"{where}.max_actors", hi >= lo, f"is {hi}, below min_actors {lo}", "make max_actors ≥ min_actors")
     v["min_actors"], v["max_actors"] = lo, hi
+    if v["tensor_parallel_size"] > 1 and hi > 1:   # each such engine needs its own placement group
+        raise ConfigError(file, f"{where}.max_actors", f"is {hi} for a tensor-parallel model (tensor_parallel_size "
+                          f"{v['tensor_parallel_size']}); one engine per model is supported for now",
+                          "set min_actors and max_actors to 1 for this model (or actor_pool_size to 1)")
 
 
 def _validate_sampling(file: str, where: str, v: dict) -> None:

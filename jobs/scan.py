@@ -181,7 +181,8 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     status = "running"
     try:
         if todo.num_rows:
-            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn)
+            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
+                       max_attempts)
         counts = cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
         counts["given_up"] = given_up.num_rows
         status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
@@ -199,7 +200,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
 
 
 def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
-               quiet: bool, ray_address: str | None, dsn: str | None = None) -> None:
+               quiet: bool, ray_address: str | None, dsn: str | None = None, max_attempts: int = 3) -> None:
     from tqdm import tqdm
 
     from cluster.pipeline import run_grid
@@ -228,7 +229,7 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     try:
         run_grid(todo, settings["models"], sources, run, settings["envelope_set"]["texts"],
                  store_uri=settings["store"], batch_size=settings["batch_size"],
-                 pool_size=settings["actor_pool_size"], on_part=on_part)
+                 pool_size=settings["actor_pool_size"], on_part=on_part, max_attempts=max_attempts)
     finally:
         bar.close()
 

@@ -180,6 +180,7 @@ def test_api_backends_resolve_endpoints_and_keep_key_names_only(tmp_path):
     ({"backend": "openai", "timeout_s": 0}, "models[0].timeout_s", "seconds"),
     ({"min_actors": 3, "max_actors": 2}, "models[0].max_actors", "min_actors"),
     ({"memory_gb": -1}, "models[0].memory_gb", "GiB"),
+    ({"backend": "vllm", "tensor_parallel_size": 2, "max_actors": 2}, "models[0].max_actors", "one engine per model"),
     ({"backend": "grpc"}, "models[0].backend", "hf, vllm, openai, anthropic"),
 ])
 def test_engine_keys_are_checked(tmp_path, entry, field, words):
@@ -189,10 +190,11 @@ def test_engine_keys_are_checked(tmp_path, entry, field, words):
 
 def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config(actor_pool_size=2, models=[
-        {"model": "a", "backend": "vllm", "device": "cuda", "tensor_parallel_size": 4, "memory_gb": 64},
+        {"model": "a", "backend": "vllm", "device": "cuda", "tensor_parallel_size": 4, "memory_gb": 64,
+         "min_actors": 1, "max_actors": 1},
         {"model": "b", "backend": "vllm", "max_actors": 6},
         {"model": "c", "backend": "vllm", "device": "cuda", "num_gpus": 0.5, "min_actors": 1}])))
     a, b, c = spec.models
-    assert (a.num_gpus, a.memory_gb, a.min_actors, a.max_actors) == (4.0, 64, 2, 2)
+    assert (a.num_gpus, a.memory_gb, a.min_actors, a.max_actors) == (4.0, 64, 1, 1)
     assert (b.num_gpus, b.min_actors, b.max_actors) == (0.0, 2, 6)   # CPU build: no GPU asked for
     assert (c.num_gpus, c.min_actors, c.max_actors) == (0.5, 1, 2)

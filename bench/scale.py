@@ -1,0 +1,336 @@
+"""Benchmark: how the scan pipeline scales with engine actors, without a model.
+
+The engine is a stand-in (``SleepEngine``): it sleeps ``--sleep-ms`` (50 ms) per batch of
+``--batch-size`` (16) cells and returns real trace rows (``actors.rows.trace_row``), so the figures are
+what the pipeline around an engine costs and how it scales, not what a model costs. Everything else
+is the scan's own path: ``cluster.crash_journal.run_model_journaled`` → ``cluster.pipeline.run_model``
+(render tasks → an actor pool of N ``StoringEngine`` actors, each classifying, writing one Parquet part
+and one in-flight marker per batch, and writing its inference_log rows to the catalog), with the
+driver updating the catalog's progress at most every 5 s, as ``jobs/scan.py`` does.
+
+Cluster: ``ray.cluster_utils.Cluster`` — a head with no CPUs (the driver) and ``--nodes`` (4) worker
+nodes of 3 virtual CPUs and 2 ``fake_gpu`` each; an engine actor asks for 1 CPU and 1 fake_gpu, as a
+GPU actor would, so N = 8 fills the four nodes and leaves one CPU per node for the render tasks.
+Why several raylets rather than one ``ray.init(num_cpus=16)``: blocks then move between nodes' object
+stores and the actors are spread by the scheduler as on a real cluster; the price is four raylets on
+this machine (``--single-node`` runs the one-raylet variant for comparison).
+
+Figures (``time.monotonic``, one clock for every process of the machine):
+
+* steady rate = cells answered while all N actors were running ÷ that window (from the last actor's
+  first batch start to the first actor's last batch end) — start-up and tail excluded;
+* efficiency(N) = steady rate(N) ÷ (N × steady rate(1)); the target is ≥ 0.9 at N = 8;
+* wall rate = cells ÷ (run_model_journaled called → iterator exhausted), start-up included;
+* per-cell overheads, timed in this process on the same store and catalog: one part write
+  (``TraceStore.write_part`` of a batch), one in-flight marker (put + delete), one batch of
+  inference_log rows (``InferenceLogWriter.add`` + ``flush``), one catalog progress update.
+
+Nothing is written into the repository: store, catalog and timing files live in a temporary folder.
+Run from the repository root: ``python bench/scale.py`` (``--help`` for options).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# bench/grid.py would shadow the ``grid`` package (here and in every Ray worker): drop this folder.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from actors.rows import trace_row, where_am_i  # noqa: E402
+from grid.cells import add_seeds, expand_forced_choice, plan_attempts  # noqa: E402
+from grid.envelopes import PACKAGED, load_bearing_ids, load_envelopes  # noqa: E402
+from grid.ids import ORDERINGS  # noqa: E402
+from grid.probesets import STARTER, load_pairs  # noqa: E402
+from grid.spec import ModelVariant  # noqa: E402
+from grid.trace_schema import TRACE_SCHEMA, to_trace_table  # noqa: E402
+
+TARGET_EFFICIENCY = 0.9   # at N = 8
+EXPERIMENT = "bench_scale"
+LABEL = "standin"
+FAKE_GPU = "fake_gpu"
+
+
+class SleepEngine:
+    """Stand-in engine: sleeps per batch, answers "A", appends each batch's start and end to a file."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict, sleep_s: float, timing_dir: str):
+        self.variant, self.source, self.run, self.sleep_s = variant, model_source, run, sleep_s
+        self.where = where_am_i()
+        self.timing_path = f"{timing_dir}/actor-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        start = time.monotonic()
+        cells = batch.to_pylist()
+        time.sleep(self.sleep_s)
+        rows = to_trace_table([trace_row(self.variant, self.run, self.source, self.where, c, response="A",
+                                         finish_reason="stop", timing_scope="batch", batch_size=len(cells),
+                                         endpoint="engine://standin") for c in cells])
+        with open(self.timing_path, "a") as fh:
+            fh.write(json.dumps({"start": start, "end": time.monotonic(), "rows": len(cells)}) + "\n")
+        return rows
+
+
+def bench_cells(n: int) -> tuple[pa.Table, dict]:
+    """The first ``n`` cells of starter pairs × load-bearing envelopes × AB/BA × samples, planned and
+    seeded as a scan does; plus the envelope texts as the pipeline takes them."""
+    pairs = load_pairs(STARTER).table
+    env_set = load_envelopes(PACKAGED)
+    env_ids = load_bearing_ids(env_set)
+    samples = -(-n // (pairs.num_rows * len(env_ids) * len(ORDERINGS)))
+    cells = expand_forced_choice([LABEL], pairs, env_ids, list(ORDERINGS), samples)
+    nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
+                        "error": pa.array([], pa.string())})
+    todo, _ = plan_attempts(cells, nothing, max_attempts=3)
+    texts = {i: {"system": env_set.envelopes[i].system, "user": env_set.envelopes[i].user,
+                 "idiom": env_set.envelopes[i].idiom} for i in env_ids}
+    return add_seeds(todo, 20261130).slice(0, n), texts
+
+
+def steady_rate(events: list[dict], n_actors: int) -> tuple[float, float, int]:
+    """(cells/s while every actor was running, that window in s, actors seen) from per-batch events
+    grouped by actor (``file``)."""
+    by_actor: dict[str, list[dict]] = {}
+    for e in events:
+        by_actor.setdefault(e["file"], []).append(e)
+    firsts = [min(b["start"] for b in bs) for bs in by_actor.values()]
+    lasts = [max(b["end"] for b in bs) for bs in by_actor.values()]
+    lo, hi = max(firsts), min(lasts)
+    if hi <= lo:   # no window with every actor running: fall back to the whole span
+        lo, hi = min(firsts), max(lasts)
+    cells = 0.0
+    for e in events:   # cells of batches inside the window, pro rata for batches crossing its edges
+        overlap = min(e["end"], hi) - max(e["start"], lo)
+        if overlap > 0:
+            cells += e["rows"] * overlap / (e["end"] - e["start"])
+    return cells / (hi - lo), hi - lo, len(by_actor)
+
+
+def run_once(n_actors: int, cells: pa.Table, envelopes: dict, variant: dict, *, store_uri: str, catalog, dsn: str,
+             work: Path, batch_size: int, sleep_s: float) -> dict:
+    """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
+    from cluster.crash_journal import run_model_journaled
+    from cluster.store import open_store
+
+    invocation_id = str(uuid.uuid4())
+    run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
+           "envelope_version": load_envelopes(PACKAGED).version, "catalog_dsn": dsn, "store_uri": store_uri}
+    catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
+                               "settings": {"bench": "scale", "actors": n_actors}, "settings_hash": "bench",
+                               "status": "running", "counts": {"cells": cells.num_rows}, "store_uri": store_uri})
+    timing_dir = work / f"timing-{n_actors}-{invocation_id[:8]}"
+    timing_dir.mkdir()
+    kwargs = {"variant": variant, "model_source": "standin", "run": run, "sleep_s": sleep_s,
+              "timing_dir": str(timing_dir)}
+    done, updates, last = {"rows": 0, "errors": 0}, [], time.monotonic()
+    summary: dict = {}
+    t0 = time.monotonic()
+    for rows, errors in run_model_journaled(cells, SleepEngine, kwargs, envelopes, store_uri=store_uri,
+                                            experiment=EXPERIMENT, invocation_id=invocation_id,
+                                            batch_size=batch_size, pool_size=n_actors,
+                                            engine_resources={"num_cpus": 1, "resources": {FAKE_GPU: 1}},
+                                            summary=summary):
+        done["rows"] += rows
+        done["errors"] += errors
+        if time.monotonic() - last > 5:   # as jobs/scan.py: progress in the catalog at most every 5 s
+            u0 = time.monotonic()
+            catalog.update_progress(invocation_id, "running", {"cells_this_run": cells.num_rows, **done})
+            last = time.monotonic()
+            updates.append(last - u0)
+    wall = time.monotonic() - t0
+    catalog.update_progress(invocation_id, "complete", {"cells": cells.num_rows, **done}, finished=True)
+    events = []
+    for path in glob.glob(f"{timing_dir}/*.jsonl"):
+        events += [{**json.loads(line), "file": path} for line in Path(path).read_text().splitlines()]
+    rate, window, actors = steady_rate(events, n_actors)
+    stored = open_store(store_uri).read(EXPERIMENT, invocation_id, columns=["probe_id", "sample", "error", "actor_id"])
+    keys = set(zip(stored["probe_id"].to_pylist(), stored["sample"].to_pylist()))
+    problems = []
+    if stored.num_rows != cells.num_rows or len(keys) != cells.num_rows:
+        problems.append(f"{stored.num_rows} rows for {len(keys)} distinct cells, want {cells.num_rows}")
+    if stored.num_rows - stored.column("error").null_count:
+        problems.append(f"{stored.num_rows - stored.column('error').null_count} error rows")
+    if actors != n_actors or len(set(stored["actor_id"].to_pylist())) != n_actors:
+        problems.append(f"{actors} actors answered, want {n_actors}")
+    if summary.get("rounds") != 1:
+        problems.append(f"{summary.get('rounds')} journal rounds, want 1")
+    return {"n": n_actors, "rate": rate, "window": window, "wall": wall, "wall_rate": cells.num_rows / wall,
+            "batches": len(events), "updates": updates, "problems": problems,
+            "first_batch": min(e["start"] for e in events) - t0}
+
+
+def overheads(store_uri: str, dsn: str, envelopes: dict, variant: dict, batch_size: int, reps: int) -> dict:
+    """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
+    progress update; timed in this process against the benchmark's store and catalog (medians)."""
+    from analysis.classify import with_classes
+    from cluster.catalog import Catalog
+    from cluster.crash_journal import in_flight, round_folder
+    from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+    from cluster.pipeline import render_block
+    from cluster.store import open_store
+    from grid.envelopes import envelopes_from_settings
+
+    store = open_store(store_uri)
+    invocation_id = str(uuid.uuid4())
+    run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
+           "envelope_version": load_envelopes(PACKAGED).version}
+    cells, _ = bench_cells(batch_size)
+    rendered = render_block(cells, envelopes)
+    engine = SleepEngine(variant, "standin", run, 0.0, tempfile.mkdtemp(prefix="mirrorscan-scale-t-"))
+    rows = with_classes(engine(rendered), envelopes_from_settings(envelopes)).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+    folder = round_folder(store, EXPERIMENT, invocation_id, "bench")
+    out: dict[str, list[float]] = {"part": [], "marker": [], "log": [], "rows": [], "progress": []}
+    writer = InferenceLogWriter(dsn, store_uri, EXPERIMENT, invocation_id, "bench")
+    with Catalog(dsn) as catalog:
+        catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT,
+                                   "instrument": "forced_choice", "settings": {"bench": "overheads"},
+                                   "settings_hash": "bench", "status": "running", "store_uri": store_uri})
+        for _ in range(reps):
+            t = time.monotonic()
+            fresh = engine(rendered)
+            fresh = with_classes(fresh, envelopes_from_settings(envelopes)).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+            out["rows"].append(time.monotonic() - t)
+            t = time.monotonic()
+            store.write_part(rows, EXPERIMENT, invocation_id, "bench")
+            out["part"].append(time.monotonic() - t)
+            t = time.monotonic()
+            with in_flight(store, folder, "bench", rendered):
+                pass
+            out["marker"].append(time.monotonic() - t)
+            t = time.monotonic()
+            writer.add(log_rows_from_traces(rows))
+            writer.flush(5.0)
+            out["log"].append(time.monotonic() - t)
+            t = time.monotonic()
+            catalog.update_progress(invocation_id, "running", {"rows": batch_size})
+            out["progress"].append(time.monotonic() - t)
+    writer.close(10.0)
+    logged = writer.written_rows
+    return {k: 1000 * statistics.median(v) for k, v in out.items()} | {"logged_rows": logged, "reps": reps}
+
+
+def start_cluster(nodes: int, single_node: bool):
+    """The simulated cluster (see the module docstring); returns the Cluster (None for --single-node)."""
+    from cluster.ray_session import ensure_ray
+
+    if single_node:
+        import ray
+
+        ensure_ray(num_cpus=3 * nodes)
+        return None, ray
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for _ in range(nodes):
+        c.add_node(num_cpus=3, resources={FAKE_GPU: 2})
+    c.wait_for_nodes(timeout=300)
+    ensure_ray(address=c.address)
+    return c, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cells", type=int, default=20000, help="cells per run (default 20000)")
+    p.add_argument("--actors", default="1,2,4,8", help="pool sizes, comma-separated (default 1,2,4,8)")
+    p.add_argument("--batch-size", type=int, default=16, help="cells per engine batch (default 16)")
+    p.add_argument("--sleep-ms", type=float, default=50.0, help="stand-in engine time per batch (default 50)")
+    p.add_argument("--nodes", type=int, default=4, help="worker nodes, 3 CPUs and 2 fake GPUs each (default 4)")
+    p.add_argument("--single-node", action="store_true", help="one ray.init(num_cpus=3 × nodes) instead")
+    p.add_argument("--overhead-reps", type=int, default=200, help="repetitions of each per-batch overhead (default 200)")
+    args = p.parse_args(argv)
+    ns = [int(x) for x in args.actors.split(",")]
+    if min(ns) < 1 or max(ns) > 2 * args.nodes or args.cells < args.batch_size:
+        p.error(f"--actors must be 1..{2 * args.nodes} (2 fake GPUs per node) and --cells ≥ --batch-size")
+    os.environ.pop("RAY_ADDRESS", None)
+
+    import ray.data
+
+    from cluster import embedded_pg
+    from cluster.catalog import Catalog
+
+    cells, envelopes = bench_cells(args.cells)
+    variant = ModelVariant(label=LABEL, model="standin", backend="standin", temperature=0.0, top_p=1.0,
+                           max_tokens=4).as_dict()
+    work = Path(tempfile.mkdtemp(prefix="mirrorscan-bench-scale-"))
+    work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
+    pg_root, store_uri = work / "catalog", str(work / "store")
+    cluster, results, problems = None, [], []
+    try:
+        dsn = embedded_pg.ensure_running(pg_root, durable=False)
+        t0 = time.monotonic()
+        cluster, _ = start_cluster(args.nodes, args.single_node)
+        shape = (f"one raylet, {3 * args.nodes} CPUs" if args.single_node else
+                 f"Cluster: head 0 CPU + {args.nodes} nodes × (3 CPUs, 2 {FAKE_GPU})")
+        print(f"{cells.num_rows} cells, batch {args.batch_size}, stand-in {args.sleep_ms:.0f} ms/batch "
+              f"(ideal {args.batch_size / args.sleep_ms * 1000:.0f} cells/s per actor); {shape}; "
+              f"started in {time.monotonic() - t0:.1f} s; this machine: {os.cpu_count()} cores")
+        ray.data.DataContext.get_current().wait_for_min_actors_s = 600   # every actor up before the clock runs
+        with Catalog(dsn) as catalog:
+            for n in ns:
+                r = run_once(n, cells, envelopes, variant, store_uri=store_uri, catalog=catalog, dsn=dsn, work=work,
+                             batch_size=args.batch_size, sleep_s=args.sleep_ms / 1000)
+                results.append(r)
+                problems += [f"N={n}: {x}" for x in r["problems"]]
+                upd = f"{1000 * statistics.median(r['updates']):.1f} ms" if r["updates"] else "none"
+                print(f"N={n:2d}  steady {r['rate']:8.1f} cells/s over {r['window']:6.1f} s   wall {r['wall']:6.1f} s "
+                      f"({r['wall_rate']:7.1f} cells/s, first batch at {r['first_batch']:.1f} s)   "
+                      f"{r['batches']} batches, {len(r['updates'])} progress updates (median {upd})"
+                      f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
+        single = next((r["rate"] for r in results if r["n"] == 1), None)
+        if single:
+            print("\nN    steady cells/s   N × single   efficiency   vs ideal")
+            ideal = args.batch_size / (args.sleep_ms / 1000)
+            for r in results:
+                eff = r["rate"] / (r["n"] * single)
+                print(f"{r['n']:<4d} {r['rate']:14.1f} {r['n'] * single:12.1f} {eff:12.3f} {r['rate'] / (r['n'] * ideal):10.3f}")
+            at8 = next((r for r in results if r["n"] == 8), None)
+            if at8:
+                eff8 = at8["rate"] / (8 * single)
+                print(f"efficiency at N = 8: {eff8:.3f}   target ≥ {TARGET_EFFICIENCY}: "
+                      f"{'met' if eff8 >= TARGET_EFFICIENCY else 'MISSED'}")
+        o = overheads(store_uri, dsn, envelopes, variant, args.batch_size, args.overhead_reps)
+        b = args.batch_size
+        print(f"\nper-batch costs in the actor's path (median of {o['reps']}, batch of {b}; ms per batch / per cell):")
+        for key, what in (("rows", "trace rows + classify + cast (stand-in answer)"), ("part", "part write (Parquet, zstd)"),
+                          ("marker", "in-flight marker put + delete"),
+                          ("log", "inference_log rows add + flush to the catalog"),
+                          ("progress", "catalog progress update (driver, ≤ 1 per 5 s)")):
+            print(f"  {what:48s} {o[key]:7.2f} ms   {o[key] / b:6.3f} ms/cell")
+        total = o["rows"] + o["part"] + o["marker"] + o["log"]
+        print(f"  actor-side total beside the engine: {total:.2f} ms per batch = "
+              f"{100 * total / args.sleep_ms:.0f} % of the {args.sleep_ms:.0f} ms engine time "
+              f"({o['logged_rows']} inference_log rows committed)")
+    finally:
+        import ray
+
+        ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        if pg_root.exists():
+            embedded_pg.stop(pg_root)
+        shutil.rmtree(work, ignore_errors=True)
+    if problems:
+        print("\nWRONG: " + "; ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""The in-flight journal: which cells an engine actor was answering when it died, and the driver loop
+that turns those batches into error rows and retries their cells one per batch.
+
+Why it exists. An engine actor can die in the middle of a batch: a CUDA fault or an out-of-memory kill
+on one prompt, a segfault in a kernel, a preempted node. Ray Data 2.60 restarts pool actors forever
+and retries their tasks forever by default (``max_restarts=-1``, ``max_task_retries=-1`` in
+``ActorPoolMapOperator._apply_default_remote_args``), so a *poison cell* — one that kills the process
+every time — would loop forever, and a retried task would redo batches it had already stored.
+``cluster.pipeline.run_model`` therefore asks for ``max_task_retries=0`` (the actor still restarts, the
+task that was running on it fails once) and, when a journal folder is given, lets Ray Data drop the
+failed blocks (``max_errored_blocks=-1`` on that dataset only) so the rest of the grid goes on.
+
+What is written. Before answering a batch, ``StoringEngine`` puts a small marker
+``<invocation>/inflight/<round>/<writer>-<uuid>.json`` holding the batch's (probe_id, sample, attempt)
+keys and where it runs; after the batch's part is stored the marker is deleted. A Python exception
+rewrites the marker with the error text (and is re-raised). A marker left at the end of a round is a
+batch that did not finish.
+
+What the driver does (``run_model_journaled``, one model, in rounds):
+
+1. run the cells (round 1: as planned; later rounds: cells that never started in normal batches, and
+   the cells of batches that died, one per batch, each as its next attempt);
+2. ``settle``: every leftover marker's cells without a stored row at that attempt become error rows
+   (``EngineActorDied: …``, or the exception a batch raised), written as one part by writer
+   ``journal``; the markers are deleted;
+3. cells without any stored row at their attempt (the rest of a dropped block, tasks queued on a dead
+   actor) run again with the same attempt; died cells below ``max_attempts`` run alone as attempt + 1.
+
+Only the poison cell keeps dying when alone, so it alone ends as error rows; its batch-mates finish.
+Rounds stop when every cell is accounted for, when a round wrote nothing (then the rest is left
+missing: ``scan --resume`` picks it up), or after ``max_attempts + 3`` rounds.
+
+Costs (measured by ``bench/scale.py``): one marker put and one delete per engine batch, beside the part
+write; a store read of the invocation's keys only in a round where something did not land.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from cluster.store import TraceStore, open_store
+
+log = logging.getLogger(__name__)
+
+INFLIGHT = "inflight"
+"""Folder beside ``traces/`` holding the in-flight markers, one sub-folder per round."""
+JOURNAL_WRITER = "journal"
+"""Writer name of the parts holding the error rows of died batches."""
+DIED = "EngineActorDied"
+"""Error type written for a cell whose batch was in flight when its engine actor died."""
+EXTRA_ROUNDS = 3
+"""Rounds allowed beyond ``max_attempts`` (cells of dropped blocks that never started need a round too)."""
+RELEASE_NOTE = """Ray Data releases a finished pool by dropping its actor handles, but after an actor died some
+handles sit in reference cycles (errored tasks and their tracebacks) that only Python's cyclic
+collector frees; until then those actors stay alive and keep their GPUs, and the next round's pool
+(or the next model's) waits for them. Seen: a round-2 pool waiting 10 minutes. Hence a gc.collect()
+after every run."""
+_KEYS = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("attempt", pa.int32())])
+
+
+def round_folder(store: TraceStore, experiment: str, invocation_id: str, round_id: str) -> str:
+    """Folder (filesystem path) of one round's in-flight markers."""
+    return f"{store.invocation_dir(experiment, invocation_id)}/{INFLIGHT}/{round_id}"
+
+
+def batch_keys(batch: pa.Table) -> list[list]:
+    """The (probe_id, sample, attempt) of every cell of ``batch`` (attempt 1 where the column is absent)."""
+    attempts = batch.column("attempt").to_pylist() if "attempt" in batch.column_names else [1] * batch.num_rows
+    return [[p, int(s), int(a)] for p, s, a in zip(batch.column("probe_id").to_pylist(),
+                                                   batch.column("sample").to_pylist(), attempts)]
+
+
+@contextmanager
+def in_flight(store: TraceStore, folder: str | None, writer: str, batch: pa.Table) -> Iterator[None]:
+    """Mark ``batch`` as in flight in ``folder`` for the duration of the block (nothing when ``folder`` is
+    None). On a Python exception the marker is replaced by one carrying the error, then it re-raises; if
+    the process dies, the marker stays. Costs one small put and one delete (see ``bench/scale.py``)."""
+    if folder is None:
+        yield
+        return
+    from actors.rows import where_am_i
+
+    record = {"writer": writer, "pid": os.getpid(), **where_am_i(),
+              "started_at": datetime.now(timezone.utc).isoformat(), "cells": batch_keys(batch)}
+    path = f"{folder}/{writer}-{uuid.uuid4().hex[:12]}.json"
+    store.objects.put(path, json.dumps(record).encode())
+    try:
+        yield
+    except Exception as exc:
+        record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        store.objects.put(f"{path[:-5]}.raised.json", json.dumps(record).encode())
+        store.objects.delete(path)
+        raise
+    store.objects.delete(path)
+
+
+def leftover_markers(store: TraceStore, folder: str) -> list[tuple[str, dict | None]]:
+    """(path, record) of every marker left in ``folder``; record is None for an unreadable marker."""
+    if store.fs.get_file_info(folder).type == pafs.FileType.NotFound:
+        return []
+    found = []
+    for info in store.fs.get_file_info(pafs.FileSelector(folder)):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".json") or info.base_name.startswith("."):
+            continue
+        try:
+            found.append((info.path, json.loads(store.read_bytes(info.path))))
+        except (OSError, ValueError) as exc:
+            log.warning("unreadable in-flight marker %s (%s); its cells count as not started", info.path, exc)
+            found.append((info.path, None))
+    return found
+
+
+def stored_keys(store: TraceStore, experiment: str, invocation_id: str) -> pa.Table:
+    """(probe_id, sample, attempt) of every row stored for the invocation, whatever its outcome."""
+    return store.read(experiment, invocation_id, columns=list(_KEYS.names)).cast(_KEYS)
+
+
+def _anti(cells: pa.Table, keys: pa.Table) -> pa.Table:
+    """Rows of ``cells`` whose (probe_id, sample, attempt) is not in ``keys``."""
+    if keys.num_rows == 0 or cells.num_rows == 0:
+        return cells
+    keys = keys.select(list(_KEYS.names)).cast(_KEYS)
+    typed = cells.set_column(cells.schema.get_field_index("sample"), "sample", cells.column("sample").cast(pa.int32()))
+    typed = typed.set_column(typed.schema.get_field_index("attempt"), "attempt", typed.column("attempt").cast(pa.int32()))
+    return typed.join(keys, keys=list(_KEYS.names), join_type="left anti", use_threads=True)
+
+
+def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
+    """Rows of ``cells`` whose (probe_id, sample, attempt) is in ``keys``."""
+    if keys.num_rows == 0 or cells.num_rows == 0:
+        return cells.slice(0, 0)
+    keys = keys.select(list(_KEYS.names)).cast(_KEYS)
+    typed = cells.set_column(cells.schema.get_field_index("sample"), "sample", cells.column("sample").cast(pa.int32()))
+    typed = typed.set_column(typed.schema.get_field_index("attempt"), "attempt", typed.column("attempt").cast(pa.int32()))
+    return typed.join(keys, keys=list(_KEYS.names), join_type="left semi", use_threads=True)
+
+
+def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, cells: pa.Table, *,
+           variant: dict, run: dict, source: str, envelopes: dict) -> pa.Table:
+    """Turn the round's leftover markers into error rows and delete them.
+
+    ``cells``: the round's cells (unrendered, with seed and attempt). A marker's cell gets an error row
+    unless a row is already stored for it at that attempt (the actor died after storing the part).
+    Returns the died cells (rows of ``cells``), which the caller may retry."""
+    from actors.rows import trace_row
+    from grid.cells import render_forced_choice
+    from grid.envelopes import envelopes_from_settings
+    from grid.trace_schema import TRACE_SCHEMA, to_trace_table
+
+    markers = leftover_markers(store, folder)
+    records = [r for _, r in markers if r is not None]
+    if not records:
+        for path, _ in markers:
+            store.objects.delete(path)
+        return cells.slice(0, 0)
+    keyed = {}
+    for record in records:
+        for p, s, a in record["cells"]:
+            keyed[(p, int(s), int(a))] = record
+    marked = pa.table({"probe_id": [k[0] for k in keyed], "sample": [k[1] for k in keyed],
+                       "attempt": [k[2] for k in keyed]}, schema=_KEYS)
+    died = _anti(_semi(cells, marked), stored_keys(store, experiment, invocation_id))
+    if died.num_rows:
+        rendered = render_forced_choice(died, envelopes_from_settings(envelopes))
+        rows = []
+        for cell in rendered.to_pylist():
+            record = keyed[(cell["probe_id"], int(cell["sample"]), int(cell["attempt"]))]
+            where = {k: record.get(k) for k in ("node_id", "actor_id", "hostname")}
+            error = record.get("error") or (
+                f"{DIED}: the engine actor died while answering this cell's batch of {len(record['cells'])} "
+                f"(pid {record.get('pid')}, node {record.get('node_id')}); retried alone up to the attempt limit")
+            rows.append(trace_row(variant, run, source, where, cell, error=error, batch_size=len(record["cells"]),
+                                  started_at=datetime.fromisoformat(record["started_at"])))
+        store.write_part(to_trace_table(rows).cast(TRACE_SCHEMA), experiment, invocation_id, JOURNAL_WRITER)
+    for path, _ in markers:
+        store.objects.delete(path)
+    return died
+
+
+def _with_attempt(cells: pa.Table) -> pa.Table:
+    if "attempt" in cells.column_names:
+        return cells
+    return cells.append_column("attempt", pa.array([1] * cells.num_rows, pa.int32()))
+
+
+def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes: dict, *, store_uri: str,
+                        experiment: str, invocation_id: str, batch_size: int, pool_size: int,
+                        max_pool_size: int | None = None, engine_resources: dict | None = None,
+                        max_attempts: int = 3, variant: dict | None = None, run: dict | None = None,
+                        source: str | None = None, summary: dict | None = None) -> Iterator[tuple[int, int]]:
+    """``cluster.pipeline.run_model`` in rounds under the in-flight journal (see the module docstring).
+
+    Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
+    yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
+    (a retried cell is counted when its retry lands).
+
+    ``variant``, ``run`` and ``source`` (for the error rows) default to the engine's own kwargs
+    (``variant``, ``run``, ``model_source``: the engine interface). ``summary``, when given, is filled
+    with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
+    from cluster.pipeline import run_model
+
+    variant = variant or engine_kwargs["variant"]
+    run = run or engine_kwargs["run"]
+    source = source or engine_kwargs["model_source"]
+    store = open_store(store_uri)
+    stats = summary if summary is not None else {}
+    stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
+    todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
+    while todo.num_rows or alone.num_rows:
+        if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
+            stats["left_missing"] = todo.num_rows + alone.num_rows
+            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant["label"],
+                        stats["left_missing"], stats["rounds"])
+            break
+        stats["rounds"] += 1
+        folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
+        landed = 0
+        for part, size in ((todo, batch_size), (alone, 1)):
+            if part.num_rows == 0:
+                continue
+            for rows, errors in run_model(part, engine_cls, engine_kwargs, envelopes, store_uri=store_uri,
+                                          experiment=experiment, invocation_id=invocation_id, batch_size=size,
+                                          pool_size=pool_size, max_pool_size=max_pool_size,
+                                          engine_resources=engine_resources, journal=folder):
+                landed += rows
+                yield rows, errors
+            gc.collect()   # see RELEASE_NOTE
+        ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
+        batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
+        died = settle(store, experiment, invocation_id, folder, ran, variant=variant, run=run, source=source,
+                      envelopes=envelopes)
+        if landed + died.num_rows == ran.num_rows:
+            not_started = ran.slice(0, 0)
+        else:
+            not_started = _anti(ran, stored_keys(store, experiment, invocation_id))
+        attempts = died.column("attempt")
+        retry = died.filter(pc.less(attempts, max_attempts))
+        given_up = died.num_rows - retry.num_rows
+        stats["died_batches"] += batches
+        stats["died_cells"] += died.num_rows
+        stats["given_up"] += given_up
+        if died.num_rows:
+            log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
+                        "%d given up after %d attempts", variant["label"], batches, died.num_rows, retry.num_rows,
+                        given_up, max_attempts)
+            yield given_up, died.num_rows
+        if landed + died.num_rows == 0:
+            stats["left_missing"] = not_started.num_rows
+            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant["label"],
+                        not_started.num_rows)
+            break
+        retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
+                                 pc.add(retry.column("attempt"), 1).cast(pa.int32()))
+        stats["retried_alone"] += retry.num_rows
+        todo, alone = not_started, retry

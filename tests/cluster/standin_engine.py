@@ -1,0 +1,121 @@
+"""A stand-in engine and cells for the multi-node tests: no model, so the tests are about scheduling.
+
+``SleepEngine`` follows the engine interface (``SleepEngine(variant, model_source, run)``, a batch of
+rendered cells in, trace rows out, built with ``actors.rows.trace_row``): it sleeps
+``engine_args["sleep_s"]`` per batch and answers "A". It asks Ray for the variant's ``num_gpus`` as the
+custom resource ``fake_gpu`` (a stand-in for GPUs on a one-machine cluster), and it calls ``os._exit(1)``
+— the whole actor process dies, as on a CUDA fault — when a batch holds ``engine_args["poison"]``.
+
+Ray workers cannot import this folder, so the module is registered to be pickled by value.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pyarrow as pa
+import ray.cloudpickle
+
+from actors.rows import trace_row, where_am_i
+from grid.cells import add_seeds, expand_forced_choice, plan_attempts
+from grid.envelopes import PACKAGED, load_bearing_ids, load_envelopes
+from grid.spec import ModelVariant
+from grid.trace_schema import to_trace_table
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+FAKE_GPU = "fake_gpu"
+"""Custom Ray resource standing in for a GPU."""
+
+
+class SleepEngine:
+    """Answers every cell "A" after sleeping ``sleep_s`` per batch; dies on a batch holding the poison probe."""
+
+    def __init__(self, variant: dict, model_source: str, run: dict):
+        """No model: remember the run identity and where this actor runs."""
+        self.variant, self.source, self.run = variant, model_source, run
+        args = variant.get("engine_args") or {}
+        self.sleep_s, self.poison = float(args.get("sleep_s", 0.05)), args.get("poison")
+        self.where = where_am_i()
+
+    @staticmethod
+    def ray_resources(variant: dict) -> dict:
+        """One CPU, and the variant's num_gpus as the custom resource ``fake_gpu``."""
+        gpus = variant.get("num_gpus") or 0
+        return {"num_cpus": 1, **({"resources": {FAKE_GPU: gpus}} if gpus else {})}
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Trace rows for ``batch`` (response "A"), after ``sleep_s`` seconds."""
+        cells = batch.to_pylist()
+        if self.poison is not None and any(c["probe_id"] == self.poison for c in cells):
+            os._exit(1)
+        start = time.monotonic()
+        time.sleep(self.sleep_s)
+        total_ms = (time.monotonic() - start) * 1000
+        return to_trace_table([trace_row(self.variant, self.run, self.source, self.where, c, response="A",
+                                         finish_reason="stop", timing_scope="batch", batch_size=len(cells),
+                                         total_ms=total_ms, endpoint="engine://standin")
+                               for c in cells])
+
+
+def standin_variant(label: str, **fields) -> dict:
+    """A resolved variant of the stand-in backend (``fields`` override ModelVariant fields)."""
+    return ModelVariant(label=label, model="standin", backend="standin", temperature=0.0, top_p=1.0,
+                        max_tokens=4, **fields).as_dict()
+
+
+def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Table, dict]:
+    """Cells of ``n_pairs`` made-up pairs × the load-bearing envelopes × AB/BA × samples per label,
+    planned (attempt 1) and seeded as a scan does; plus the envelope texts as the pipeline takes them."""
+    pairs = pa.table({"pair_id": [f"p{i}" for i in range(n_pairs)], "word_a": [f"alpha{i}" for i in range(n_pairs)],
+                      "word_b": [f"beta{i}" for i in range(n_pairs)]})
+    env_set = load_envelopes(PACKAGED)
+    env_ids = load_bearing_ids(env_set)[:2]
+    cells = expand_forced_choice(labels, pairs, env_ids, ["AB", "BA"], samples)
+    nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
+                        "error": pa.array([], pa.string())})
+    todo, _ = plan_attempts(cells, nothing, max_attempts=3)
+    texts = {i: {"system": env_set.envelopes[i].system, "user": env_set.envelopes[i].user,
+                 "idiom": env_set.envelopes[i].idiom} for i in env_ids}
+    return add_seeds(todo, 7), texts
+
+
+def run_identity(invocation_id: str, experiment: str) -> dict:
+    """The ``run`` dict an engine gets (no catalog: inference-log rows are spilled beside the traces)."""
+    return {"invocation_id": invocation_id, "experiment": experiment, "instrument": "forced_choice",
+            "envelope_version": load_envelopes(PACKAGED).version}
+
+
+def descendants() -> set[int]:
+    """Pids of this process's descendants now."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def end_new_descendants(known: set[int], grace_s: float = 10.0) -> list[int]:
+    """After a cluster's shutdown: kill, by pid, the descendants of this process that were not in ``known``
+    and are still running (workers of fake nodes the autoscaler started); return their pids."""
+    import psutil
+
+    left = []
+    for pid in descendants() - known:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(proc)
+        except psutil.Error:
+            pass
+    for proc in left:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in left]
