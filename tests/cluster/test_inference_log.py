@@ -21,8 +21,7 @@ import pytest
 
 from cluster import embedded_pg
 from cluster.catalog import Catalog
-from cluster.inference_log import (LOG_COLUMNS, SPILL_SCHEMA, InferenceLogWriter, log_rows_from_traces,
-                                   write_spill_part)
+from cluster.inference_log import LOG_COLUMNS, SPILL_SCHEMA, InferenceLogWriter, log_rows_from_traces
 from cluster.store import open_store
 from grid.errors import CatalogError
 from grid.trace_schema import to_trace_table
@@ -219,7 +218,8 @@ def test_sql_view_unions_catalog_and_spilled_rows_once_each(catalog_dsn, tmp_pat
     to_spill.close()
     # a batch whose commit was in doubt: in the catalog and spilled too; the view keeps the catalog copy
     doubt = pa.Table.from_pylist(catalog_rows_as_spill(catalog_dsn)[:2], schema=SPILL_SCHEMA)
-    write_spill_part(open_store(store).fs, f"{store}/exp/{inv}/inference_log", doubt, "c")
+    spill_store = open_store(store)
+    spill_store.write_parquet_part(f"{spill_store.invocation_dir('exp', inv)}/inference_log", doubt, "c")
 
     got = sql.query("SELECT stored_in, count(*) AS n, count(DISTINCT row_uid) AS uids, min(status) AS status "
                     "FROM inference_log GROUP BY 1 ORDER BY 1", store, catalog_dsn).to_pylist()
