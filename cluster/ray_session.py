@@ -22,6 +22,10 @@ WORKER_ENV = {
 }
 
 
+LOCAL_START_ATTEMPTS = 3
+"""Tries at starting a local Ray when its node times out during startup (seen on overloaded 2-core machines)."""
+
+
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Initialise Ray once per process: join ``address``/``RAY_ADDRESS`` or start a local instance."""
     import ray
@@ -40,7 +44,14 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(address=address, **kwargs)
     else:
         # address="local" always starts a fresh instance (never joins another driver's local Ray)
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+        for attempt in range(LOCAL_START_ATTEMPTS):
+            try:
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+                break
+            except Exception as exc:   # Ray waits a fixed 30 s for its raylet; a loaded machine can miss that
+                if "timed out during startup" not in str(exc) or attempt == LOCAL_START_ATTEMPTS - 1:
+                    raise
+                ray.shutdown()
     quiet_ray_data()
 
 
