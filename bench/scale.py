@@ -52,7 +52,6 @@ import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
 
 from actors.rows import trace_row, where_am_i  # noqa: E402
 from grid.cells import add_seeds, expand_forced_choice, plan_attempts  # noqa: E402
@@ -104,7 +103,7 @@ def bench_cells(n: int) -> tuple[pa.Table, dict]:
     return add_seeds(todo, 20261130).slice(0, n), texts
 
 
-def steady_rate(events: list[dict], n_actors: int) -> tuple[float, float, int]:
+def steady_rate(events: list[dict]) -> tuple[float, float, int]:
     """(cells/s while every actor was running, that window in s, actors seen) from per-batch events
     grouped by actor (``file``)."""
     by_actor: dict[str, list[dict]] = {}
@@ -159,7 +158,7 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: dict, variant: dict, *, 
     events = []
     for path in glob.glob(f"{timing_dir}/*.jsonl"):
         events += [{**json.loads(line), "file": path} for line in Path(path).read_text().splitlines()]
-    rate, window, actors = steady_rate(events, n_actors)
+    rate, window, actors = steady_rate(events)
     stored = open_store(store_uri).read(EXPERIMENT, invocation_id, columns=["probe_id", "sample", "error", "actor_id"])
     keys = set(zip(stored["probe_id"].to_pylist(), stored["sample"].to_pylist()))
     problems = []

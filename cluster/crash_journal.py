@@ -61,11 +61,37 @@ DIED = "EngineActorDied"
 """Error type written for a cell whose batch was in flight when its engine actor died."""
 EXTRA_ROUNDS = 3
 """Rounds allowed beyond ``max_attempts`` (cells of dropped blocks that never started need a round too)."""
-RELEASE_NOTE = """Ray Data releases a finished pool by dropping its actor handles, but after an actor died some
-handles sit in reference cycles (errored tasks and their tracebacks) that only Python's cyclic
-collector frees; until then those actors stay alive and keep their GPUs, and the next round's pool
-(or the next model's) waits for them. Seen: a round-2 pool waiting 10 minutes. Hence a gc.collect()
-after every run."""
+RELEASE_NOTE = """Why a run ends with gc.collect(), and why Ray Data's error records lose their exception objects.
+
+Ray Data releases a finished pool by dropping its actor handles; Ray ends an actor when no handle is
+left. After an actor died, handles to the pool's actors are still reachable from the error: its
+traceback's frames hold the failed task, whose done-callback holds the actor. Until those go, the
+old actors stay alive and keep their GPUs, and the next pool (the next round, the next model) waits
+for them forever. Seen under pytest, whose log capture keeps every record, with its exc_info, until
+the test ends: the round-2 pool waited 10 minutes. So the streaming executor's log records carry the
+traceback as text only (``_TracebackAsText``), and reference cycles are collected after each run."""
+_RAY_DATA_ERROR_LOGGER = "ray.data._internal.execution.streaming_executor_state"
+"""The logger through which Ray Data reports an errored block, with the exception as exc_info."""
+
+
+class _TracebackAsText(logging.Filter):
+    """Turns a record's exc_info into exc_text (what formatters print anyway) and drops the exception,
+    so a handler that keeps records does not keep its traceback's frames and actor handles alive."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = record.exc_text or logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        return True
+
+
+def _detach_error_tracebacks() -> None:
+    """Install ``_TracebackAsText`` on Ray Data's error logger once per process."""
+    logger = logging.getLogger(_RAY_DATA_ERROR_LOGGER)
+    if not any(isinstance(f, _TracebackAsText) for f in logger.filters):
+        logger.addFilter(_TracebackAsText())
+
+
 _KEYS = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("attempt", pa.int32())])
 
 
@@ -99,8 +125,11 @@ def in_flight(store: TraceStore, folder: str | None, writer: str, batch: pa.Tabl
         yield
     except Exception as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        store.objects.put(f"{path[:-5]}.raised.json", json.dumps(record).encode())
-        store.objects.delete(path)
+        try:
+            store.objects.put(f"{path[:-5]}.raised.json", json.dumps(record).encode())
+            store.objects.delete(path)
+        except Exception as journal_exc:   # the batch's own error matters more; the marker stays as it was
+            log.warning("in-flight marker %s not updated with the batch's error (%s)", path, journal_exc)
         raise
     store.objects.delete(path)
 
@@ -126,14 +155,19 @@ def stored_keys(store: TraceStore, experiment: str, invocation_id: str) -> pa.Ta
     return store.read(experiment, invocation_id, columns=list(_KEYS.names)).cast(_KEYS)
 
 
+def _typed(cells: pa.Table) -> pa.Table:
+    """``cells`` with sample and attempt as int32 (the key types of ``_KEYS``)."""
+    for name in ("sample", "attempt"):
+        cells = cells.set_column(cells.schema.get_field_index(name), name, cells.column(name).cast(pa.int32()))
+    return cells
+
+
 def _anti(cells: pa.Table, keys: pa.Table) -> pa.Table:
     """Rows of ``cells`` whose (probe_id, sample, attempt) is not in ``keys``."""
     if keys.num_rows == 0 or cells.num_rows == 0:
         return cells
     keys = keys.select(list(_KEYS.names)).cast(_KEYS)
-    typed = cells.set_column(cells.schema.get_field_index("sample"), "sample", cells.column("sample").cast(pa.int32()))
-    typed = typed.set_column(typed.schema.get_field_index("attempt"), "attempt", typed.column("attempt").cast(pa.int32()))
-    return typed.join(keys, keys=list(_KEYS.names), join_type="left anti", use_threads=True)
+    return _typed(cells).join(keys, keys=list(_KEYS.names), join_type="left anti", use_threads=True)
 
 
 def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
@@ -141,9 +175,7 @@ def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
     if keys.num_rows == 0 or cells.num_rows == 0:
         return cells.slice(0, 0)
     keys = keys.select(list(_KEYS.names)).cast(_KEYS)
-    typed = cells.set_column(cells.schema.get_field_index("sample"), "sample", cells.column("sample").cast(pa.int32()))
-    typed = typed.set_column(typed.schema.get_field_index("attempt"), "attempt", typed.column("attempt").cast(pa.int32()))
-    return typed.join(keys, keys=list(_KEYS.names), join_type="left semi", use_threads=True)
+    return _typed(cells).join(keys, keys=list(_KEYS.names), join_type="left semi", use_threads=True)
 
 
 def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, cells: pa.Table, *,
@@ -161,8 +193,7 @@ def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, 
     markers = leftover_markers(store, folder)
     records = [r for _, r in markers if r is not None]
     if not records:
-        for path, _ in markers:
-            store.objects.delete(path)
+        _clear(store, folder, markers)
         return cells.slice(0, 0)
     keyed = {}
     for record in records:
@@ -183,9 +214,19 @@ def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, 
             rows.append(trace_row(variant, run, source, where, cell, error=error, batch_size=len(record["cells"]),
                                   started_at=datetime.fromisoformat(record["started_at"])))
         store.write_part(to_trace_table(rows).cast(TRACE_SCHEMA), experiment, invocation_id, JOURNAL_WRITER)
+    _clear(store, folder, markers)
+    return died
+
+
+def _clear(store: TraceStore, folder: str, markers: list[tuple[str, dict | None]]) -> None:
+    """Delete a round's markers, and its folder where folders exist (a local store)."""
     for path, _ in markers:
         store.objects.delete(path)
-    return died
+    if store.is_local and store.fs.get_file_info(folder).type == pafs.FileType.Directory:
+        try:
+            store.fs.delete_dir(folder)
+        except OSError:   # a marker written meanwhile (never: the round is over) or a race: leave it
+            pass
 
 
 def _with_attempt(cells: pa.Table) -> pa.Table:
@@ -213,6 +254,7 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
     variant = variant or engine_kwargs["variant"]
     run = run or engine_kwargs["run"]
     source = source or engine_kwargs["model_source"]
+    _detach_error_tracebacks()
     store = open_store(store_uri)
     stats = summary if summary is not None else {}
     stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
@@ -235,7 +277,7 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
                                           engine_resources=engine_resources, journal=folder):
                 landed += rows
                 yield rows, errors
-            gc.collect()   # see RELEASE_NOTE
+            gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
         ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
         batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
         died = settle(store, experiment, invocation_id, folder, ran, variant=variant, run=run, source=source,

@@ -87,23 +87,23 @@ def run_identity(invocation_id: str, experiment: str) -> dict:
             "envelope_version": load_envelopes(PACKAGED).version}
 
 
-def descendants() -> set[int]:
-    """Pids of this process's descendants now."""
+def descendants() -> set:
+    """This process's descendants now (psutil.Process objects: a reused pid is not mistaken for them)."""
     import psutil
 
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    return set(psutil.Process().children(recursive=True))
 
 
-def end_new_descendants(known: set[int], grace_s: float = 10.0) -> list[int]:
-    """After a cluster's shutdown: kill, by pid, the descendants of this process that were not in ``known``
-    and are still running (workers of fake nodes the autoscaler started); return their pids."""
+def end_processes(procs: set, grace_s: float = 10.0) -> list[int]:
+    """After a cluster's shutdown: end those of ``procs`` (processes this test started: raylets and
+    workers of nodes, including the autoscaler's fake nodes, which outlive the monitor that started them)
+    still running — SIGTERM, then SIGKILL after ``grace_s``. Returns the pids that were running."""
     import psutil
 
     left = []
-    for pid in descendants() - known:
+    for proc in procs:
         try:
-            proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 left.append(proc)
         except psutil.Error:
             pass

@@ -1,0 +1,167 @@
+"""Faults on a multi-node Ray cluster, on one machine, with nothing lost.
+
+``ray.cluster_utils.Cluster``: a head with no CPUs (the driver only) and two worker nodes with two CPUs
+and one ``fake_gpu`` each (a custom resource standing in for a GPU). The engine is the stand-in of
+``standin_engine`` (no model, 50–100 ms per batch, real trace rows), one actor per fake GPU, run
+through ``cluster.pipeline.run_grid`` exactly as a scan does (registered as backend "standin"):
+
+(a) the grid spreads over both nodes and every row says which node and actor answered it;
+(c) an actor that dies on a poison cell: that cell ends as error rows (one per attempt), its
+    batch-mates and the rest of the grid finish, nothing loops;
+(b) a worker node removed mid-run (last: it leaves one node): the run still finishes every cell.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+import standin_engine as standin
+
+from actors import registry
+from cluster.crash_journal import DIED, INFLIGHT
+from cluster.store import open_store
+from grid.cells import plan_attempts
+
+pytestmark = pytest.mark.timeout(900)
+EXPERIMENT = "multinode"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head (0 CPUs) and two worker nodes {CPU: 2, fake_gpu: 1}; shut down and tidied after the module."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from cluster.ray_session import ensure_ray
+
+    known = standin.descendants()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        workers = [c.add_node(num_cpus=2, resources={standin.FAKE_GPU: 1}) for _ in range(2)]
+        c.wait_for_nodes(timeout=120)
+        ensure_ray(address=c.address)
+        yield c, workers
+    finally:
+        spawned = standin.descendants() - known
+        ray.shutdown()
+        c.shutdown()
+        standin.end_processes(spawned | (standin.descendants() - known))
+
+
+@pytest.fixture
+def standin_backend(monkeypatch):
+    """The stand-in engine registered as backend "standin" for this test."""
+    monkeypatch.setitem(registry.ENGINES, "standin", ("standin_engine", "SleepEngine"))
+
+
+def run_sweep(tmp_path, variant: dict, cells: pa.Table, envelopes: dict, *, batch_size: int = 8,
+              on_part=None) -> tuple[object, str]:
+    """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
+    from cluster.pipeline import run_grid
+
+    invocation_id = str(uuid.uuid4())
+    store_uri = str(tmp_path / "store")
+    run = standin.run_identity(invocation_id, EXPERIMENT)
+    run_grid(cells, [variant], {variant["label"]: "standin"}, run, envelopes, store_uri=store_uri,
+             batch_size=batch_size, pool_size=1, on_part=on_part or (lambda rows, errors: None), max_attempts=3)
+    return open_store(store_uri), invocation_id
+
+
+def keys_of(table: pa.Table) -> list[tuple[str, int]]:
+    return list(zip(table["probe_id"].to_pylist(), table["sample"].to_pylist()))
+
+
+def assert_every_cell_once(rows: pa.Table, cells: pa.Table, *, except_keys: set = frozenset()) -> None:
+    ok = rows.filter(pc.is_null(rows.column("error")))
+    got = keys_of(ok)
+    assert len(got) == len(set(got)), "a cell has two successful rows"
+    assert set(got) == set(keys_of(cells)) - set(except_keys)
+
+
+def worker_node_ids(workers) -> set[str]:
+    return {w.node_id for w in workers}
+
+
+def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin_backend):
+    import ray.data
+
+    _, workers = cluster
+    variant = standin.standin_variant("spread", num_gpus=1, min_actors=2, max_actors=2,
+                                      engine_args={"sleep_s": 0.1})
+    cells, envelopes = standin.grid_cells(["spread"], 60)
+    ctx = ray.data.DataContext.get_current()
+    before, ctx.wait_for_min_actors_s = ctx.wait_for_min_actors_s, 300   # both actors up before work starts
+    try:
+        store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes)
+    finally:
+        ctx.wait_for_min_actors_s = before
+    rows = store.read(EXPERIMENT, invocation_id)
+    assert rows.num_rows == cells.num_rows == 240
+    assert_every_cell_once(rows, cells)
+    nodes = set(rows["node_id"].to_pylist())
+    assert len(nodes) == 2 and nodes <= worker_node_ids(workers)   # never on the head (no CPUs, no fake GPU)
+    pairs = set(zip(rows["actor_id"].to_pylist(), rows["node_id"].to_pylist()))
+    actors = {a for a, _ in pairs}
+    assert None not in actors and len(actors) == len(pairs) == 2   # one actor per fake GPU, each on one node
+
+
+def test_c_poison_cell_ends_as_error_rows_and_the_rest_completes(tmp_path, cluster, standin_backend):
+    cells, envelopes = standin.grid_cells(["poison"], 60)
+    poison = cells["probe_id"][77].as_py()
+    variant = standin.standin_variant("poison", num_gpus=1, min_actors=2, max_actors=2,
+                                      engine_args={"sleep_s": 0.05, "poison": poison})
+    store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes)
+    rows = store.read(EXPERIMENT, invocation_id)
+    assert_every_cell_once(rows, cells, except_keys={(poison, 0)})
+    mine = rows.filter(pc.equal(rows.column("probe_id"), poison))
+    assert mine.num_rows == 3, "one error row per attempt, max_attempts = 3"
+    assert sorted(mine["attempt"].to_pylist()) == [1, 2, 3]
+    assert all(e.startswith(DIED) for e in mine["error"].to_pylist())
+    # its first batch died with it: the batch-mates got an error row at attempt 1, then succeeded alone
+    died = rows.filter(pc.starts_with(rows.column("error"), DIED))
+    mates = set(died.filter(pc.not_equal(died.column("probe_id"), poison))["probe_id"].to_pylist())
+    assert len(mates) == 7   # a batch of 8
+    retried = rows.filter(pc.and_(pc.is_in(rows.column("probe_id"), pa.array(sorted(mates))),
+                                  pc.is_null(rows.column("error"))))
+    assert set(retried["attempt"].to_pylist()) == {2} and retried.num_rows == 7
+    # from its second attempt on, the poison cell ran alone, so it died alone
+    assert sorted(zip(mine["attempt"].to_pylist(), mine["batch_size"].to_pylist()))[1:] == [(2, 1), (3, 1)]
+    # what a resume would plan: nothing to run, the poison cell given up
+    todo, given_up = plan_attempts(cells.drop_columns(["attempt", "seed"]),
+                                   rows.select(["probe_id", "sample", "error"]), 3)
+    assert todo.num_rows == 0 and given_up["probe_id"].to_pylist() == [poison]
+    inflight = tmp_path / "store" / EXPERIMENT / invocation_id / INFLIGHT
+    assert not any(p.is_file() for p in inflight.rglob("*")), "markers are removed once settled"
+
+
+def test_b_node_removed_mid_run_every_cell_once(tmp_path, cluster, standin_backend):
+    c, workers = cluster
+    victim = workers[1]
+    variant = standin.standin_variant("lose", num_gpus=1, min_actors=2, max_actors=2,
+                                      engine_args={"sleep_s": 0.1})
+    cells, envelopes = standin.grid_cells(["lose"], 120)
+    seen = {"rows": 0, "removed_at": None}
+    store_now = open_store(str(tmp_path / "store"))
+
+    def on_part(rows: int, errors: int) -> None:
+        """Once ≥ 96 rows landed and some of them came from the victim's actor, remove the victim."""
+        seen["rows"] += rows
+        if seen["removed_at"] is None and seen["rows"] >= 96:
+            landed = store_now.dataset(EXPERIMENT).to_table(columns=["node_id"])
+            if victim.node_id in set(landed["node_id"].to_pylist()):
+                seen["removed_at"] = seen["rows"]
+                c.remove_node(victim)
+    store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes, on_part=on_part)
+    assert seen["removed_at"] is not None, "the node was never removed"
+    rows = store.read(EXPERIMENT, invocation_id)
+    assert_every_cell_once(rows, cells)
+    ok = rows.filter(pc.is_null(rows.column("error")))
+    by_node = pc.value_counts(ok.column("node_id")).to_pylist()
+    counts = {d["values"]: d["counts"] for d in by_node}
+    assert victim.node_id in counts and workers[0].node_id in counts
+    assert counts[workers[0].node_id] > cells.num_rows / 2   # the survivor finished what the lost node held
+    todo, _ = plan_attempts(cells.drop_columns(["attempt", "seed"]), rows.select(["probe_id", "sample", "error"]), 3)
+    assert todo.num_rows == 0
