@@ -150,6 +150,19 @@ class Catalog:
         """Close the connection (idempotent)."""
         self._conn.close()
 
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is open and was not broken by a lost server."""
+        return not (self._conn.closed or self._conn.broken)
+
+    def reconnect(self) -> None:
+        """Replace a lost connection with a new one (e.g. after the server restarted).
+
+        Raises ``CatalogError`` naming the redacted DSN while the server still cannot be reached.
+        """
+        self._conn.close()
+        self._conn = _connect(self.dsn)
+
     def execute(self, query: str, params: Any = None) -> list[tuple]:
         """Run one SQL statement; its rows (empty when it returns none). Refusals → ``CatalogError``."""
         with self._translated():

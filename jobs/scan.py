@@ -8,12 +8,14 @@ per model → Parquet parts in the store → final counts and status in the cata
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +28,10 @@ from grid.spec import API_BACKENDS, Spec, load_spec, settings_differences, setti
 from jobs.errors import reports_user_errors
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
+OUTCOME_WAIT_S = 120.0
+"""How long a finished scan keeps reconnecting to a lost catalog to record its final status (seconds)."""
+LOG_SETTLE_S = 45.0
+"""How long a finished run waits for inference_log rows queued in engine actors to be written or spilled (s)."""
 
 HELP = """\
 Run the grid of one experiment (experiments/<name>/config.json) and store every cell.
@@ -93,7 +99,8 @@ def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dic
     all_keys = rows.group_by(["probe_id", "sample"]).aggregate([])
     ok = ok_keys.num_rows
     return {"cells": n_cells, "ok": ok, "error": all_keys.num_rows - ok, "missing": n_cells - all_keys.num_rows,
-            "rows": rows.num_rows, "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error"))).as_py()}
+            "rows": rows.num_rows,
+            "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error")), min_count=0).as_py()}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -181,8 +188,14 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     status = "running"
     try:
         if todo.num_rows:
+            before = log_accounting(trace_store, catalog, experiment, invocation_id)
             _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
                        max_attempts)
+            missing = await_inference_log(trace_store, catalog, experiment, invocation_id, before)
+            if missing:
+                print(f"warning: {missing} inference_log row(s) of invocation {invocation_id} were neither in the "
+                      f"catalog nor spilled {LOG_SETTLE_S:.0f} s after the run; the engine actors keep trying "
+                      f"while they live", file=sys.stderr)
         counts = cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
         counts["given_up"] = given_up.num_rows
         status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
@@ -194,9 +207,102 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
         raise
     finally:
         if status != "running":
-            catalog.update_progress(invocation_id, status, counts, finished=True)
+            record_outcome(catalog, trace_store, spec, invocation_id, status, counts,
+                           raise_on_failure=status in ("complete", "incomplete"))
     return ScanResult(invocation_id, experiment, status,
                       trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts)
+
+
+def log_accounting(trace_store, catalog, experiment: str, invocation_id: str) -> tuple[int, int]:
+    """(trace rows that should have an inference_log row, inference_log rows found) of one invocation.
+
+    Log rows are counted in the catalog and among the spilled parts beside the traces (a row is never in
+    both); while the catalog is unreachable only spilled rows are counted. The error rows this driver
+    writes for a died batch (``EngineActorDied``) answered no request and have no log row."""
+    from cluster.crash_journal import DIED
+    from cluster.inference_log import SPILL_DIR
+
+    errors = trace_store.read(experiment, invocation_id, columns=["error"]).column("error")
+    died = pc.fill_null(pc.starts_with(errors, DIED), False).cast(pa.int64())
+    expected = len(errors) - pc.sum(died, min_count=0).as_py()
+    in_catalog = 0
+    try:
+        if not catalog.connected:
+            catalog.reconnect()
+        in_catalog = catalog.execute("SELECT count(*) FROM inference_log WHERE invocation_id = %s",
+                                     [invocation_id])[0][0]
+    except CatalogError:
+        pass
+    spill_folder = f"{trace_store.invocation_dir(experiment, invocation_id)}/{SPILL_DIR}"
+    return expected, in_catalog + _spilled_rows(trace_store, spill_folder)
+
+
+def await_inference_log(trace_store, catalog, experiment: str, invocation_id: str, before: tuple[int, int],
+                        timeout_s: float | None = None) -> int:
+    """Wait at most ``timeout_s`` seconds (default LOG_SETTLE_S) until every trace row this run added has its
+    inference_log row, in the catalog or spilled (``before``: ``log_accounting`` before the run; rows lost
+    by an earlier crash are not waited for). Engine actors write log rows off the hot path: with a healthy
+    catalog they are in before a batch is counted, but rows queued during a catalog outage are written or
+    spilled in the background, and this process must not end (and take a local Ray's actors with it)
+    before they land. Returns the number of this run's rows still unaccounted for (0: settled)."""
+    timeout_s = LOG_SETTLE_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    while True:
+        expected, logged = log_accounting(trace_store, catalog, experiment, invocation_id)
+        missing = (expected - before[0]) - (logged - before[1])
+        if missing <= 0 or time.monotonic() >= deadline:
+            return max(0, missing)
+        time.sleep(0.5)
+
+
+def _spilled_rows(trace_store, folder: str) -> int:
+    """Rows in the complete spilled inference_log parts of one invocation's spill folder."""
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    if trace_store.fs.get_file_info(folder).type == pafs.FileType.NotFound:
+        return 0
+    parts = [f.path for f in trace_store.fs.get_file_info(pafs.FileSelector(folder))
+             if f.type == pafs.FileType.File and f.base_name.endswith(".parquet") and not f.base_name.startswith(".")]
+    return pads.dataset(parts, format="parquet", filesystem=trace_store.fs).count_rows() if parts else 0
+
+
+def record_outcome(catalog, trace_store, spec: Spec, invocation_id: str, status: str, counts: dict, *,
+                   wait_s: float | None = None, raise_on_failure: bool = True) -> None:
+    """Record an invocation's final status and counts in the catalog, reconnecting to a catalog that was
+    lost (restarted or unreachable) for up to ``wait_s`` seconds (default $MIRRORSCAN_CATALOG_FINAL_WAIT_S,
+    else OUTCOME_WAIT_S). If it stays unreachable, the outcome is kept beside the traces
+    (``<invocation>/outcome/<time>.json``) and a CatalogError says so and how to record it later
+    (``--resume``, which reruns nothing stored); with ``raise_on_failure`` False that is a warning only
+    (the scan is already failing for another reason)."""
+    wait_s = float(os.environ.get("MIRRORSCAN_CATALOG_FINAL_WAIT_S", OUTCOME_WAIT_S)) if wait_s is None else wait_s
+    deadline, delay = time.monotonic() + wait_s, 0.5
+    while True:
+        try:
+            if not catalog.connected:
+                catalog.reconnect()
+            catalog.update_progress(invocation_id, status, counts, finished=True)
+            return
+        except CatalogError as exc:
+            if catalog.connected or time.monotonic() >= deadline:   # a refusal, or out of time
+                problem = exc
+                break
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 10.0)
+    if catalog.connected:
+        raise problem
+    outcome = {"invocation_id": invocation_id, "experiment": spec.experiment, "status": status, "counts": counts,
+               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "catalog_error": str(problem)}
+    path = f"{trace_store.invocation_dir(spec.experiment, invocation_id)}/outcome/" \
+           f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.json"
+    trace_store.objects.put(path, json.dumps(outcome, indent=2, default=str).encode())
+    message = (f"the catalog stayed unreachable for {wait_s:.0f} s at the end of invocation {invocation_id}, so its "
+               f"final status ({status}: {counts.get('ok', 0)}/{counts.get('cells', 0)} cells ok) is kept in "
+               f"{trace_store.display(path)}; the traces are all stored. Once the catalog is back, "
+               f"`mirrorscan scan {Path(spec.config_path).parent} --resume` records it (nothing stored is rerun)")
+    if raise_on_failure:
+        raise CatalogError(f"catalog: {message}") from None
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
@@ -220,12 +326,15 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
         done["errors"] += errors
         bar.update(rows)
         bar.set_postfix(errors=done["errors"], refresh=False)
-        if time.monotonic() - last_update[0] > 5:   # progress in the catalog, at most every 5 s
+        # progress in the catalog, at most every 5 s (a lost catalog: a reconnect try at most every 30 s)
+        if time.monotonic() - last_update[0] > (5 if catalog.connected else 30):
             last_update[0] = time.monotonic()
             try:
+                if not catalog.connected:
+                    catalog.reconnect()
                 catalog.update_progress(invocation_id, "running", {"cells_this_run": todo.num_rows, **done})
             except CatalogError:
-                pass   # progress is advisory; the final status is written at the end
+                pass   # progress is advisory; the final status is written at the end (record_outcome)
     try:
         run_grid(todo, settings["models"], sources, run, settings["envelope_set"]["texts"],
                  store_uri=settings["store"], batch_size=settings["batch_size"],

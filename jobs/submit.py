@@ -262,6 +262,9 @@ streams here; the last line is `invocation <uuid>  job <id>  status <STATUS>`.
 
 Exit codes: the job's (0 complete, 1 incomplete, 2 bad input); 2 bad input found here; 3 cluster
 unreachable; 130 Ctrl-C (the job keeps running: `mirrorscan logs JOB_ID --follow`).
+
+`mirrorscan submit analyze COMMAND …` runs a statistics command (gstudy, kendall, auroc, null) on the
+cluster instead, reading the invocation's traces from the store: see `mirrorscan submit analyze --help`.
 """
 
 
@@ -286,6 +289,8 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     from grid.spec import load_spec
 
     out = out or sys.stdout
+    if argv and argv[0] == "analyze":
+        return submit_analysis(argv[1:], prog=f"{prog} analyze", out=out)
     args = _submit_parser(prog).parse_args(argv)
     spec = load_spec(args.experiment)   # ConfigError → exit 2 before anything is submitted
     if args.max_attempts < 1:
@@ -317,6 +322,85 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     if args.no_wait:
         print(f"job {job_id}", file=out)
         return 0
+    return _follow_to_end(client, job_id, address, out)
+
+
+ANALYZE_HELP = """\
+Run a statistics command of `mirrorscan analyze` (gstudy, kendall, auroc, null) on a Ray cluster as a
+Ray job, reading an invocation's traces where they are stored (e.g. s3://…): the job's driver reads
+the sweep's Parquet from the store and `null` (and `auroc --model`) run their shards (or models) as
+Ray tasks on the cluster's nodes (`--ray` is implied). The result JSON streams here and is stored
+beside the traces under <invocation>/analysis/<command>/ (so `--out`, a file on the cluster, is refused).
+
+example: mirrorscan submit analyze --address http://HEAD:8265 null --input INVOCATION_ID \\
+           --score mean_score --label type --positive deployment --layer layer
+
+Options of this verb (--address, --catalog-dsn, --runtime-env, --working-dir, --no-wait) may stand
+anywhere; everything else is the statistics command, checked here before anything is submitted.
+Without an address it runs in this process.
+"""
+
+
+def analysis_entrypoint(stats_argv: list[str]) -> str:
+    """The shell command an analysis job runs: ``python -m jobs.stats <command> …`` (quoted), with ``--ray``
+    added to ``null`` and to ``auroc --model`` so their work spreads over the cluster as Ray tasks."""
+    args = list(stats_argv)
+    if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:
+        args.append("--ray")
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "jobs.stats", *args])
+
+
+def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", out=None) -> int:
+    """``mirrorscan submit analyze …``: check the statistics command here, run it as a Ray job (or in this
+    process without an address) and follow it; returns the job's exit code (see ANALYZE_HELP)."""
+    from jobs import stats
+
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(prog=prog, description=ANALYZE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                usage=f"{prog} [--address URL] [--catalog-dsn DSN] {{gstudy,kendall,auroc,null}} ...")
+    p.add_argument("--address", help="the cluster's job server (default $RAY_ADDRESS; neither: run here)")
+    p.add_argument("--catalog-dsn", help="catalog DSN for the job, without a password (default: the runtime env's)")
+    p.add_argument("--runtime-env", default=str(RUNTIME_ENV_FILE), help="runtime env YAML (default: runtime_env.yaml)")
+    p.add_argument("--working-dir", help="ship this folder instead of the runtime env's working_dir")
+    p.add_argument("--no-wait", action="store_true", help="print the job id and return without following the job")
+    args, stats_argv = p.parse_known_args(argv)
+    if not stats_argv or stats_argv[0] not in stats.RUN:
+        raise ConfigError("", "command", f"is {stats_argv[0] if stats_argv else 'missing'!r}",
+                          f"name one of {', '.join(stats.RUN)}, e.g. `{prog} null --input INVOCATION …`")
+    parsed = stats.build_parser(f"{prog}").parse_args(stats_argv)   # bad options exit 2 here, not on the cluster
+    address = cluster_address(args.address)
+    if not address:
+        print("submit: no --address and no RAY_ADDRESS: running the analysis in this process", file=sys.stderr)
+        if args.catalog_dsn:
+            os.environ["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
+        return stats.main(stats_argv, prog=prog)
+    if getattr(parsed, "out", None):
+        raise ConfigError("", "--out", "names a file on the cluster node that runs the job",
+                          "drop --out: the result streams here and is stored beside the invocation's traces")
+    runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
+    if args.catalog_dsn:
+        problem = secret_problem("--catalog-dsn", args.catalog_dsn)
+        if problem:
+            raise ConfigError("", "--catalog-dsn", f"{problem}; a job's runtime env is shown on the dashboard",
+                              "pass the DSN without the password and give the nodes PGPASSWORD or ~/.pgpass")
+        runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
+    entrypoint = analysis_entrypoint(stats_argv)
+    client = connect(address)
+    job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
+    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
+                      metadata={"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input})
+    print(f"submit: job {job_id} on {address}: {entrypoint}", file=sys.stderr)
+    if args.no_wait:
+        print(f"job {job_id}", file=out)
+        return 0
+    hint = parsed.input if re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", parsed.input.strip()) else None
+    return _follow_to_end(client, job_id, address, out, invocation_hint=hint)
+
+
+def _follow_to_end(client, job_id: str, address: str, out, invocation_hint: str | None = None) -> int:
+    """Stream a submitted job's output to ``out`` until it ends, print its last line
+    (``invocation <uuid>  job <id>  status <STATUS>``; the uuid the job printed, else ``invocation_hint``)
+    and return its exit code."""
     try:
         streamed = asyncio.run(_follow(client, job_id, out))
     except KeyboardInterrupt:
@@ -324,7 +408,7 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
               f"`mirrorscan logs {job_id} --follow --address {address}`, stop it with `ray job stop {job_id}`", file=sys.stderr)
         return EXIT_INTERRUPTED
     info = wait_terminal(client, job_id)
-    invocation = find_invocation(streamed) or find_invocation(client.get_job_logs(job_id))
+    invocation = find_invocation(streamed) or find_invocation(client.get_job_logs(job_id)) or invocation_hint
     code = job_exit_code(info)
     print(f"invocation {invocation or '-'}  job {job_id}  status {info.status}", file=out)
     if not info.status.is_terminal():

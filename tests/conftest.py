@@ -35,13 +35,18 @@ def pg_dsn(pg_root):
     return embedded_pg.ensure_running(pg_root, durable=False)
 
 
-@pytest.fixture
-def catalog_dsn(pg_dsn):
-    """DSN of a new, empty database (``t_<random>``) on the session server, one per test."""
+def new_database(pg_dsn: str) -> str:
+    """DSN of a new, empty database (``t_<random>``) on the server of ``pg_dsn``."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return make_conninfo(pg_dsn, dbname=name)
+
+
+@pytest.fixture
+def catalog_dsn(pg_dsn):
+    """DSN of a new, empty database (``t_<random>``) on the session server, one per test."""
+    return new_database(pg_dsn)
 
 
 # ---- models and Ray ---------------------------------------------------------------------------------

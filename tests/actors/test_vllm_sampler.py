@@ -1,6 +1,8 @@
 """The vLLM sampler actor class on vLLM's CPU build (float32, demo model), called in-process: greedy answers
 equal the HF sampler's, per-request streaming timing, seeded sampling, structured outputs and extra_body
-errors; and its Ray resources for tensor parallelism, checked on a local Ray with logical GPUs.
+errors; and its Ray resources for tensor parallelism, checked on a local Ray with logical GPUs. The sampler
+inside a Ray actor of the real pipeline is covered by ``tests/jobs/test_backends_e2e.py`` (same answers as
+the HF sampler and the OpenAI server, rows carrying actor and node, honest timing).
 
 One engine serves the whole module (``engine`` fixture; samplers with other sampling settings share it
 because their engine settings are equal) — an engine start costs 5–70 s on these machines.
@@ -248,26 +250,3 @@ def test_a_placement_group_that_cannot_be_placed_is_a_clear_error(ray_two_gpus):
     with pytest.raises(ConfigError, match=r"models\[demo\]\.tensor_parallel_size.*4 GPUs.*fix: lower"):
         VLLMSampler.ray_resources(variant(device="cuda", tensor_parallel_size=4), timeout_s=3)
     assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())   # nothing left pending
-
-
-def test_the_sampler_answers_inside_a_ray_actor_like_in_process(ray_two_gpus, engine, demo_dir):
-    from actors.vllm_sampler import VLLMSampler
-
-    ray = ray_two_gpus
-
-    class Holder:   # the shape of cluster.pipeline.StoringEngine: build the engine once, call it per batch
-        def __init__(self, *args):
-            self.engine = VLLMSampler(*args)
-
-        def answer(self, batch):
-            return self.engine(batch)
-
-    v = variant()
-    actor = ray.remote(**VLLMSampler.ray_resources(v))(Holder).remote(v, str(demo_dir), RUN)
-    batch = cells().slice(0, 4)
-    rows = ray.get(actor.answer.remote(batch), timeout=900).to_pylist()
-    ray.kill(actor)
-    assert [r["response"] for r in rows] == [r["response"] for r in engine(batch).to_pylist()]
-    for r in rows:
-        assert r["error"] is None and r["actor_id"] and r["node_id"]
-        assert timing_problems(r) == [] and r["n_chunks"] == r["completion_tokens"]

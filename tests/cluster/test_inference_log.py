@@ -337,3 +337,89 @@ def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp
     log = spilled(store)
     assert sorted(log.column("probe_id").to_pylist()) == sorted(f"s|w{i}|x|e|AB" for i in range(10))
     assert set(log.column("source").to_pylist()) == {"engine"} and set(log.column("status").to_pylist()) == {"ok"}
+
+
+# --- a whole scan whose catalog goes away mid-run ----------------------------------------------------
+
+def outage_experiment(tmp_path: Path, tiny_dir: Path) -> Path:
+    """3 pairs × 1 envelope × AB/BA × 1 sample = 6 cells of the tiny model, batches of 2."""
+    exp = tmp_path / "exps" / "outage"
+    exp.mkdir(parents=True)
+    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n")
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "probe_set": "pairs.csv", "envelopes": ["english_strict"], "samples": 1, "temperature": 0.0,
+        "max_tokens": 4, "seed": 2, "batch_size": 2, "actor_pool_size": 1}))
+    return exp
+
+
+def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -> None:
+    """The catalog server stops once the invocation is recorded, before any cell runs; it is started again
+    when the cells are done (``back_after``) or stays down."""
+    from jobs import scan
+
+    original = scan._run_cells
+
+    def run_cells_without_catalog(*args, **kwargs):
+        embedded_pg.stop(root)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            if back_after:
+                embedded_pg.ensure_running(root, durable=False)
+    monkeypatch.setattr(scan, "_run_cells", run_cells_without_catalog)
+
+
+def assert_one_log_row_per_trace(store: str, dsn: str, invocation_id: str) -> None:
+    traces = open_store(store).read("outage", invocation_id)
+    log = sql.query(f"SELECT probe_id, sample, stored_in FROM inference_log WHERE invocation_id = '{invocation_id}'",
+                    store, dsn)
+    assert sorted(zip(log["probe_id"].to_pylist(), log["sample"].to_pylist())) == \
+        sorted(zip(traces["probe_id"].to_pylist(), traces["sample"].to_pylist()))
+
+
+def test_scan_whose_catalog_comes_back_records_its_status(own_server, tmp_path, tiny_dir, ray_local, monkeypatch):
+    from jobs.scan import run_scan
+
+    root, dsn = own_server
+    catalog_down_while_cells_run(monkeypatch, root, back_after=True)
+    store = str(tmp_path / "store")
+    result = run_scan(str(outage_experiment(tmp_path, tiny_dir)), store=store, catalog_dsn=dsn, quiet=True)
+    assert result.status == "complete" and result.counts["ok"] == 6
+    with Catalog(dsn) as catalog:   # the final status reached the restarted catalog (a new connection)
+        inv = catalog.get_invocation(result.invocation_id)
+    assert inv["status"] == "complete" and inv["counts"]["ok"] == 6 and inv["finished_at"] is not None
+    assert open_store(store).read("outage", result.invocation_id).num_rows == 6
+    assert_one_log_row_per_trace(store, dsn, result.invocation_id)   # spilled while down, none lost or twice
+
+
+def test_scan_whose_catalog_stays_down_keeps_its_outcome_and_resume_records_it(own_server, tmp_path, tiny_dir,
+                                                                            ray_local, monkeypatch, capsys):
+    from jobs import scan
+
+    root, dsn = own_server
+    catalog_down_while_cells_run(monkeypatch, root, back_after=False)
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_FINAL_WAIT_S", "3")
+    exp, store = outage_experiment(tmp_path, tiny_dir), str(tmp_path / "store")
+    rc = scan.main([str(exp), "--store", store, "--catalog-dsn", dsn, "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    message = [line for line in err.splitlines() if line.startswith("catalog error:")]
+    assert len(message) == 1 and "complete: 6/6 cells ok" in message[0] and "--resume" in message[0], err
+    outcomes = list(Path(store).glob("outage/*/outcome/*.json"))
+    assert len(outcomes) == 1 and outcomes[0].name in message[0]
+    outcome = json.loads(outcomes[0].read_text())
+    assert outcome["status"] == "complete" and outcome["counts"]["ok"] == 6
+    invocation_id = outcome["invocation_id"]
+    assert open_store(store).read("outage", invocation_id).num_rows == 6   # every trace landed meanwhile
+
+    assert embedded_pg.ensure_running(root, durable=False) == dsn
+    with Catalog(dsn) as catalog:
+        assert catalog.get_invocation(invocation_id)["status"] == "running"   # what the catalog knew
+    monkeypatch.setattr(scan, "_run_cells", lambda *a, **k: pytest.fail("resume reran stored cells"))
+    result = scan.run_scan(str(exp), resume=True, store=store, catalog_dsn=dsn, quiet=True)
+    assert result.invocation_id == invocation_id and result.status == "complete"
+    with Catalog(dsn) as catalog:
+        assert catalog.get_invocation(invocation_id)["status"] == "complete"
+    assert open_store(store).read("outage", invocation_id).num_rows == 6
+    assert_one_log_row_per_trace(store, dsn, invocation_id)

@@ -81,6 +81,8 @@ def test_streamed_backends_carry_request_timing(scanned):
         assert r["started_at"] is not None and r["request_params"]
     vllm = [r for r in rows if r["backend"] == "vllm"]
     assert all(r["n_chunks"] == r["completion_tokens"] for r in vllm)
+    # the vLLM engine answered inside a Ray actor of the pipeline (what an in-process engine never records)
+    assert all(r["actor_id"] and r["node_id"] for r in vllm)
     http = [r for r in rows if r["backend"] == "openai"]
     assert all(json.loads(r["request_headers"])["X-Probe-Id"] == r["probe_id"] for r in http)
     assert all(os.environ[KEY_ENV] not in json.dumps(r, default=str) for r in rows)

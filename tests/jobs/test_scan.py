@@ -14,6 +14,7 @@ from grid.errors import CatalogError, ConfigError
 from grid.ids import cell_seed
 from jobs import sql
 from jobs.scan import run_scan
+from conftest import new_database
 
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\ntea_coffee,tea,coffee\n"
 
@@ -40,8 +41,17 @@ def setup(tmp_path, tiny_dir, catalog_dsn, ray_local):
     return {"exp": exp, "store": str(tmp_path / "store"), "dsn": catalog_dsn}
 
 
-def test_scan_stores_every_cell_once_and_records_the_invocation(setup):
-    result = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
+    """One finished scan of the two-model grid (48 cells), shared by the tests that only read it (each
+    scan starts an actor per model: ~20 s)."""
+    base, catalog_dsn = tmp_path_factory.mktemp("scanned"), new_database(pg_dsn)
+    setup = {"exp": write_experiment(base / "exps" / "fc", tiny_dir), "store": str(base / "store"), "dsn": catalog_dsn}
+    return {**setup, "result": run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=catalog_dsn, quiet=True)}
+
+
+def test_scan_stores_every_cell_once_and_records_the_invocation(scanned):
+    setup, result = scanned, scanned["result"]
     assert result.status == "complete"
     assert result.counts == {"cells": 48, "ok": 48, "error": 0, "missing": 0, "rows": 48, "error_rows": 0, "given_up": 0}
     store = open_store(setup["store"])
@@ -67,12 +77,12 @@ def test_scan_stores_every_cell_once_and_records_the_invocation(setup):
     assert manifest["settings"] == inv["settings"]
 
 
-def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(setup, tiny_dir):
-    first = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
-    store = open_store(setup["store"])
+def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tmp_path, tiny_dir):
+    first = scanned["result"]
+    store = open_store(scanned["store"])
     parts_before = store.list_parts("fc", first.invocation_id)
-    write_experiment(setup["exp"], tiny_dir, batch_size=5)   # other batch mixes
-    second = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
+    rerun = write_experiment(tmp_path / "fc", tiny_dir, batch_size=5)   # experiment "fc" again, other batch mixes
+    second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
     assert second.invocation_id != first.invocation_id and second.status == "complete"
     assert store.list_parts("fc", first.invocation_id) == parts_before
     a = {(r["probe_id"], r["sample"]): r["response"] for r in store.read("fc", first.invocation_id).to_pylist()}
@@ -83,14 +93,15 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(setup, tiny
     assert len({a[k] for k in hot}) > 12   # sampling really sampled
 
 
-def test_sql_joins_a_trace_to_its_frozen_settings(setup):
-    result = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
+def test_sql_joins_a_trace_to_its_frozen_settings(scanned):
+    setup, result = scanned, scanned["result"]
     probe = "tiny|vodka|whiskey|english_strict|AB"
     table = sql.query(
         "SELECT si.settings->>'max_tokens' AS max_tokens, t.response, t.experiment_version "
         "FROM traces t JOIN scan_invocations si ON si.invocation_id::text = t.experiment_version "
-        f"WHERE t.probe_id = '{probe}' ORDER BY t.sample", setup["store"], setup["dsn"])
-    assert table.column("max_tokens").to_pylist() == ["6", "6"]
+        f"WHERE t.probe_id = '{probe}' AND t.invocation_id = '{result.invocation_id}' ORDER BY t.sample",
+        setup["store"], setup["dsn"])
+    assert table.column("max_tokens").to_pylist() == ["6", "6"]   # each trace found its invocation's settings
     assert set(table.column("experiment_version").to_pylist()) == {result.invocation_id}
 
 
@@ -123,8 +134,8 @@ def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir
     assert [retried[(p, s)] for p, s in zip(errors["probe_id"].to_pylist(), errors["sample"].to_pylist())] == [2, 2]
 
 
-def test_frozen_settings_cannot_be_edited_through_the_catalog(setup):
-    result = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
+def test_frozen_settings_cannot_be_edited_through_the_catalog(scanned):
+    setup, result = scanned, scanned["result"]
     with Catalog(setup["dsn"]) as catalog:
         with pytest.raises(CatalogError, match="settings"):
             catalog.execute("UPDATE scan_invocations SET settings = '{}' WHERE invocation_id = %s", (result.invocation_id,))

@@ -1,6 +1,9 @@
 """``mirrorscan submit`` / ``status`` / ``logs`` against a real Ray head (``ray start --head``, dashboard on
-127.0.0.1), a real PostgreSQL catalog and a local store; plus the checks that run before any cluster is
-contacted (bad config, experiment outside the working_dir, secrets, unreachable head).
+127.0.0.1), a real PostgreSQL catalog and the real S3 server (SeaweedFS on 127.0.0.1; the head's
+processes hold its credentials, as cluster nodes hold an instance profile): a scan job writes its traces
+to S3, then ``submit analyze`` runs a statistics job on the cluster that reads them back from S3. Plus
+the checks that run before any cluster is contacted (bad config, experiment outside the working_dir,
+secrets, unreachable head).
 
 The head is this test module's own: started in a new session with its own ports and temp dir, and
 stopped by killing exactly that session's processes (and a job driver that joined it) — never
@@ -27,7 +30,7 @@ import pytest
 from cluster.catalog import Catalog
 from cluster.store import open_store
 from jobs import cli
-from jobs.submit import find_invocation, load_runtime_env, scan_entrypoint, secret_problem
+from jobs.submit import analysis_entrypoint, find_invocation, load_runtime_env, scan_entrypoint, secret_problem
 from conftest import free_port
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\ntea_coffee,tea,coffee\n"
@@ -47,11 +50,13 @@ def write_experiment(folder: Path, model_dir: Path, **overrides) -> Path:
 # ---- a real Ray head of our own ---------------------------------------------------------------------
 
 def _session_of(pid: int) -> int | None:
+    """The session id of a live process (None when it is gone or a zombie, which no signal can end)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[3])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[3])
 
 
 def _joined(pid: int, gcs_port: int) -> bool:
@@ -69,8 +74,8 @@ def _our_processes(session: int, gcs_port: int) -> list[int]:
 
 
 def _stop_head(proc: subprocess.Popen, gcs_port: int) -> None:
-    """SIGTERM, then SIGKILL after 10 s, every process of the head's session and any job driver it ran."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+    """SIGTERM, then SIGKILL after 5 s, every process of the head's session and any job driver it ran."""
+    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
         for pid in _our_processes(proc.pid, gcs_port):
             try:
                 os.kill(pid, sig)
@@ -85,9 +90,14 @@ def _stop_head(proc: subprocess.Popen, gcs_port: int) -> None:
         pass
 
 
+BUCKET = "submit-test"
+
+
 @pytest.fixture(scope="module")
-def ray_head():
-    """A single-node Ray head on 127.0.0.1 with the dashboard (job server); yields its http address."""
+def ray_head(s3_server):
+    """A single-node Ray head on 127.0.0.1 with the dashboard (job server) whose processes carry the S3
+    server's AWS environment; yields its http address, GCS port and that environment."""
+    s3_server.create_bucket(BUCKET)
     ports = {name: free_port() for name in ("port", "dashboard-port", "ray-client-server-port",
                                             "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
                                             "runtime-env-agent-port", "metrics-export-port",
@@ -100,6 +110,7 @@ def ray_head():
            # the job's entrypoint is `python -m jobs.scan …`: `python` must be this interpreter
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
+    env.update(s3_server.env())
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--dashboard-host", "127.0.0.1", "--include-dashboard", "true", "--num-cpus", "2", "--num-gpus", "0",
            "--temp-dir", temp_dir, "--disable-usage-stats"]
@@ -121,7 +132,7 @@ def ray_head():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Ray head not ready in 240 s:\n{log_path.read_text()[-4000:]}")
             time.sleep(1)
-        yield {"address": address, "gcs_port": ports["port"]}
+        yield {"address": address, "gcs_port": ports["port"], "aws_env": s3_server.env()}
     finally:
         _stop_head(proc, ports["port"])
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -130,11 +141,13 @@ def ray_head():
 def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head, tmp_path, tiny_dir, catalog_dsn,
                                                                       capsys, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for name, value in ray_head["aws_env"].items():   # this process reads the S3 store to check the job
+        monkeypatch.setenv(name, value)
     working_dir = tmp_path / "wd"
-    exp = write_experiment(working_dir / "fc", tiny_dir)
+    exp = write_experiment(working_dir / "fc", tiny_dir, envelopes=["english_strict", "json_schema"])
     (working_dir / ".venv").mkdir()
     (working_dir / ".venv" / "big.bin").write_bytes(b"\0" * 1024)   # must not travel: excluded
-    store = tmp_path / "store"
+    store = f"s3://{BUCKET}/{tmp_path.name}"
     address = ray_head["address"]
 
     rc = cli.main(["submit", str(exp), "--address", address, "--working-dir", str(working_dir),
@@ -143,7 +156,7 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
     assert rc == 0, out + err
     # the job's own output streamed through: Ray's entrypoint line, scan's early id line and its summary
     assert "Running entrypoint for job" in out and "jobs.scan fc" in out
-    assert "cells: 2 total · 2 ok · 0 error · 0 missing" in out
+    assert "cells: 4 total · 4 ok · 0 error · 0 missing" in out
     last = out.strip().splitlines()[-1]
     m = re.fullmatch(r"invocation (\S+)  job (mirrorscan-fc-[0-9a-f]{8})  status SUCCEEDED", last)
     assert m, last
@@ -152,11 +165,12 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
 
     with Catalog(catalog_dsn) as catalog:
         inv = catalog.get_invocation(invocation_id)
-    assert inv["status"] == "complete" and inv["counts"]["ok"] == 2 and inv["experiment"] == "fc"
-    rows = open_store(str(store)).read("fc", invocation_id)
-    assert rows.num_rows == 2 and pc.all(pc.is_null(rows.column("error"))).as_py()
+    assert inv["status"] == "complete" and inv["counts"]["ok"] == 4 and inv["experiment"] == "fc"
+    assert inv["store_uri"] == store
+    rows = open_store(store).read("fc", invocation_id)
+    assert rows.num_rows == 4 and pc.all(pc.is_null(rows.column("error"))).as_py()
     assert set(rows.column("invocation_id").to_pylist()) == {invocation_id}
-    assert sorted(p.split("|")[1:3] for p in rows.column("probe_id").to_pylist()) == [["cat", "dog"], ["tea", "coffee"]]
+    assert sorted(p.split("|")[1:3] for p in rows.column("probe_id").to_pylist()) == [["cat", "dog"]] * 2 + [["tea", "coffee"]] * 2
 
     assert cli.main(["status", "--address", address]) == 0
     listing = capsys.readouterr().out
@@ -167,12 +181,45 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
     assert "python -m jobs.scan fc --max-attempts 3" in detail
     assert cli.main(["logs", job_id, "--address", address]) == 0
     logs = capsys.readouterr().out
-    assert find_invocation(logs) == invocation_id and "cells: 2 total · 2 ok" in logs
+    assert find_invocation(logs) == invocation_id and "cells: 4 total · 4 ok" in logs
     # the job ran from the uploaded working_dir (a copy under Ray's session folder), not from tmp_path
     assert str(working_dir) not in logs
 
     assert cli.main(["logs", "no-such-job", "--address", address]) == 2
     assert "no job 'no-such-job'" in capsys.readouterr().err
+
+    # an analysis job on the cluster reads the sweep's Parquet back from S3 and runs its shards as Ray tasks
+    stats_args = ["null", "--input", invocation_id, "--score", "prompt_tokens", "--label", "pair_id", "--positive",
+                  "cat_dog", "--layer", "envelope", "--item", "pair_id", "--permutations", "300", "--shard-size", "100",
+                  "--seed", "5"]
+    rc = cli.main(["submit", "analyze", "--address", address, "--working-dir", str(working_dir),
+                   "--catalog-dsn", catalog_dsn, *stats_args])
+    out, err = capsys.readouterr()
+    assert rc == 0, out + err
+    assert "python -m jobs.stats null" in err and "--ray" in err   # the entrypoint, --ray implied
+    job_result = json_object_in(out)
+    assert job_result["driver"] == "ray" and job_result["invocation_id"] == invocation_id
+    assert job_result["n_items"] == 2 and job_result["n_permutations"] == 300
+    last = out.strip().splitlines()[-1]
+    assert re.fullmatch(rf"invocation {invocation_id}  job mirrorscan-analyze-null-[0-9a-f]{{8}}  status SUCCEEDED", last), last
+    stored = re.search(r"wrote (s3://\S+/analysis/null/\S+/result\.json)", out)
+    assert stored, out   # the job stored its result beside the traces, in S3
+    assert json.loads(open_store(store).read_bytes(stored.group(1)[len("s3://"):])) == job_result
+    # the same statistic computed here, without Ray, from the same S3 traces: identical but for the driver
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", catalog_dsn)
+    from jobs import stats
+
+    assert stats.main([*stats_args, "--out", str(tmp_path / "local.json")]) == 0
+    local = json.loads((tmp_path / "local.json").read_text())
+    assert {k: v for k, v in job_result.items() if k not in ("driver", "invocation_id")} == \
+        {k: v for k, v in local.items() if k != "driver"}
+
+
+def json_object_in(text: str) -> dict:
+    """The JSON object a job printed (its lines from a lone ``{`` to the next lone ``}``) among log lines."""
+    lines = text.splitlines()
+    start = lines.index("{")
+    return json.loads("\n".join(lines[start:lines.index("}", start) + 1]))
 
 
 # ---- checks made before any cluster is contacted ----------------------------------------------------
@@ -279,6 +326,25 @@ def test_load_runtime_env_resolves_working_dir_and_refuses_secrets_and_unknown_f
     bad_type.write_text("working_dir: .\nexcludes: .venv/\n")   # a string where Ray wants a list
     with pytest.raises(Exception, match="Ray rejects it"):
         load_runtime_env(bad_type)
+
+
+def test_submit_analyze_checks_the_command_here_before_any_cluster_is_contacted(capsys):
+    address = _closed_address()   # nothing listens: a check that passed would end in exit 3 instead
+    assert cli.main(["submit", "analyze", "--address", address, "median", "--input", "x"]) == 2
+    assert "median" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["submit", "analyze", "--address", address, "null", "--input", "x", "--score", "s"])
+    assert exit_.value.code == 2 and "--label" in capsys.readouterr().err
+    assert cli.main(["submit", "analyze", "--address", address, "gstudy", "--input", "x", "--score", "s",
+                     "--object", "m", "--facets", "w", "--out", "r.json"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_analysis_entrypoint_implies_ray_where_the_command_has_ray_work():
+    assert analysis_entrypoint(["null", "--input", "a b"]) == "python -m jobs.stats null --input 'a b' --ray"
+    assert analysis_entrypoint(["auroc", "--model", "label"]).endswith("--model label --ray")
+    assert analysis_entrypoint(["auroc", "--input", "x"]) == "python -m jobs.stats auroc --input x"
+    assert analysis_entrypoint(["null", "--ray"]).count("--ray") == 1
 
 
 def test_entrypoint_quotes_every_argument():
