@@ -35,12 +35,12 @@ def kill_session(proc: subprocess.Popen) -> None:
 def test_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir, catalog_dsn):
     exp = tmp_path / "killme"
     exp.mkdir()
-    pairs = ["pair_id,word_a,word_b"] + [f"p{i},alpha{i},beta{i}" for i in range(30)]
+    pairs = ["pair_id,word_a,word_b"] + [f"p{i},alpha{i},beta{i}" for i in range(20)]
     (exp / "pairs.csv").write_text("\n".join(pairs) + "\n")
     (exp / "config.json").write_text(json.dumps({
         "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}], "probe_set": "pairs.csv",
         "envelopes": ["english_strict", "json_schema"], "max_tokens": 12, "batch_size": 4}))
-    n_cells = 30 * 2 * 2
+    n_cells = 20 * 2 * 2
     store_dir = tmp_path / "store"
     env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(store_dir)}
     cmd = [sys.executable, "-m", "jobs.scan", str(exp), "--quiet"]

@@ -106,6 +106,8 @@ def test_sql_joins_a_trace_to_its_frozen_settings(scanned):
 
 
 def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir):
+    one_model = [{"model": str(tiny_dir), "label": "tiny"}]   # 24 cells: one actor start instead of two
+    write_experiment(setup["exp"], tiny_dir, models=one_model)
     result = run_scan(str(setup["exp"]), store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
     store = open_store(setup["store"])
     with pytest.raises(ConfigError, match="no unfinished invocation"):
@@ -120,16 +122,16 @@ def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir
     store.write_part(errors, "fc", result.invocation_id, "test")
     with Catalog(setup["dsn"]) as catalog:
         catalog.update_progress(result.invocation_id, "interrupted", {})
-    write_experiment(setup["exp"], tiny_dir, max_tokens=7)
+    write_experiment(setup["exp"], tiny_dir, models=one_model, max_tokens=7)
     with pytest.raises(ConfigError) as info:
         run_scan(str(setup["exp"]), resume=True, store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
     assert info.value.field.split(", ")[0] == "max_tokens" and result.invocation_id in str(info.value)
-    write_experiment(setup["exp"], tiny_dir)
+    write_experiment(setup["exp"], tiny_dir, models=one_model)
     resumed = run_scan(str(setup["exp"]), resume=True, store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
     assert resumed.invocation_id == result.invocation_id and resumed.status == "complete"
     ok = successful(store, "fc", result.invocation_id)
     keys = list(zip(ok["probe_id"].to_pylist(), ok["sample"].to_pylist()))
-    assert len(keys) == len(set(keys)) == 48
+    assert len(keys) == len(set(keys)) == 24
     retried = {(r["probe_id"], r["sample"]): r["attempt"] for r in ok.to_pylist()}
     assert [retried[(p, s)] for p, s in zip(errors["probe_id"].to_pylist(), errors["sample"].to_pylist())] == [2, 2]
 
