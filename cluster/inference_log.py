@@ -421,20 +421,24 @@ def catalog_arrow(fetch) -> pa.Table:
                                 schema=CATALOG_SCHEMA)
 
 
-def spill_parts(store) -> list[str]:
-    """Paths of complete spilled parts anywhere in ``store`` (a TraceStore): ``*/inference_log/part-*.parquet``."""
-    if store.fs.get_file_info(store.root).type == pafs.FileType.NotFound:
+def spill_parts(store, experiment: str | None = None, invocation_id: str | None = None) -> list[str]:
+    """Paths of complete spilled parts (``*/inference_log/part-*.parquet``) in ``store`` (a TraceStore), or
+    only those of one invocation when ``experiment`` and ``invocation_id`` are given."""
+    base = store.invocation_dir(experiment, invocation_id) if experiment and invocation_id else store.root
+    if store.fs.get_file_info(base).type == pafs.FileType.NotFound:
         return []
-    infos = store.fs.get_file_info(pafs.FileSelector(store.root, recursive=True))
+    infos = store.fs.get_file_info(pafs.FileSelector(base, recursive=True))
     return sorted(f.path for f in infos if f.type == pafs.FileType.File and f.base_name.endswith(".parquet")
                   and not f.base_name.startswith(".") and f.path.rsplit("/", 2)[-2] == SPILL_DIR)
 
 
-def spill_dataset(store):
-    """A pyarrow dataset over every spilled part of ``store`` (SPILL_SCHEMA; empty when there is none)."""
+def spill_dataset(store, experiment: str | None = None, invocation_id: str | None = None):
+    """A pyarrow dataset over the spilled parts of ``store`` (or of one invocation; SPILL_SCHEMA; empty when
+    there is none)."""
     import pyarrow.dataset as pads
 
-    return pads.dataset(spill_parts(store), schema=SPILL_SCHEMA, format="parquet", filesystem=store.fs)
+    return pads.dataset(spill_parts(store, experiment, invocation_id), schema=SPILL_SCHEMA, format="parquet",
+                        filesystem=store.fs)
 
 
 def view_sql(catalog_name: str, spill_name: str) -> str:

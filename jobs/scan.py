@@ -188,7 +188,8 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     status = "running"
     try:
         if todo.num_rows:
-            before = log_accounting(trace_store, catalog, experiment, invocation_id)
+            before = (loggable_rows(trace_store, experiment, invocation_id),
+                      logged_rows(trace_store, catalog, experiment, invocation_id))
             _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
                        max_attempts)
             missing = await_inference_log(trace_store, catalog, experiment, invocation_id, before)
@@ -213,18 +214,21 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
                       trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts)
 
 
-def log_accounting(trace_store, catalog, experiment: str, invocation_id: str) -> tuple[int, int]:
-    """(trace rows that should have an inference_log row, inference_log rows found) of one invocation.
-
-    Log rows are counted in the catalog and among the spilled parts beside the traces (a row is never in
-    both); while the catalog is unreachable only spilled rows are counted. The error rows this driver
-    writes for a died batch (``EngineActorDied``) answered no request and have no log row."""
+def loggable_rows(trace_store, experiment: str, invocation_id: str) -> int:
+    """Trace rows of the invocation that should have an inference_log row: all but the error rows this
+    driver writes for a died batch (``EngineActorDied``), which answered no request."""
     from cluster.crash_journal import DIED
-    from cluster.inference_log import SPILL_DIR
 
     errors = trace_store.read(experiment, invocation_id, columns=["error"]).column("error")
     died = pc.fill_null(pc.starts_with(errors, DIED), False).cast(pa.int64())
-    expected = len(errors) - pc.sum(died, min_count=0).as_py()
+    return len(errors) - pc.sum(died, min_count=0).as_py()
+
+
+def logged_rows(trace_store, catalog, experiment: str, invocation_id: str) -> int:
+    """inference_log rows of the invocation, in the catalog plus spilled beside the traces (a row is never
+    in both); while the catalog is unreachable only the spilled ones are counted."""
+    from cluster.inference_log import spill_dataset
+
     in_catalog = 0
     try:
         if not catalog.connected:
@@ -233,38 +237,26 @@ def log_accounting(trace_store, catalog, experiment: str, invocation_id: str) ->
                                      [invocation_id])[0][0]
     except CatalogError:
         pass
-    spill_folder = f"{trace_store.invocation_dir(experiment, invocation_id)}/{SPILL_DIR}"
-    return expected, in_catalog + _spilled_rows(trace_store, spill_folder)
+    return in_catalog + spill_dataset(trace_store, experiment, invocation_id).count_rows()
 
 
 def await_inference_log(trace_store, catalog, experiment: str, invocation_id: str, before: tuple[int, int],
                         timeout_s: float | None = None) -> int:
     """Wait at most ``timeout_s`` seconds (default LOG_SETTLE_S) until every trace row this run added has its
-    inference_log row, in the catalog or spilled (``before``: ``log_accounting`` before the run; rows lost
-    by an earlier crash are not waited for). Engine actors write log rows off the hot path: with a healthy
-    catalog they are in before a batch is counted, but rows queued during a catalog outage are written or
-    spilled in the background, and this process must not end (and take a local Ray's actors with it)
-    before they land. Returns the number of this run's rows still unaccounted for (0: settled)."""
+    inference_log row, in the catalog or spilled. ``before``: (``loggable_rows``, ``logged_rows``) taken
+    before the run, so rows lost by an earlier crash are not waited for. Engine actors write log rows off
+    the hot path: with a healthy catalog they are in before a batch is counted, but rows queued during a
+    catalog outage are written or spilled in the background, and this process must not end (and take a
+    local Ray's actors with it) before they land. Returns the number of this run's rows still unaccounted
+    for (0: settled)."""
     timeout_s = LOG_SETTLE_S if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
+    added = loggable_rows(trace_store, experiment, invocation_id) - before[0]   # the traces are all in
     while True:
-        expected, logged = log_accounting(trace_store, catalog, experiment, invocation_id)
-        missing = (expected - before[0]) - (logged - before[1])
+        missing = added - (logged_rows(trace_store, catalog, experiment, invocation_id) - before[1])
         if missing <= 0 or time.monotonic() >= deadline:
             return max(0, missing)
         time.sleep(0.5)
-
-
-def _spilled_rows(trace_store, folder: str) -> int:
-    """Rows in the complete spilled inference_log parts of one invocation's spill folder."""
-    import pyarrow.dataset as pads
-    import pyarrow.fs as pafs
-
-    if trace_store.fs.get_file_info(folder).type == pafs.FileType.NotFound:
-        return 0
-    parts = [f.path for f in trace_store.fs.get_file_info(pafs.FileSelector(folder))
-             if f.type == pafs.FileType.File and f.base_name.endswith(".parquet") and not f.base_name.startswith(".")]
-    return pads.dataset(parts, format="parquet", filesystem=trace_store.fs).count_rows() if parts else 0
 
 
 def record_outcome(catalog, trace_store, spec: Spec, invocation_id: str, status: str, counts: dict, *,

@@ -80,6 +80,15 @@ def secret_problem(name: str, value: str) -> str | None:
     return None
 
 
+def refuse_secret_dsn(dsn: str | None) -> None:
+    """ConfigError when a ``--catalog-dsn`` for a job carries a password (a job's entrypoint and runtime env
+    are shown on the dashboard)."""
+    problem = secret_problem("--catalog-dsn", dsn) if dsn else None
+    if problem:
+        raise ConfigError("", "--catalog-dsn", f"{problem}; a job's entrypoint and runtime env are shown on the dashboard",
+                          "pass the DSN without the password and give the nodes PGPASSWORD or ~/.pgpass")
+
+
 # ---- runtime env ----------------------------------------------------------------------------------
 
 def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Path | None = None) -> dict:
@@ -303,11 +312,7 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
             + (["--store", args.store] if args.store else []) + (["--catalog-dsn", args.catalog_dsn] if args.catalog_dsn else [])
         print("submit: no --address and no RAY_ADDRESS: running the scan in this process", file=sys.stderr)
         return scan.main(local, prog=prog)
-    if args.catalog_dsn:
-        problem = secret_problem("--catalog-dsn", args.catalog_dsn)
-        if problem:
-            raise ConfigError("", "--catalog-dsn", f"{problem}; a job's entrypoint is shown on the dashboard",
-                              "pass the DSN without the password and give the nodes PGPASSWORD or ~/.pgpass")
+    refuse_secret_dsn(args.catalog_dsn)
     runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
     if not runtime_env.get("working_dir"):
         raise ConfigError(args.runtime_env, "working_dir", "is missing", "set working_dir: . (the checkout)")
@@ -379,10 +384,7 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
                           "drop --out: the result streams here and is stored beside the invocation's traces")
     runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
     if args.catalog_dsn:
-        problem = secret_problem("--catalog-dsn", args.catalog_dsn)
-        if problem:
-            raise ConfigError("", "--catalog-dsn", f"{problem}; a job's runtime env is shown on the dashboard",
-                              "pass the DSN without the password and give the nodes PGPASSWORD or ~/.pgpass")
+        refuse_secret_dsn(args.catalog_dsn)
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
     entrypoint = analysis_entrypoint(stats_argv)
     client = connect(address)
