@@ -223,18 +223,34 @@ def _initdb(root: Path, pgdata: Path, user: pwd.struct_passwd | None) -> None:
 
 
 def _pick_port(root: Path, fresh: bool) -> int:
-    """The port remembered in server.json when it is free (same DSN as before), else a free one."""
+    """The port remembered in server.json when PostgreSQL could bind it (same DSN as before), else a free one.
+
+    The probe binds the way PostgreSQL binds its listening socket, with ``SO_REUSEADDR``: after the server
+    stops, its port keeps connections in TIME_WAIT for about a minute, which a plain ``bind`` refuses but
+    PostgreSQL does not. Probing without it would move a restarted catalog to a new port (a new DSN).
+    """
     if not fresh:
         try:
             remembered = int(json.loads((root / "server.json").read_text())["port"])
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", remembered))
-            return remembered
+            if port_bindable(remembered):
+                return remembered
         except (OSError, ValueError, KeyError, TypeError):
             pass
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def port_bindable(port: int) -> bool:
+    """Whether a listening socket on 127.0.0.1:``port`` could be bound now, as PostgreSQL binds it
+    (``SO_REUSEADDR`` set: sockets in TIME_WAIT don't count, a listener or a bound socket does)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _ensure_database(port: int) -> None:

@@ -271,6 +271,32 @@ def test_ensure_running_reuses_the_server(pg_root, pg_dsn):
     assert host_port.startswith("127.0.0.1:")
 
 
+def test_restart_keeps_the_port_while_old_connections_sit_in_time_wait(tmp_path):
+    """A stopped server's port holds its closed connections in TIME_WAIT for about a minute. PostgreSQL binds
+    with SO_REUSEADDR and so could take the port again; the probe must agree, or the DSN changes."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as PostgreSQL's listener does
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()          # the server side closes first: its socket ends in TIME_WAIT
+        client.recv(1)            # sees the FIN
+        client.close()
+    with socket.socket() as plain:   # the case exists: a bind without SO_REUSEADDR is refused
+        with pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))
+    (tmp_path / "server.json").write_text(json.dumps({"port": port}))
+    assert embedded_pg._pick_port(tmp_path, fresh=False) == port
+    with socket.socket() as holder:      # a port another process listens on is not reused
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        (tmp_path / "server.json").write_text(json.dumps({"port": taken}))
+        assert embedded_pg._pick_port(tmp_path, fresh=False) != taken
+
+
 def test_concurrent_first_start_then_stale_restart():
     base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-"))
     base.chmod(0o755)
