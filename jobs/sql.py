@@ -1,8 +1,11 @@
 """``mirrorscan sql "SELECT …"``: DuckDB SQL over the trace store and the catalog.
 
 Views:
-  traces            every complete trace part in the store (pyarrow dataset; nothing is copied), plus
+  traces            every complete trace part in the store, of every instrument (pyarrow dataset; nothing
+                    is copied): the core columns plus the union of the registered instruments' columns
+                    (null where a row's instrument lacks one; per-layer vector columns left out), plus
                     ``experiment_version``, an alias of ``invocation_id`` (the method's name for it)
+  traces_<name>     one registered instrument's rows with all of its columns (e.g. traces_forced_choice)
   scan_invocations  the catalog's invocations (read through psycopg into Arrow); ``settings``,
                     ``counts``, ``package_versions`` and ``content_hashes`` are JSON
   inference_log     one row per engine/tap request: the catalog's table UNION the Parquet parts spilled
@@ -16,34 +19,71 @@ query joining a trace to the settings it ran under:
   FROM traces t JOIN scan_invocations si ON si.invocation_id::text = t.experiment_version
   WHERE t.probe_id = 'smollm2-135m-instruct|vodka|whiskey|english_strict|AB'
 
-DuckDB never downloads an extension here (autoinstall and autoload are off; JSON and Parquet are built in).
+Read-only: exactly one statement runs, and only a query (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW,
+SUMMARIZE or EXPLAIN); anything else (COPY, ATTACH, INSTALL/LOAD, SET, CREATE, a second statement) is
+refused with one line and exit code 2. DuckDB itself opens no file (``enable_external_access`` off,
+configuration locked): ``read_csv('…')``, ``'file.parquet'`` in FROM, ``glob`` and the like are refused.
+The traces still reach it in full, lazily, as a pyarrow dataset that pyarrow reads; nothing is copied
+into memory beforehand. DuckDB never downloads an extension (JSON and Parquet are built in).
+
+Output: ``table`` prints timestamps, dates and times as ISO text (``2025-01-02T03:04:05+00:00``) and
+intervals as durations in DuckDB's own wording (``1 day 03:00:00``); ``json`` writes them the same way,
+as strings; ``csv`` writes intervals the same way and lists or structs as JSON text. A column name that
+occurs twice (``SELECT 1 AS a, 2 AS a``, or ``*`` over a join) keeps its first occurrence; the next ones
+become ``a_2``, ``a_3``, … in every format, and a ``note:`` line on stderr lists the renames (name the
+columns with AS to choose).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import decimal
 import json
 import sys
 
 import pyarrow as pa
 
+from grid.errors import ConfigError
 from jobs.errors import reports_user_errors
 
 JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes")
+VIEWS = ("traces", "scan_invocations", "inference_log")
+QUERY_TYPES = ("SELECT", "EXPLAIN")
+"""DuckDB statement types the verb runs (DESCRIBE, SHOW, SUMMARIZE, VALUES and FROM-first parse as SELECT)."""
+SANDBOX = {
+    "enable_external_access": False,        # no file, directory, URL or database opened by DuckDB itself
+    "autoinstall_known_extensions": False,  # never download an extension
+    "autoload_known_extensions": False,
+    "python_enable_replacements": False,    # a FROM name is a registered view, never a Python variable
+}
+"""DuckDB settings of every sql connection; ``lock_configuration`` is set once the views exist."""
 
 
 def connect(store_uri: str, catalog_dsn: str | None):
-    """A DuckDB connection with the ``traces``, ``scan_invocations`` and ``inference_log`` views registered."""
+    """A sandboxed in-memory DuckDB connection with the ``traces``, ``scan_invocations`` and
+    ``inference_log`` views registered.
+
+    External access is off (DuckDB opens no file: no COPY … TO, ATTACH, INSTALL/LOAD, read_csv, glob)
+    and the configuration is locked, so no statement can turn it back on. The store is read by pyarrow
+    (a lazy dataset registered as Arrow), which external access does not restrict."""
     import duckdb
 
     from cluster import inference_log
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.store import open_store
+    from grid.instrument import registered
+    from grid.trace_schema import trace_schema
 
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    con = duckdb.connect(config=dict(SANDBOX))
     store = open_store(store_uri)
-    con.register("traces_parts", store.dataset())
+    instruments = registered()
+    con.register("traces_parts", store.dataset())   # core + every registered instrument's columns
     con.execute("CREATE VIEW traces AS SELECT *, invocation_id AS experiment_version FROM traces_parts")
+    for inst in instruments:   # every column of one instrument, its rows only
+        con.register(f"traces_{inst.name}_parts", store.dataset(schema=trace_schema(inst.columns)))
+        con.execute(f"CREATE VIEW traces_{inst.name} AS SELECT *, invocation_id AS experiment_version "
+                    f"FROM traces_{inst.name}_parts WHERE instrument = '{inst.name}'")
     with Catalog(resolve_dsn(catalog_dsn)) as catalog:
         invocations = catalog.invocations_arrow()
         log_rows = inference_log.catalog_arrow(catalog.execute)
@@ -53,30 +93,157 @@ def connect(store_uri: str, catalog_dsn: str | None):
     con.register("scan_invocations_arrow", invocations)
     casts = ", ".join(f"CAST({c} AS JSON) AS {c}" for c in JSON_COLUMNS if c in invocations.column_names)
     con.execute(f"CREATE VIEW scan_invocations AS SELECT * REPLACE ({casts}) FROM scan_invocations_arrow")
+    con.execute("SET lock_configuration = true")
     return con
 
 
+def one_line(exc: Exception) -> str:
+    """A DuckDB error message on one line (the caret marker lines dropped, the rest joined with ``; ``)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return "; ".join(line for line in lines if line and set(line) != {"^"})
+
+
+def check_statement(con, sql: str) -> None:
+    """Raise ConfigError unless ``sql`` is exactly one query statement (see QUERY_TYPES)."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ConfigError("", "query", one_line(exc), "correct the statement (DuckDB dialect)") from None
+    if len(statements) != 1:
+        raise ConfigError("", "query", f"{len(statements)} SQL statements given, exactly one is run",
+                          "pass one statement (no ';' between two)")
+    kind = statements[0].type.name
+    if kind not in QUERY_TYPES:
+        raise ConfigError("", "query", f"a {kind} statement is refused; mirrorscan sql only reads",
+                          f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
+
+
 def query(sql: str, store_uri: str, catalog_dsn: str | None) -> pa.Table:
-    """Run one SQL statement over the views; the result as an Arrow table."""
+    """Run one read-only SQL statement over the views; the result as an Arrow table.
+
+    ConfigError (one line) for zero or several statements, a statement that is not a query, and any
+    error DuckDB reports (syntax, unknown column, a refused file access)."""
+    import duckdb
+
     con = connect(store_uri, catalog_dsn)
     try:
-        return con.sql(sql).to_arrow_table()
+        check_statement(con, sql)
+        try:
+            return con.sql(sql).to_arrow_table()
+        except duckdb.PermissionException as exc:
+            raise ConfigError("", "query", one_line(exc),
+                              f"read only the views {', '.join(VIEWS)}; mirrorscan sql opens no file") from None
+        except duckdb.Error as exc:
+            raise ConfigError("", "query", one_line(exc),
+                              "correct the statement (DuckDB dialect; DESCRIBE traces lists the columns)") from None
     finally:
         con.close()
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` with each repeated name suffixed ``_2``, ``_3``, … (the first occurrence keeps its name;
+    a suffix already used by another column is skipped)."""
+    taken, out = set(names), []
+    seen: set[str] = set()
+    for name in names:
+        new = name
+        if name in seen:
+            k = 2
+            while f"{name}_{k}" in taken or f"{name}_{k}" in seen:
+                k += 1
+            new = f"{name}_{k}"
+        seen.add(new)
+        out.append(new)
+    return out
+
+
+def with_unique_names(table: pa.Table) -> tuple[pa.Table, list[tuple[str, str]]]:
+    """The table with repeated column names made unique (``unique_names``) and the renames made, as
+    (old, new) pairs in column order (empty when every name was unique)."""
+    new = unique_names(table.column_names)
+    renames = [(old, n) for old, n in zip(table.column_names, new) if old != n]
+    return (table.rename_columns(new) if renames else table), renames
+
+
+def format_interval(months: int, days: int, nanoseconds: int) -> str:
+    """An interval as DuckDB words it (``1 year 2 months 3 days 04:05:06.5``, ``-1 day -01:30:00``, ``00:00:00``)."""
+    parts = []
+    years, rest = int(months / 12), months - int(months / 12) * 12   # both truncate toward zero, as DuckDB
+    for n, unit in ((years, "year"), (rest, "month"), (days, "day")):
+        if n:
+            parts.append(f"{n} {unit}{'' if n in (1, -1) else 's'}")
+    if nanoseconds or not parts:
+        sign, ns = ("-" if nanoseconds < 0 else ""), abs(nanoseconds)
+        seconds, frac = divmod(ns, 1_000_000_000)
+        hours, seconds = divmod(seconds, 3600)
+        minutes, seconds = divmod(seconds, 60)
+        clock = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        if frac:
+            clock += "." + f"{frac:09d}".rstrip("0")
+        parts.append(clock)
+    return " ".join(parts)
+
+
+def plain(value):
+    """A result value as JSON-ready Python: timestamps, dates and times as ISO text, intervals and
+    durations as ``format_interval`` text, lists/structs/maps recursively; other values unchanged."""
+    if isinstance(value, pa.MonthDayNano):
+        return format_interval(value.months, value.days, value.nanoseconds)
+    if isinstance(value, dt.timedelta):
+        return format_interval(0, value.days, (value.seconds * 1_000_000 + value.microseconds) * 1000)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def row_values(table: pa.Table) -> list[list]:
+    """The table's rows as lists of ``plain`` values, by column position (so repeated names lose nothing)."""
+    columns = [[plain(v) for v in col.to_pylist()] for col in table.columns]
+    return [list(r) for r in zip(*columns)] if columns else [[] for _ in range(table.num_rows)]
+
+
+def json_lines(table: pa.Table) -> list[str]:
+    """One JSON object per row, keys in column order; repeated column names made unique (``unique_names``)."""
+    names = unique_names(table.column_names)
+    return [json.dumps(dict(zip(names, r)), default=str, ensure_ascii=False) for r in row_values(table)]
+
+
+def csv_ready(table: pa.Table) -> pa.Table:
+    """The table with the columns CSV cannot hold as text: intervals/durations as ``format_interval``
+    text, lists/structs/maps as JSON text; repeated names made unique."""
+    table, _ = with_unique_names(table)
+    for i, field in enumerate(table.schema):
+        t = field.type
+        if pa.types.is_interval(t) or pa.types.is_duration(t) or pa.types.is_nested(t):
+            values = [None if v is None else v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False)
+                      for v in (plain(x) for x in table.column(i).to_pylist())]
+            table = table.set_column(i, pa.field(field.name, pa.string()), pa.array(values, pa.string()))
+    return table
+
+
 def format_table(table: pa.Table, max_width: int = 60) -> str:
-    """A plain aligned text rendering of a result (cells cut to ``max_width`` characters)."""
+    """A plain aligned text rendering of a result (cells cut to ``max_width`` characters).
+
+    NULL for null; strings, decimals, timestamps, dates, times (ISO) and intervals (``format_interval``) without
+    quotes; numbers and booleans as JSON; lists and structs as JSON. Repeated column names are made
+    unique (``unique_names``)."""
     def cell(v) -> str:
-        s = "NULL" if v is None else v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False)
+        s = ("NULL" if v is None else v if isinstance(v, str) else str(v) if isinstance(v, decimal.Decimal)
+             else json.dumps(v, default=str, ensure_ascii=False))
         s = s.replace("\n", "\\n")
         return s if len(s) <= max_width else s[: max_width - 1] + "…"
 
-    cols = table.column_names
-    rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    cols = unique_names(table.column_names)
+    rows_ = [[cell(v) for v in r] for r in row_values(table)]
+    widths = [max([len(c)] + [len(r[i]) for r in rows_]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows_]
     lines.append(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
     return "\n".join(lines)
 
@@ -88,34 +255,35 @@ def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
     p.add_argument("--store", help="trace store URI (default: $MIRRORSCAN_STORE, else the one make demo used)")
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="table (aligned, long cells cut), csv, or json (one object per line, nothing cut)")
+                   help="table (aligned, long cells cut), csv, or json (one object per line, nothing cut). "
+                        "Timestamps print as ISO text, intervals as durations ('1 day 03:00:00'); a repeated "
+                        "column name becomes name_2, name_3, … in every format, with a note on stderr")
     return p
 
 
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
-    """CLI entry point; returns the exit code (2 for a bad query or input)."""
+    """CLI entry point; returns the exit code (2 for a refused or failing query, one ``error:`` line)."""
     import os
-
-    import duckdb
 
     from cluster.home import default_store_uri
 
     args = build_parser(prog).parse_args(argv)
     store = args.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     dsn = args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")
-    try:
-        table = query(args.query, store, dsn)
-    except duckdb.Error as exc:
-        print(f"sql error: {exc}", file=sys.stderr)
-        return 2
+    table = query(args.query, store, dsn)
+    table, renames = with_unique_names(table)
+    if renames:
+        print("note: repeated column names renamed: " + ", ".join(f"{old} → {new}" for old, new in renames)
+              + " (name the columns with AS to choose)", file=sys.stderr)
     if args.format == "csv":
         import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, sys.stdout.buffer)
+        sys.stdout.flush()
+        pacsv.write_csv(csv_ready(table), sys.stdout.buffer)
     elif args.format == "json":
-        for row in table.to_pylist():
-            print(json.dumps(row, default=str, ensure_ascii=False))
+        for line in json_lines(table):
+            print(line)
     else:
         print(format_table(table))
     return 0
