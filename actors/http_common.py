@@ -10,7 +10,8 @@ transport errors, a read that stalls longer than ``timeout_s`` (httpx read timeo
 long — SSE pings count as liveness), a stream cut before its end marker, and a mid-stream error event the
 provider marks as transient. A retried attempt's partial answer is discarded, never stitched. Anything
 else (a 4xx, retries spent) ends as an error row. Every cell yields exactly one row, in input order;
-``request_params`` records the body sent (minus the prompt) and ``http_attempts``.
+``request_params`` records the body sent (minus the prompt) and ``http_attempts``; ``generation_overrides``
+records the overrides found in that body (``sent_overrides``), never one the subclass left out.
 
 Secrets: the key is read from the environment variable named by ``api_key_env`` when the sampler is
 built. A missing variable is not raised: every cell becomes an error row naming the variable (the actor
@@ -36,9 +37,10 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pyarrow as pa
 
-from actors.rows import trace_row, where_am_i
+from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
+from grid.secrets import strip_userinfo
 from grid.trace_schema import to_trace_table
 
 BACKOFF_BASE_S = 1.0
@@ -149,6 +151,8 @@ class HTTPSampler:
     """Batches the pipeline may hand this actor at once (requests stay bounded by max_concurrency)."""
     default_key_env: str | None = None
     """Variable read when ``api_key_env`` is not set (None: send no auth header)."""
+    effort_path: tuple[str, ...] = ()
+    """Where the body carries the variant's effort (e.g. ("reasoning_effort",)); () = the effort is not sent."""
 
     def __init__(self, variant: dict, model_source: str, run: dict, *, backoff_base_s: float = BACKOFF_BASE_S,
                  backoff_ceiling_s: float = BACKOFF_CEILING_S, retry_after_cap_s: float = RETRY_AFTER_CAP_S):
@@ -203,6 +207,19 @@ class HTTPSampler:
         """request_params: the body sent, minus the prompt (recorded in system_text / user_text)."""
         return {k: v for k, v in body.items() if k not in ("messages", "system")}
 
+    def sent_overrides(self, body: dict) -> str:
+        """generation_overrides of a request: the variant's effort when ``body`` carries it at ``effort_path``,
+        the body's chat_template_kwargs, and the extra_body keys as sent (chat_template_kwargs apart)."""
+        effort, sent = self.variant.get("effort"), body if self.effort_path else None
+        for part in self.effort_path:
+            sent = sent.get(part) if isinstance(sent, dict) else None
+        extra = self.variant.get("extra_body") or {}
+        return generation_overrides(
+            effort=effort if effort is not None and sent == effort else None,
+            chat_template_kwargs=body.get("chat_template_kwargs") if isinstance(body.get("chat_template_kwargs"), dict)
+            else None,
+            extra_body={k: body[k] for k in extra if k in body and k != "chat_template_kwargs"})
+
     # ---- the engine interface -----------------------------------------------------------------------
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Answer every cell of ``batch`` concurrently (bounded) and return one trace row per cell, in order."""
@@ -253,7 +270,7 @@ class HTTPSampler:
         headers, body = self._headers(cell), self.body(cell)
         params = self.recorded_params(body)
         recorded = {"request_headers": json.dumps({k: v for k, v in headers.items() if k.lower() not in AUTH_HEADERS},
-                                                  sort_keys=True)}
+                                                  sort_keys=True), "generation_overrides": self.sent_overrides(body)}
 
         def with_attempts(n: int) -> dict:
             return {**recorded, "request_params": json.dumps({**params, "http_attempts": n}, sort_keys=True)}
@@ -330,7 +347,7 @@ class HTTPSampler:
 
     def _row(self, cell: dict, **fields) -> dict:
         return trace_row(self.variant, self.run, self.source, self.where, cell, backend=self.backend,
-                         system_folded=False, endpoint=self.url, **{"timing_scope": "request", **fields})
+                         system_folded=False, endpoint=strip_userinfo(self.url), **{"timing_scope": "request", **fields})
 
 
 def error_parts(raw: str) -> tuple[str | None, str | None, str | None]:
