@@ -22,17 +22,25 @@ Design
 - **What reaches the engine is recorded.** ``extra_body`` keys that are vLLM sampling parameters
   (``structured_outputs`` for choice/regex/JSON/grammar constraints, ``top_k``, ``min_p``, …) go into
   ``SamplingParams``; ``chat_template_kwargs`` and ``effort`` (as ``reasoning_effort``/``enable_thinking``,
-  like vLLM's OpenAI server) go into the chat template; ``engine_args`` are merged last into the engine
-  arguments. An unknown ``extra_body`` key is a ``ConfigError`` on every row of that model (the cells are
-  kept as error rows, the run goes on). ``request_params`` = JSON of the SamplingParams values used;
-  ``generation_overrides`` = the variant's effort / extra_body / chat-template kwargs / engine_args.
+  like vLLM's OpenAI server: ``actors.chat.template_kwargs``, the mapping the HF engine uses too) go into the
+  chat template; ``engine_args`` are merged last into the engine arguments. An unknown ``extra_body`` key is
+  a ``ConfigError`` on every row of that model (the cells are kept as error rows, the run goes on).
+  ``request_params`` = JSON of the SamplingParams values used; ``generation_overrides`` = what was sent: the
+  template kwargs applied, the extra_body sampling parameters, engine_args (nothing but engine_args when
+  the extra_body error kept every request from being sent). ``scan`` refuses, before a run, an effort or
+  template kwarg that leaves the rendered prompt unchanged.
 
 Timing (``actors.streaming.StreamClock``, the one definition): monotonic clock, request sent = 0 (just
 before the request is handed to the engine, so ``ttft_ms`` includes queueing behind the batch's other
-cells). A chunk is one generated token as it reaches the actor: every token counts, also those that
-detokenize to '' (the stop token, a partial UTF-8 byte), so ``n_chunks == completion_tokens``. When the
-actor's loop falls behind the engine, vLLM merges deltas; the tokens of a merged delta share its arrival
-time (an interval of ~0 ms), which is what the actor saw. ``timing_scope='request'``.
+cells). A chunk is one ``RequestOutput`` delta as it reaches the actor, timed once at its arrival: a delta
+counts when it carries at least one generated token, also when its text is '' (the stop token, a partial
+UTF-8 byte). When the actor's loop falls behind the engine, vLLM merges the tokens that are ready into one
+delta; that delta is one chunk and one interval, never split into 0 ms "tokens" the actor did not see
+arrive. So ``n_chunks`` (deltas) ≤ ``completion_tokens``, equal only when no delta was merged;
+``decode_tok_s`` is derived from ``completion_tokens`` and the first/last chunk times (see
+``actors.streaming``); tokens per delta are kept by the clock (``StreamClock.chunk_tokens``) but are not a
+trace column. A delta that straddles the end of reasoning counts as reasoning (its text goes there too).
+``timing_scope='request'``.
 """
 
 from __future__ import annotations
@@ -47,8 +55,8 @@ import uuid
 
 import pyarrow as pa
 
-from actors.chat import render_chat
-from actors.rows import trace_row, where_am_i
+from actors.chat import render_chat, template_kwargs
+from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
 from grid.trace_schema import to_trace_table
@@ -63,7 +71,7 @@ REMOVED_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_gramma
                   "guided_whitespace_pattern")
 """Guided-decoding keys vLLM removed (it would silently ignore them); ``structured_outputs`` replaces them."""
 _TOKEN = "\x00"
-"""StreamClock counts a chunk when it carries text; a generated token is content even when its text is ''."""
+"""StreamClock counts a chunk when it carries text; a delta of generated tokens is content even when its text is ''."""
 
 _HOSTS: dict[str, "_EngineHost"] = {}
 _HOSTS_LOCK = threading.Lock()
@@ -150,6 +158,11 @@ class VLLMSampler:
         self.engine_kwargs = engine_kwargs(variant, model_source, _config_file(run))
         """The engine arguments used, engine_args merged last."""
         self.extra, self.template_kwargs, self.extra_error = _split_extra_body(variant, _config_file(run))
+        sent = self.extra_error is None
+        self.overrides = generation_overrides(
+            effort=variant.get("effort") if sent else None, chat_template_kwargs=self.template_kwargs if sent else {},
+            extra_body=self.extra, engine_args=variant.get("engine_args"))
+        """generation_overrides of every row: what reaches the template, the sampling parameters and the engine."""
         self.host = _engine_host(self.engine_kwargs)
         self.engine_start_s = self.host.start_s
         """Seconds the engine took to start (monotonic; a shared engine reports its own first start)."""
@@ -252,6 +265,8 @@ class VLLMSampler:
 
     async def _stream(self, cell: dict, ids: list[int], folded: bool, params, params_json: str, clock: StreamClock,
                       batch_size: int) -> dict:
+        """Send one request and read its deltas; the row's timing has one chunk per delta that carried
+        tokens (monotonic ms from just before ``generate``), its token count from the tokens received."""
         from vllm.inputs import TokensPrompt
 
         parser = self._reasoning_parser()
@@ -263,11 +278,11 @@ class VLLMSampler:
             thinking = parser is not None and not parser.is_reasoning_end(out_ids)
             out_ids += delta.token_ids
             (reasoning if thinking else answer).append(delta.text)
-            for _ in delta.token_ids:
+            if delta.token_ids:   # one chunk per delta, timed now, however many tokens it merged
                 if thinking:
-                    clock.chunk(reasoning=_TOKEN)
+                    clock.chunk(reasoning=_TOKEN, tokens=len(delta.token_ids))
                 else:
-                    clock.chunk(text=_TOKEN)
+                    clock.chunk(text=_TOKEN, tokens=len(delta.token_ids))
             finish = delta.finish_reason or finish
         n = len(out_ids)
         return self._row(
@@ -288,7 +303,7 @@ class VLLMSampler:
         """A trace row for ``cell`` carrying the run's identity, the coordinates and ``fields``."""
         fields.setdefault("timing_scope", "request")
         return trace_row(self.variant, self.run, self.source, self.where, cell,
-                         endpoint=f"engine://vllm/{self.source}", **fields)
+                         endpoint=f"engine://vllm/{self.source}", generation_overrides=self.overrides, **fields)
 
 
 # ---- settings -------------------------------------------------------------------------------------------
@@ -321,12 +336,9 @@ def _split_extra_body(variant: dict, config_file: str) -> tuple[dict, dict, Conf
     from vllm.sampling_params import SamplingParams
 
     label = variant.get("label")
-    template = {}
-    if variant.get("effort") is not None:   # as vLLM's OpenAI server passes reasoning_effort to the template
-        template = {"reasoning_effort": variant["effort"], "enable_thinking": variant["effort"] != "none"}
-    template.update(variant.get("chat_template_kwargs") or {})
+    template = template_kwargs(variant)   # effort's, chat_template_kwargs, extra_body.chat_template_kwargs
     body = dict(variant.get("extra_body") or {})
-    template.update(body.pop("chat_template_kwargs", None) or {})
+    body.pop("chat_template_kwargs", None)
     allowed = sorted(f for f in SamplingParams.__struct_fields__ if not f.startswith("_") and f not in OWNED_SAMPLING)
     for key, value in body.items():
         problem = _extra_body_problem(key, value, allowed)

@@ -43,6 +43,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from cluster.catalog import _scrub, migrate, redact_dsn
+from grid.secrets import strip_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("started_at", pa.timestamp("us", tz="UTC"), "wall clock (UTC) when the request (or batch) was sent"),
     ("ttft_ms", pa.float64(), "ms, monotonic: request start to the first chunk carrying text or reasoning"),
     ("ttft_answer_ms", pa.float64(), "ms, monotonic: request start to the first chunk of the answer itself"),
-    ("intervals_ms", pa.list_(pa.float64()), "ms, monotonic: gaps between consecutive content-bearing chunks"),
-    ("n_chunks", pa.int32(), "content-bearing streamed chunks (null for batch timing)"),
+    ("intervals_ms", pa.list_(pa.float64()), "ms, monotonic: gaps between the arrivals of consecutive content-bearing chunks (n_chunks - 1 values; a chunk carrying several tokens is one gap)"),
+    ("n_chunks", pa.int32(), "content-bearing streamed chunks as received (an SSE event or a vLLM delta, which may carry several tokens); null for batch timing"),
     ("total_ms", pa.float64(), "ms, monotonic: request start to the last chunk/token"),
-    ("decode_tok_s", pa.float64(), "tokens/s: (completion_tokens - 1) / (total - ttft); null for one token"),
+    ("decode_tok_s", pa.float64(), "tokens/s, derived: (completion_tokens - 1) / (total_ms - ttft_ms) in seconds; null for one token"),
     ("timing_scope", pa.string(), "batch: timings are of the engine batch; request: of this request's own stream"),
     ("prompt_tokens", pa.int32(), "tokens in the templated prompt"),
     ("completion_tokens", pa.int32(), "generated tokens"),
@@ -119,6 +120,7 @@ def log_rows_from_traces(traces: pa.Table, source: str = "engine") -> list[dict]
         entry["source"] = source
         entry["status"] = "ok" if row.get("error") is None else "error"
         entry["request_headers"] = safe_headers(row.get("request_headers"))
+        entry["endpoint"] = strip_userinfo(entry["endpoint"])
         out.append(entry)
     return out
 
@@ -149,6 +151,7 @@ def _normal(row: dict) -> dict:
     if isinstance(started, datetime) and started.tzinfo is None:
         out["started_at"] = started.replace(tzinfo=timezone.utc)
     out["request_headers"] = safe_headers(out["request_headers"])
+    out["endpoint"] = strip_userinfo(out["endpoint"])
     out["row_uid"] = str(uuid.uuid4())
     return out
 

@@ -46,6 +46,23 @@ Joining a trace to its tap row (catalog table ``inference_log``; traces from ``m
       ON l.probe_id = t.probe_id AND l.sample = t.sample AND l.attempt = t.attempt
      AND l.invocation_id = t.invocation_id AND l.source = 'tap'
 
+Rows while the catalog is down: the tap's ``InferenceLogWriter`` keeps them queued and retries; rows
+the catalog has not taken within the writer's ``retry_s`` (10 s), or at shutdown, are *spilled* as
+Parquet into the tap's store (``start_tap(store=…)`` / ``mirrorscan tap --store``; default
+``$MIRRORSCAN_STORE``, else the home store ``cluster.home.default_store_uri()``, the same default as
+``mirrorscan sql``)::
+
+    <store>/_tap/<invocation>/inference_log/part-<time>-tap-<random>.parquet
+
+``_tap`` (``TAP_EXPERIMENT``) stands in for the experiment, which the tap never knows; the leading
+``_`` keeps it apart from experiment names, like the writer's own ``_no_experiment`` (the spec refuses an
+experiment folder whose name starts with ``_``). ``<invocation>`` is the row's ``X-Invocation-Id`` when
+the request carried a valid one, else the tap's own id (``tap_id``: a new uuid at every ``start_tap``,
+printed by ``mirrorscan tap``), so one tap run's unkeyed rows sit together. ``mirrorscan sql`` finds
+them: its ``inference_log`` view reads every ``*/inference_log/part-*.parquet`` under the store
+(``cluster.inference_log.spill_dataset``), ``stored_in = 'spill'``. A local store is a folder on the
+machine the tap's replica runs on; on a multi-node cluster give an ``s3://`` store.
+
 Only 127.0.0.1 is bound unless another host is asked for. Importing this module starts nothing and
 imports neither Ray nor httpx.
 """
@@ -54,13 +71,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
+import uuid
 import zlib
 from urllib.parse import urlsplit
 
 from grid.errors import ConfigError
+from grid.secrets import strip_userinfo
 
 APP_NAME = "mirrorscan-tap"
+TAP_EXPERIMENT = "_tap"
+"""Experiment folder of spilled tap rows in the store (``<store>/_tap/<invocation>/inference_log/``)."""
 DEFAULT_HOST = "127.0.0.1"  # never all addresses unless the user asks
 DEFAULT_PORT = 8100
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -100,12 +122,6 @@ def upstream_url(path: str, query: str, api_base: str, root: str) -> str:
 def logged_request(method: str, path: str) -> bool:
     """Whether a request is an inference request that gets an ``inference_log`` row."""
     return method == "POST" and path.rstrip("/").endswith(LOGGED_SUFFIXES)
-
-
-def _without_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (a row never holds credentials)."""
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
 
 
 def recorded_headers(headers) -> dict:
@@ -286,7 +302,11 @@ class Exchange:
 class TapProxy:
     """The Serve replica: relays every HTTP request to the upstream and logs inference requests."""
 
-    def __init__(self, upstream: str, catalog_dsn: str, label: str | None = None) -> None:
+    def __init__(self, upstream: str, catalog_dsn: str, label: str | None = None, store_uri: str | None = None,
+                 tap_id: str | None = None) -> None:
+        """Relay to ``upstream``; log rows to ``catalog_dsn``, spilled to ``store_uri`` (under
+        ``TAP_EXPERIMENT``/<invocation or ``tap_id``>) when the catalog does not take them; ``store_uri``
+        None: no spill store (rows the catalog never takes are lost at shutdown, and reported)."""
         import httpx
 
         from cluster.inference_log import InferenceLogWriter
@@ -296,7 +316,7 @@ class TapProxy:
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), follow_redirects=False,
                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         self.client.headers.clear()  # httpx's default headers would change the request
-        self.writer = InferenceLogWriter(catalog_dsn, None, None, None, "tap")
+        self.writer = InferenceLogWriter(catalog_dsn, store_uri, TAP_EXPERIMENT, tap_id, "tap")
 
     async def __call__(self, request):
         """Relay one request; the answer streams back read by read as the upstream sends it."""
@@ -308,7 +328,7 @@ class TapProxy:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
         sent = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
         body = await request.body()
-        endpoint = _without_userinfo(url.split("?", 1)[0])
+        endpoint = strip_userinfo(url.split("?", 1)[0])
         exchange = Exchange(headers, endpoint, self.label) if logged_request(request.method, path) else None
         upstream_request = self.client.build_request(request.method, url, headers=sent, content=body)
         if exchange:
@@ -366,39 +386,49 @@ class TapProxy:
 # --- starting and stopping -------------------------------------------------------------------
 
 def start_tap(upstream: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, catalog_dsn: str | None = None,
-              label: str | None = None, max_ongoing_requests: int = 256) -> str:
+              label: str | None = None, max_ongoing_requests: int = 256, store: str | None = None,
+              tap_id: str | None = None) -> str:
     """Start the tap on Ray Serve (Ray started locally when not running); returns the clients' base URL.
 
-    ``catalog_dsn`` None → ``$MIRRORSCAN_CATALOG_DSN`` or the embedded catalog. The returned URL is
+    ``catalog_dsn`` None → ``$MIRRORSCAN_CATALOG_DSN`` or the embedded catalog. ``store``: where rows the
+    catalog does not take are spilled (see the module docstring); None → ``$MIRRORSCAN_STORE``, else the
+    home store; opened here, so a bad store fails before anything starts. ``tap_id``: this tap run's id
+    (names the spill folder of rows without ``X-Invocation-Id``); None → a new uuid. The returned URL is
     ``http://HOST:PORT/v1`` (what an OpenAI client takes as ``base_url``). One tap per Ray cluster:
     Serve's HTTP address is fixed while Serve runs, so call ``stop_tap()`` before starting another.
     """
     from ray import serve
 
     from cluster.catalog import resolve_dsn
+    from cluster.home import default_store_uri
     from cluster.ray_session import ensure_ray
+    from cluster.store import open_store
 
     upstream_urls(upstream)  # refuse a bad URL before starting anything
     dsn = resolve_dsn(catalog_dsn)
+    store_uri = open_store(store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()).uri
     ensure_ray()
     quiet = {"log_level": "WARNING", "enable_access_log": False}
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
     serve.start(proxy_location="HeadOnly", http_options={"host": host, "port": port}, logging_config=quiet)
     deployment = serve.deployment(TapProxy, name="tap", num_replicas=1, ray_actor_options={"num_cpus": 0},
                                   max_ongoing_requests=max_ongoing_requests, graceful_shutdown_timeout_s=30)
-    serve.run(deployment.bind(upstream, dsn, label), name=APP_NAME, route_prefix="/", logging_config=quiet)
+    app = deployment.bind(upstream, dsn, label, store_uri, tap_id or str(uuid.uuid4()))
+    serve.run(app, name=APP_NAME, route_prefix="/", logging_config=quiet)
     return f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1"
 
 
 def flush_tap(timeout_s: float = 30.0) -> bool:
-    """Make the running tap write its pending rows to the catalog; True when all were written."""
+    """Make the running tap write its pending rows to the catalog (or spill them, when the catalog stays
+    down past the writer's retry time); True when all were settled within ``timeout_s`` seconds."""
     from ray import serve
 
     return serve.get_app_handle(APP_NAME).flush.remote(timeout_s).result(timeout_s=timeout_s + 10)
 
 
 def stop_tap() -> None:
-    """Stop the tap and Serve (pending rows are written first, by the replica's shutdown)."""
+    """Stop the tap and Serve. The replica's shutdown writes pending rows first; rows the catalog does not
+    take within about 7 s are spilled to the tap's store."""
     from ray import serve
 
     serve.shutdown()

@@ -5,15 +5,26 @@ The upstream is vLLM's own server (CPU build, float32, the demo model as "smollm
 Nothing here asserts a duration: the timing checks are the invariants of ``actors.streaming`` and
 the nesting of the tap's interval inside the client's (the tap sends after and receives before the
 client, on the same monotonic clock).
+
+The spill test runs first, on a tap of its own (one tap per Ray cluster: it stops before the module's
+``tap`` starts) in front of a small stand-in upstream (``stub_upstream``: no model needed, since it is
+about the catalog, not the relay) and a catalog server of its own, which it stops.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import re
+import shutil
+import tempfile
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import NamedTuple
 
 import httpx
@@ -23,6 +34,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from actors.streaming import timing_problems
+from cluster import embedded_pg
 from conftest import free_port
 
 API_KEY = os.environ.setdefault("MIRRORSCAN_TEST_VLLM_KEY", f"sk-test-{uuid.uuid4().hex}")
@@ -86,11 +98,12 @@ class Tap(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def tap(ray_local, vllm_server, tap_db):
+def tap(ray_local, vllm_server, tap_db, tmp_path_factory):
     """The tap on Ray Serve in front of ``vllm_server``; Serve is shut down after the module."""
     from cluster.tap import start_tap, stop_tap
 
-    yield Tap(start_tap(vllm_server, port=free_port(), catalog_dsn=tap_db), tap_db)
+    store = str(tmp_path_factory.mktemp("tap-store"))
+    yield Tap(start_tap(vllm_server, port=free_port(), catalog_dsn=tap_db, store=store), tap_db)
     stop_tap()
 
 
@@ -102,6 +115,124 @@ def rows_for(dsn: str, probe_ids: list[str]) -> list[dict]:
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         return conn.execute("SELECT * FROM inference_log WHERE probe_id = ANY(%s) AND source = 'tap'",
                             (probe_ids,)).fetchall()
+
+
+# ---- rows while the catalog is down (a tap, an upstream and a catalog server of the test's own) ------
+
+STUB_WORDS = ("one", " two", " three")
+"""What the stand-in upstream streams: one content chunk per word, then usage (prompt 5, completion 3)."""
+
+
+class _StubHandler(BaseHTTPRequestHandler):
+    """Answers every POST with a streamed chat completion (HTTP/1.0: the body ends when the connection does)."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+        chunks += [{"choices": [{"index": 0, "delta": {"content": w}}]} for w in STUB_WORDS]
+        chunks += [{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(STUB_WORDS)}}]
+        for chunk in chunks:
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+            time.sleep(0.005)
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def stub_upstream():
+    """A stand-in OpenAI upstream on 127.0.0.1 (a thread of this process); yields its base URL (…/v1)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StubHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def port_outside_ephemeral_range() -> int:
+    """A free 127.0.0.1 port below the kernel's ephemeral range, so that no outgoing connection (Ray opens
+    many) takes it while the catalog server is down and the restart finds it free."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.Random().sample(range(20000, min(low, 30000)), 200):
+        if embedded_pg.port_bindable(port):
+            return port
+    raise RuntimeError(f"no free port in 20000..{low} after 200 tries")
+
+
+@pytest.fixture
+def own_catalog_server():
+    """A catalog server of this test alone (the session's must never be stopped); yields (root, dsn).
+    A restart gives the same DSN (its port is remembered in server.json)."""
+    base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-tap-"))
+    base.chmod(0o755)
+    root = base / "catalog"
+    root.mkdir()
+    (root / "server.json").write_text(json.dumps({"port": port_outside_ephemeral_range()}))
+    try:
+        yield root, embedded_pg.ensure_running(root, durable=False)
+    finally:
+        embedded_pg.stop(root)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local, own_catalog_server, tmp_path):
+    """The tap's catalog goes down; four requests pass the tap (two with X-Invocation-Id, two without) and
+    the tap is stopped right after, with their rows still queued. When ``stop_tap`` returns, every one of
+    the four rows is in the tap's store, once, under _tap/<invocation or tap id>/inference_log/ (spilled
+    while the replica shut down: at the writer's retry limit or its close deadline, whichever came first),
+    and ``mirrorscan sql`` shows them (stored_in 'spill') beside the row the catalog took while it was up.
+    Without a spill store the writer drops such rows at shutdown ("row(s) lost")."""
+    from cluster.inference_log import spill_dataset, spill_parts
+    from cluster.store import open_store
+    from cluster.tap import TAP_EXPERIMENT, flush_tap, start_tap, stop_tap
+    from jobs import sql
+
+    root, dsn = own_catalog_server
+    store_uri, tap_id, invocation = str(tmp_path / "store"), str(uuid.uuid4()), str(uuid.uuid4())
+    up_id = f"stub|up|-|-|{uuid.uuid4().hex[:6]}"
+    down_ids = [f"stub|down{i}|-|-|{uuid.uuid4().hex[:6]}" for i in range(4)]
+    with stub_upstream() as upstream:
+        url = start_tap(upstream, port=free_port(), catalog_dsn=dsn, store=store_uri, tap_id=tap_id)
+        try:
+            r = httpx.post(f"{url}/chat/completions", json=STREAM, headers={"X-Probe-Id": up_id}, timeout=60)
+            assert r.status_code == 200 and flush_tap(30.0)   # the catalog takes rows while it is up
+            embedded_pg.stop(root)
+            for i, probe_id in enumerate(down_ids):
+                keys = {"X-Probe-Id": probe_id, "X-Probe-Sample": str(i)}
+                if i % 2:
+                    keys["X-Invocation-Id"] = invocation
+                r = httpx.post(f"{url}/chat/completions", json=STREAM, headers=keys, timeout=60)
+                assert r.status_code == 200 and events(r.content)
+        finally:
+            started = time.monotonic()
+            stop_tap()
+            stop_s = time.monotonic() - started
+            print(f"\nstop_tap with the catalog down: {stop_s:.1f} s")
+    assert stop_s < 45.0, stop_s   # Serve's graceful shutdown (30 s) bounds it; the writer spills at ~7.5 s
+    store = open_store(store_uri)
+    rows = spill_dataset(store).to_table().to_pylist()
+    assert sorted(r["probe_id"] for r in rows) == sorted(down_ids)   # none lost, none twice, not the up row
+    assert len({r["row_uid"] for r in rows}) == len(down_ids)
+    for row in rows:
+        assert row["source"] == "tap" and row["status"] == "http_200" and row["error"] is None
+        assert row["n_chunks"] == len(STUB_WORDS) == row["completion_tokens"] and timing_problems(row) == []
+        keyed = down_ids.index(row["probe_id"]) % 2 == 1
+        assert row["invocation_id"] == (invocation if keyed else None)
+    folders = sorted({p.rsplit("/", 3)[-3] for p in spill_parts(store)})
+    assert folders == sorted([invocation, tap_id])
+    assert all(p.startswith(f"{store.root}/{TAP_EXPERIMENT}/") for p in spill_parts(store))
+    assert embedded_pg.ensure_running(root, durable=False) == dsn   # back up, for mirrorscan sql's catalog side
+    seen = sql.query("SELECT probe_id, stored_in FROM inference_log WHERE source = 'tap'", store_uri, dsn).to_pylist()
+    assert sorted((r["probe_id"], r["stored_in"]) for r in seen) == sorted(
+        [(up_id, "catalog")] + [(p, "spill") for p in down_ids])
 
 
 def test_stream_relayed_byte_for_byte(tap, vllm_server):
