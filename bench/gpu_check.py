@@ -75,13 +75,14 @@ def build_random_llama(tokenizer_dir: Path, out: Path, args, dtype) -> int:
 
 def rendered_cells(n: int):
     """``n`` forced-choice cells (starter pairs × load-bearing envelopes × AB/BA), rendered, as a scan has them."""
-    from grid.cells import add_seeds, expand_forced_choice, render_forced_choice
-    from grid.envelopes import load_bearing_ids, load_envelopes
-    from grid.probesets import load_pairs
+    from grid.cells import add_seeds, with_probe_ids
+    from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+    from instruments.forced_choice.envelopes import load_bearing_ids, load_envelopes
+    from instruments.forced_choice.pairs import load_pairs
 
     envelopes = load_envelopes()
     pairs = load_pairs(str(Path(_HERE).parent / "grid" / "data" / "pairs_starter.csv")).table
-    grid = expand_forced_choice(["random"], pairs, load_bearing_ids(envelopes), ["AB", "BA"], 1)
+    grid = with_probe_ids(expand_forced_choice(["random"], pairs, load_bearing_ids(envelopes), ["AB", "BA"], 1))
     return render_forced_choice(add_seeds(grid, 0).slice(0, n), envelopes.envelopes)
 
 

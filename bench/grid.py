@@ -2,7 +2,7 @@
 
 What a ``scan --resume`` does before any model runs, with the real functions on real Parquet parts:
 
-    expand   grid.cells.expand_forced_choice   labels × pairs × envelopes × orderings × samples
+    expand   forced-choice expansion + grid.cells.with_probe_ids: labels × pairs × envelopes × orderings × samples
     read     cluster.store.TraceStore.read     the stored (probe_id, sample, error) of the invocation
     plan     grid.cells.plan_attempts          anti-join: done / retry (attempt = errors + 1) / given up
     seeds    grid.cells.add_seeds              one blake2b per cell left to run
@@ -61,9 +61,10 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from cluster.store import open_store  # noqa: E402
-from grid.cells import CELL_KEY, add_seeds, expand_forced_choice, plan_attempts  # noqa: E402
-from grid.envelopes import PACKAGED, load_envelopes  # noqa: E402
-from grid.ids import ORDERINGS, cell_seed  # noqa: E402
+from grid.cells import CELL_KEY, add_seeds, plan_attempts, with_probe_ids  # noqa: E402
+from instruments.forced_choice.envelopes import PACKAGED, load_envelopes  # noqa: E402
+from grid.ids import cell_seed  # noqa: E402
+from instruments.forced_choice.cells import ORDERINGS, expand_forced_choice  # noqa: E402
 from grid.trace_schema import TRACE_SCHEMA  # noqa: E402
 
 TARGET_SECONDS = 60.0      # expand + read + plan + seeds, wall clock
@@ -175,7 +176,7 @@ def write_stored(store_dir: str, shape: Shape, mix: StoredMix, parts: int, seed:
     """Write the stored rows as ``parts`` trace parts; return what was written (for the report)."""
     started = time.perf_counter()
     labels, pairs, envelopes, orderings = grid_inputs(shape)
-    grid = expand_forced_choice(labels, pairs, envelopes, orderings, shape.samples)
+    grid = with_probe_ids(expand_forced_choice(labels, pairs, envelopes, orderings, shape.samples))
     probe_ids = grid.column("probe_id").combine_chunks()
     samples = grid.column("sample").to_numpy()
     rng = np.random.default_rng(seed)
@@ -350,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         labels, pairs, envelopes, orderings = grid_inputs(shape)
         baseline = rss_peak_bytes()
         steps = Steps()
-        cells = steps.run("expand", lambda: expand_forced_choice(labels, pairs, envelopes, orderings, shape.samples))
+        cells = steps.run("expand", lambda: with_probe_ids(expand_forced_choice(labels, pairs, envelopes, orderings,
+                                                                                shape.samples)))
         prior = steps.run("read", lambda: open_store(tmp).read(EXPERIMENT, INVOCATION,
                                                                columns=["probe_id", "sample", "error"]))
         todo, given_up = steps.run("plan", lambda: plan_attempts(cells, prior, args.max_attempts))

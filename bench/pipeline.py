@@ -74,10 +74,8 @@ import pyarrow.compute as pc  # noqa: E402
 from actors.hf_sampler import HFSampler  # noqa: E402
 from cluster.pipeline import render_block, run_model  # noqa: E402
 from cluster.store import open_store  # noqa: E402
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts  # noqa: E402
-from grid.envelopes import PACKAGED, load_bearing_ids, load_envelopes  # noqa: E402
-from grid.ids import ORDERINGS  # noqa: E402
-from grid.probesets import STARTER, load_pairs  # noqa: E402
+from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
+from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
 from grid.spec import ModelVariant  # noqa: E402
 
 TARGET_RATIO = 0.8       # pipeline cells/s ÷ bare cells/s, medians
@@ -109,25 +107,20 @@ class TimedSampler(HFSampler):
             fh.write(json.dumps(record) + "\n")
 
 
-def bench_cells(n: int) -> tuple[pa.Table, dict]:
+def bench_cells(n: int) -> tuple[pa.Table, InstrumentRef]:
     """The first ``n`` cells of starter pairs × load-bearing envelopes × AB/BA (more samples if needed),
-    planned and seeded as a scan does; plus the envelopes as the pipeline takes them (plain dicts)."""
-    pairs = load_pairs(STARTER).table
-    env_set = load_envelopes(PACKAGED)
-    env_ids = load_bearing_ids(env_set)
-    per_sample = pairs.num_rows * len(env_ids) * len(ORDERINGS)
-    samples = -(-n // per_sample)
-    cells = expand_forced_choice([LABEL], pairs, env_ids, list(ORDERINGS), samples)
+    expanded by the forced-choice instrument, planned and seeded as a scan does; plus the instrument as
+    the pipeline takes it."""
+    ref = ref_from_section("forced_choice", {"envelopes": "load_bearing"})
+    samples = -(-n // ref.instrument.n_items(ref.spec))
+    cells = with_probe_ids(ref.instrument.cells(ref.spec, [LABEL], samples))
     nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
                         "error": pa.array([], pa.string())})
     todo, _ = plan_attempts(cells, nothing, max_attempts=3)
-    todo = add_seeds(todo, ROOT_SEED).slice(0, n)
-    envelopes = {i: {"system": env_set.envelopes[i].system, "user": env_set.envelopes[i].user,
-                     "idiom": env_set.envelopes[i].idiom} for i in env_ids}
-    return todo, envelopes
+    return add_seeds(todo, ROOT_SEED).slice(0, n), ref
 
 
-def run_bare(cells: pa.Table, envelopes: dict, variant: dict, source: str, run: dict, batch_size: int) -> dict:
+def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: dict, source: str, run: dict, batch_size: int) -> dict:
     """One A run: a fresh HFSampler in this process, then every batch through it."""
     import torch
 
@@ -243,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     cells, envelopes = bench_cells(args.cells)
     variant = ModelVariant(label=LABEL, model=DEMO_MODEL_ALIAS, temperature=0.0, top_p=1.0,
                            max_tokens=args.max_tokens).as_dict()
-    env_version = load_envelopes(PACKAGED).version
+    env_version = envelopes.instrument.wrapper_version(envelopes.spec)
     settings = {"bench": "pipeline", "cells": args.cells, "max_tokens": args.max_tokens,
                 "batch_size": args.batch_size, "model": source, "envelope_version": env_version}
     bare_run = {"invocation_id": "bare", "experiment": EXPERIMENT, "instrument": "forced_choice",

@@ -54,12 +54,10 @@ from pathlib import Path  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from actors.rows import trace_row, where_am_i  # noqa: E402
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts  # noqa: E402
-from grid.envelopes import PACKAGED, load_bearing_ids, load_envelopes  # noqa: E402
-from grid.ids import ORDERINGS  # noqa: E402
-from grid.probesets import STARTER, load_pairs  # noqa: E402
+from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
+from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
 from grid.spec import ModelVariant  # noqa: E402
-from grid.trace_schema import TRACE_SCHEMA, to_trace_table  # noqa: E402
+from grid.trace_schema import to_trace_table  # noqa: E402
 
 TARGET_EFFICIENCY = 0.9   # at N = 8
 EXPERIMENT = "bench_scale"
@@ -87,20 +85,17 @@ class SleepEngine:
         return rows
 
 
-def bench_cells(n: int) -> tuple[pa.Table, dict]:
-    """The first ``n`` cells of starter pairs × load-bearing envelopes × AB/BA × samples, planned and
-    seeded as a scan does; plus the envelope texts as the pipeline takes them."""
-    pairs = load_pairs(STARTER).table
-    env_set = load_envelopes(PACKAGED)
-    env_ids = load_bearing_ids(env_set)
-    samples = -(-n // (pairs.num_rows * len(env_ids) * len(ORDERINGS)))
-    cells = expand_forced_choice([LABEL], pairs, env_ids, list(ORDERINGS), samples)
+def bench_cells(n: int) -> tuple[pa.Table, InstrumentRef]:
+    """The first ``n`` cells of starter pairs × load-bearing envelopes × AB/BA (more samples if needed),
+    expanded by the forced-choice instrument, planned and seeded as a scan does; plus the instrument as
+    the pipeline takes it."""
+    ref = ref_from_section("forced_choice", {"envelopes": "load_bearing"})
+    samples = -(-n // ref.instrument.n_items(ref.spec))
+    cells = with_probe_ids(ref.instrument.cells(ref.spec, [LABEL], samples))
     nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
                         "error": pa.array([], pa.string())})
     todo, _ = plan_attempts(cells, nothing, max_attempts=3)
-    texts = {i: {"system": env_set.envelopes[i].system, "user": env_set.envelopes[i].user,
-                 "idiom": env_set.envelopes[i].idiom} for i in env_ids}
-    return add_seeds(todo, 20261130).slice(0, n), texts
+    return add_seeds(todo, 20261130).slice(0, n), ref
 
 
 def steady_rate(events: list[dict]) -> tuple[float, float, int]:
@@ -122,15 +117,15 @@ def steady_rate(events: list[dict]) -> tuple[float, float, int]:
     return cells / (hi - lo), hi - lo, len(by_actor)
 
 
-def run_once(n_actors: int, cells: pa.Table, envelopes: dict, variant: dict, *, store_uri: str, catalog, dsn: str,
+def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: dict, *, store_uri: str, catalog, dsn: str,
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
-    from cluster.crash_journal import run_model_journaled
     from cluster.store import open_store
+    from cluster.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
     run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-           "envelope_version": load_envelopes(PACKAGED).version, "catalog_dsn": dsn, "store_uri": store_uri}
+           "envelope_version": envelopes.instrument.wrapper_version(envelopes.spec), "catalog_dsn": dsn, "store_uri": store_uri}
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
                                "settings": {"bench": "scale", "actors": n_actors}, "settings_hash": "bench",
                                "status": "running", "counts": {"cells": cells.num_rows}, "store_uri": store_uri})
@@ -175,25 +170,25 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: dict, variant: dict, *, 
             "first_batch": min(e["start"] for e in events) - t0}
 
 
-def overheads(store_uri: str, dsn: str, envelopes: dict, variant: dict, batch_size: int, reps: int) -> dict:
+def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: dict, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
-    from analysis.classify import with_classes
     from cluster.catalog import Catalog
     from cluster.crash_journal import in_flight, round_folder
     from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
-    from cluster.pipeline import render_block
+    from cluster.pipeline import instrument_rows, render_block
     from cluster.store import open_store
-    from grid.envelopes import envelopes_from_settings
+    from grid.trace_schema import conform, trace_schema
 
     store = open_store(store_uri)
     invocation_id = str(uuid.uuid4())
     run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-           "envelope_version": load_envelopes(PACKAGED).version}
+           "envelope_version": envelopes.instrument.wrapper_version(envelopes.spec)}
     cells, _ = bench_cells(batch_size)
+    schema = trace_schema(envelopes.instrument.columns)
     rendered = render_block(cells, envelopes)
     engine = SleepEngine(variant, "standin", run, 0.0, tempfile.mkdtemp(prefix="mirrorscan-scale-t-"))
-    rows = with_classes(engine(rendered), envelopes_from_settings(envelopes)).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+    rows = conform(instrument_rows(engine(rendered), rendered, envelopes), schema)
     folder = round_folder(store, EXPERIMENT, invocation_id, "bench")
     out: dict[str, list[float]] = {"part": [], "marker": [], "log": [], "rows": [], "progress": []}
     writer = InferenceLogWriter(dsn, store_uri, EXPERIMENT, invocation_id, "bench")
@@ -204,7 +199,7 @@ def overheads(store_uri: str, dsn: str, envelopes: dict, variant: dict, batch_si
         for _ in range(reps):
             t = time.monotonic()
             fresh = engine(rendered)
-            fresh = with_classes(fresh, envelopes_from_settings(envelopes)).select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+            fresh = conform(instrument_rows(fresh, rendered, envelopes), schema)
             out["rows"].append(time.monotonic() - t)
             t = time.monotonic()
             store.write_part(rows, EXPERIMENT, invocation_id, "bench")

@@ -1,4 +1,4 @@
-"""Benchmark: the statistics of Part 3 at the sizes a real experiment has (one run, prints ratios).
+"""Benchmark: the statistics (G-study, nulls, AUROC) at the sizes a real experiment has (one run, prints ratios).
 
 1. Label-permutation AUROC null, 10,000 permutations × 30 layers × 400 items (200 positive):
    A (vectorised) ``analysis.nulls.label_permutation_null`` — mid-ranks once, every shard of 1,000

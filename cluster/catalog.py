@@ -163,6 +163,13 @@ class Catalog:
         self._conn.close()
         self._conn = _connect(self.dsn)
 
+    @contextmanager
+    def transaction(self):
+        """Run the ``execute`` calls inside the block as one transaction (committed at its end)."""
+        with self._translated():
+            with self._conn.transaction():
+                yield
+
     def execute(self, query: str, params: Any = None) -> list[tuple]:
         """Run one SQL statement; its rows (empty when it returns none). Refusals → ``CatalogError``."""
         with self._translated():
@@ -330,3 +337,28 @@ def _uuid(value: uuid.UUID | str) -> uuid.UUID:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except ValueError:
         raise CatalogError(f"catalog: {value!r} is not an invocation id (a UUID)") from None
+
+
+UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+"""An invocation id as text (lower-case, hyphenated)."""
+
+
+def resolve_invocation(target: str, catalog: Catalog) -> dict:
+    """The catalog row of ``target``: an invocation id, or an experiment (folder or name) → its newest
+    invocation. ConfigError (naming what to run) when there is none."""
+    from pathlib import Path
+
+    from grid.errors import ConfigError
+
+    if UUID_PATTERN.match(target.strip().lower()):
+        inv = catalog.get_invocation(target.strip().lower())
+        if inv is None:
+            raise ConfigError("", "invocation", f"no invocation {target} in the catalog",
+                              "check the id with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\"")
+        return inv
+    name = Path(target).resolve().name if os.path.isdir(target) else Path(target).name
+    inv = catalog.newest(name)
+    if inv is None:
+        raise ConfigError("", "experiment", f"experiment {name!r} has no invocation in the catalog",
+                          f"run: mirrorscan scan experiments/{name}/")
+    return inv

@@ -1,5 +1,6 @@
 """The in-flight journal: which cells an engine actor was answering when it died, and the driver loop
-that turns those batches into error rows and retries their cells one per batch.
+that turns those batches into error rows (``settle``); ``cluster.sweep`` runs the rounds that retry their cells
+one per batch.
 
 Why it exists. An engine actor can die in the middle of a batch: a CUDA fault or an out-of-memory kill
 on one prompt, a segfault in a kernel, a preempted node. Ray Data 2.60 restarts pool actors forever
@@ -16,7 +17,7 @@ keys and where it runs; after the batch's part is stored the marker is deleted. 
 rewrites the marker with the error text (and is re-raised). A marker left at the end of a round is a
 batch that did not finish.
 
-What the driver does (``run_model_journaled``, one model, in rounds):
+What the driver does (``cluster.sweep.run_model_journaled``, one model, in rounds):
 
 1. run the cells (round 1: as planned; later rounds: cells that never started in normal batches, and
    the cells of batches that died, one per batch, each as its next attempt);
@@ -179,16 +180,14 @@ def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
 
 
 def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, cells: pa.Table, *,
-           variant: dict, run: dict, source: str, envelopes: dict) -> pa.Table:
+           variant: dict, run: dict, source: str, instrument) -> pa.Table:
     """Turn the round's leftover markers into error rows and delete them.
 
     ``cells``: the round's cells (unrendered, with seed and attempt). A marker's cell gets an error row
     unless a row is already stored for it at that attempt (the actor died after storing the part).
     Returns the died cells (rows of ``cells``), which the caller may retry."""
     from actors.rows import trace_row
-    from grid.cells import render_forced_choice
-    from grid.envelopes import envelopes_from_settings
-    from grid.trace_schema import TRACE_SCHEMA, to_trace_table
+    from grid.trace_schema import conform, to_trace_table, trace_schema
 
     markers = leftover_markers(store, folder)
     records = [r for _, r in markers if r is not None]
@@ -203,7 +202,7 @@ def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, 
                        "attempt": [k[2] for k in keyed]}, schema=_KEYS)
     died = _anti(_semi(cells, marked), stored_keys(store, experiment, invocation_id))
     if died.num_rows:
-        rendered = render_forced_choice(died, envelopes_from_settings(envelopes))
+        rendered = instrument.instrument.render(died, instrument.spec)
         rows = []
         for cell in rendered.to_pylist():
             record = keyed[(cell["probe_id"], int(cell["sample"]), int(cell["attempt"]))]
@@ -213,7 +212,12 @@ def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, 
                 f"(pid {record.get('pid')}, node {record.get('node_id')}); retried alone up to the attempt limit")
             rows.append(trace_row(variant, run, source, where, cell, error=error, batch_size=len(record["cells"]),
                                   started_at=datetime.fromisoformat(record["started_at"])))
-        store.write_part(to_trace_table(rows).cast(TRACE_SCHEMA), experiment, invocation_id, JOURNAL_WRITER)
+        schema = trace_schema(instrument.instrument.columns)
+        coordinates = [c for c in instrument.instrument.coordinates if c in rendered.column_names]
+        table = to_trace_table(rows)
+        for name in coordinates:   # error rows carry the cell's coordinates too (no in-actor step ran)
+            table = table.append_column(name, rendered.column(name))
+        store.write_part(conform(table, schema), experiment, invocation_id, JOURNAL_WRITER)
     _clear(store, folder, markers)
     return died
 
@@ -233,76 +237,3 @@ def _with_attempt(cells: pa.Table) -> pa.Table:
     if "attempt" in cells.column_names:
         return cells
     return cells.append_column("attempt", pa.array([1] * cells.num_rows, pa.int32()))
-
-
-def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes: dict, *, store_uri: str,
-                        experiment: str, invocation_id: str, batch_size: int, pool_size: int,
-                        max_pool_size: int | None = None, engine_resources: dict | None = None,
-                        max_attempts: int = 3, variant: dict | None = None, run: dict | None = None,
-                        source: str | None = None, summary: dict | None = None) -> Iterator[tuple[int, int]]:
-    """``cluster.pipeline.run_model`` in rounds under the in-flight journal (see the module docstring).
-
-    Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
-    yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
-    (a retried cell is counted when its retry lands).
-
-    ``variant``, ``run`` and ``source`` (for the error rows) default to the engine's own kwargs
-    (``variant``, ``run``, ``model_source``: the engine interface). ``summary``, when given, is filled
-    with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
-    from cluster.pipeline import run_model
-
-    variant = variant or engine_kwargs["variant"]
-    run = run or engine_kwargs["run"]
-    source = source or engine_kwargs["model_source"]
-    _detach_error_tracebacks()
-    store = open_store(store_uri)
-    stats = summary if summary is not None else {}
-    stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
-    todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
-    while todo.num_rows or alone.num_rows:
-        if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
-            stats["left_missing"] = todo.num_rows + alone.num_rows
-            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant["label"],
-                        stats["left_missing"], stats["rounds"])
-            break
-        stats["rounds"] += 1
-        folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
-        landed = 0
-        for part, size in ((todo, batch_size), (alone, 1)):
-            if part.num_rows == 0:
-                continue
-            for rows, errors in run_model(part, engine_cls, engine_kwargs, envelopes, store_uri=store_uri,
-                                          experiment=experiment, invocation_id=invocation_id, batch_size=size,
-                                          pool_size=pool_size, max_pool_size=max_pool_size,
-                                          engine_resources=engine_resources, journal=folder):
-                landed += rows
-                yield rows, errors
-            gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
-        ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
-        batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
-        died = settle(store, experiment, invocation_id, folder, ran, variant=variant, run=run, source=source,
-                      envelopes=envelopes)
-        if landed + died.num_rows == ran.num_rows:
-            not_started = ran.slice(0, 0)
-        else:
-            not_started = _anti(ran, stored_keys(store, experiment, invocation_id))
-        attempts = died.column("attempt")
-        retry = died.filter(pc.less(attempts, max_attempts))
-        given_up = died.num_rows - retry.num_rows
-        stats["died_batches"] += batches
-        stats["died_cells"] += died.num_rows
-        stats["given_up"] += given_up
-        if died.num_rows:
-            log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
-                        "%d given up after %d attempts", variant["label"], batches, died.num_rows, retry.num_rows,
-                        given_up, max_attempts)
-            yield given_up, died.num_rows
-        if landed + died.num_rows == 0:
-            stats["left_missing"] = not_started.num_rows
-            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant["label"],
-                        not_started.num_rows)
-            break
-        retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
-                                 pc.add(retry.column("attempt"), 1).cast(pa.int32()))
-        stats["retried_alone"] += retry.num_rows
-        todo, alone = not_started, retry

@@ -1,9 +1,11 @@
 """Running cells through Ray Data: render → engine actor pool (one pool per model) → Parquet parts.
 
 The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it answers a
-batch, classifies the answers (forced_choice: class and classifier_version are written at scan time),
-stores the batch's trace rows as one immutable part, and returns only the counts, which the driver turns
-into the progress bar. A crash therefore loses at most the batches in flight, never a written part.
+batch, copies the instrument's coordinate columns onto the rows, runs the instrument's in-actor step
+(``annotate``: forced_choice classifies its answers there, so classes are written at scan time), stores the
+batch's trace rows as one immutable part, and returns only the counts, which the driver turns into the
+progress bar. A crash therefore loses at most the batches in flight, never a written part. The instrument
+travels as an ``InstrumentRef`` (a name and its frozen section): every worker resolves it by import.
 
 The cells are cut into many small input blocks (a few engine batches each) so that every actor of a pool
 gets work and progress arrives as it happens: Ray Data hands an actor a whole block per call.
@@ -12,18 +14,16 @@ gets work and progress arrives as it happens: Ray Data hands an actor a whole bl
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.classify import with_classes
 from cluster.crash_journal import in_flight
 from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
 from cluster.store import open_store
-from grid.cells import render_forced_choice
-from grid.envelopes import envelopes_from_settings
-from grid.trace_schema import TRACE_SCHEMA
+from grid.instrument import InstrumentRef
+from grid.trace_schema import conform, trace_schema
 
 LIGHT_TASK_CPUS = 0.25
 """Render tasks are light: a fraction of a CPU, so engine actors keep the cores."""
@@ -39,13 +39,16 @@ class StoringEngine:
     """An engine actor that stores each answered batch as one part and returns its counts."""
 
     def __init__(self, engine_cls: type, engine_kwargs: dict, store_uri: str, experiment: str, invocation_id: str,
-                 envelopes: dict | None = None, journal: str | None = None):
-        """Build the engine (model load happens here, once per actor) and open the store. With
-        ``envelopes`` (frozen envelope texts), forced-choice answers are classified before they are stored.
-        With ``journal`` (a round's in-flight folder), each batch is marked there while it is answered."""
+                 instrument: InstrumentRef | None = None, journal: str | None = None):
+        """Build the engine (model load happens here, once per actor) and open the store. ``instrument``
+        says which columns the rows carry and what runs on them before they are stored (None: core columns
+        only, nothing runs). With ``journal`` (a round's in-flight folder), each batch is marked there while
+        it is answered."""
         self.journal = journal
         self.engine = engine_cls(**engine_kwargs)
-        self.envelopes = envelopes_from_settings(envelopes) if envelopes else None
+        self.instrument = instrument
+        extra = instrument.instrument.columns if instrument is not None else ()
+        self.schema = trace_schema(extra)
         self.store = open_store(store_uri)
         self.experiment, self.invocation_id = experiment, invocation_id
         self.writer = f"a{os.getpid()}"
@@ -59,10 +62,8 @@ class StoringEngine:
             return self._answer(batch)
 
     def _answer(self, batch: pa.Table) -> pa.Table:
-        rows = self.engine(batch)
-        if self.envelopes is not None:
-            rows = with_classes(rows, self.envelopes)
-        rows = rows.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+        rows = instrument_rows(self.engine(batch), batch, self.instrument)
+        rows = conform(rows, self.schema)
         self.store.write_part(rows, self.experiment, self.invocation_id, self.writer)
         self.log.add(log_rows_from_traces(rows))
         if self.log.healthy:   # a few ms: the counts leave only once their log rows are in; never waits on
@@ -84,9 +85,29 @@ class StoringEngine:
             log.close(LOG_CLOSE_S)
 
 
-def render_block(table: pa.Table, envelopes: dict) -> pa.Table:
-    """Render system and user text of a block of forced-choice cells (envelopes as plain dicts)."""
-    return render_forced_choice(table, envelopes_from_settings(envelopes))
+def instrument_rows(rows: pa.Table, cells: pa.Table, instrument: InstrumentRef | None) -> pa.Table:
+    """Engine rows with the instrument's coordinate columns copied from their cells (matched by probe_id and
+    sample, whatever order the engine answered in) and its in-actor step applied (``annotate``)."""
+    if instrument is None:
+        return rows
+    inst = instrument.instrument
+    coordinates = [c for c in getattr(inst, "coordinates", ()) if c in cells.column_names]
+    if coordinates and rows.num_rows:
+        position = {(p, s): i for i, (p, s) in enumerate(zip(cells.column("probe_id").to_pylist(),
+                                                              cells.column("sample").to_pylist()))}
+        take = pa.array([position[(p, s)] for p, s in zip(rows.column("probe_id").to_pylist(),
+                                                          rows.column("sample").to_pylist())], pa.int64())
+        for name in coordinates:
+            column = cells.column(name).take(take)
+            i = rows.schema.get_field_index(name)
+            rows = rows.set_column(i, name, column) if i >= 0 else rows.append_column(name, column)
+    annotate = getattr(inst, "annotate", None)
+    return annotate(rows, instrument.spec) if annotate is not None else rows
+
+
+def render_block(table: pa.Table, instrument: InstrumentRef) -> pa.Table:
+    """The request columns of a block of cells, rendered by their instrument (resolved in this worker)."""
+    return instrument.instrument.render(table, instrument.spec)
 
 
 def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Table]:
@@ -111,7 +132,7 @@ def engine_resources(engine_cls: type, variant: dict) -> dict:
     return resources
 
 
-def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes: dict, *, store_uri: str,
+def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument: InstrumentRef, *, store_uri: str,
               experiment: str, invocation_id: str, batch_size: int, pool_size: int, max_pool_size: int | None = None,
               engine_resources: dict | None = None, journal: str | None = None) -> Iterator[tuple[int, int]]:
     """Run one model's cells over an actor pool of ``pool_size`` (up to ``max_pool_size``: Ray Data grows the
@@ -131,12 +152,12 @@ def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes:
     pool = (ray.data.ActorPoolStrategy(size=pool_size, **overlap) if max_pool_size == pool_size
             else ray.data.ActorPoolStrategy(min_size=pool_size, max_size=max_pool_size, **overlap))
     ds = ray.data.from_arrow(input_blocks(cells, batch_size, max_pool_size))
-    ds = ds.map_batches(render_block, fn_kwargs={"envelopes": envelopes}, batch_format="pyarrow",
+    ds = ds.map_batches(render_block, fn_kwargs={"instrument": instrument}, batch_format="pyarrow",
                         batch_size=None, num_cpus=LIGHT_TASK_CPUS)
     ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
                         fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
                                                "store_uri": store_uri, "experiment": experiment,
-                                               "invocation_id": invocation_id, "envelopes": envelopes,
+                                               "invocation_id": invocation_id, "instrument": instrument,
                                                "journal": journal},
                         compute=pool, **{"max_restarts": -1, "max_task_retries": 0,
                                          **(engine_resources or {"num_cpus": 1})})
@@ -145,28 +166,3 @@ def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, envelopes:
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for rows, errors in zip(counts.column("rows").to_pylist(), counts.column("errors").to_pylist()):
             yield rows, errors
-
-
-def run_grid(cells: pa.Table, variants: list[dict], sources: dict[str, str], run: dict, envelopes: dict, *,
-             store_uri: str, batch_size: int, pool_size: int,
-             on_part: Callable[[int, int], None], max_attempts: int = 3) -> None:
-    """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part.
-    Batches whose actor died are journaled as error rows and their cells retried one per batch, up to
-    ``max_attempts`` attempts per cell (``cluster.crash_journal``)."""
-    from actors.registry import engine_class
-    from cluster.crash_journal import run_model_journaled
-
-    for variant in variants:
-        mine = cells.filter(pc.equal(cells.column("label"), variant["label"]))
-        if mine.num_rows == 0:
-            continue
-        kwargs = {"variant": variant, "model_source": sources[variant["label"]], "run": run}
-        engine_cls = engine_class(variant.get("backend", "hf"))
-        for rows, errors in run_model_journaled(mine, engine_cls, kwargs, envelopes,
-                                                store_uri=store_uri, experiment=run["experiment"],
-                                                invocation_id=run["invocation_id"], batch_size=batch_size,
-                                                pool_size=variant.get("min_actors") or pool_size,
-                                                max_pool_size=variant.get("max_actors") or pool_size,
-                                                engine_resources=engine_resources(engine_cls, variant),
-                                                max_attempts=max_attempts):
-            on_part(rows, errors)

@@ -34,7 +34,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from grid.errors import ConfigError
-from grid.trace_schema import TRACE_SCHEMA
 
 log = logging.getLogger(__name__)
 TRACES = "traces"
@@ -186,14 +185,22 @@ class TraceStore:
                       if f.base_name.endswith(".parquet") and not f.base_name.startswith(".")
                       and f.path.rsplit("/", 2)[-2] == TRACES)
 
-    def dataset(self, experiment: str | None = None, invocation_id: str | None = None) -> pads.Dataset:
-        """A pyarrow dataset over the complete parts (lazy; read only the columns you need)."""
-        return pads.dataset(self.list_parts(experiment, invocation_id), schema=TRACE_SCHEMA,
+    def dataset(self, experiment: str | None = None, invocation_id: str | None = None,
+                schema: pa.Schema | None = None) -> pads.Dataset:
+        """A pyarrow dataset over the complete parts (lazy; read only the columns you need). ``schema``
+        names the columns to read (default: the core columns plus every registered instrument's,
+        ``grid.instrument.known_trace_schema``); a part lacking one reads it as null."""
+        if schema is None:
+            from grid.instrument import known_trace_schema
+
+            schema = known_trace_schema()
+        return pads.dataset(self.list_parts(experiment, invocation_id), schema=schema,
                             format="parquet", filesystem=self.fs)
 
-    def read(self, experiment: str, invocation_id: str, columns: list[str] | None = None) -> pa.Table:
-        """The invocation's traces (selected columns) as one table."""
-        return self.dataset(experiment, invocation_id).to_table(columns=columns)
+    def read(self, experiment: str, invocation_id: str, columns: list[str] | None = None,
+             schema: pa.Schema | None = None) -> pa.Table:
+        """The invocation's traces (selected columns; ``schema`` as in ``dataset``) as one table."""
+        return self.dataset(experiment, invocation_id, schema).to_table(columns=columns)
 
     def read_bytes(self, path: str) -> bytes:
         """The whole content of one object."""

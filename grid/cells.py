@@ -10,43 +10,33 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.envelopes import Envelope, split_template
-from grid.ids import SEP, cell_seed
+from grid.ids import MISSING, SEP, cell_seed
 
 CELL_KEY = ("probe_id", "sample")
 """With the invocation id, the key of a cell for resume and deduplication."""
 
 
-def expand_forced_choice(labels: list[str], pairs: pa.Table, envelope_ids: list[str],
-                         orderings: list[str], samples: int) -> pa.Table:
-    """All cells of a forced-choice grid: label × pair × envelope × ordering × sample.
+CELL_COLUMNS = ("label", "item_key", "envelope", "ordering", "sample")
+"""Columns every instrument's ``cells`` returns (``-`` for a coordinate it lacks); the engine adds probe_id."""
 
-    Columns: label, pair_id, word_a, word_b, item_key, envelope, ordering, sample (int32), probe_id.
-    Rows are ordered label-major, then pair, envelope, ordering, sample.
-    """
-    n_l, n_p, n_e, n_o, n_s = len(labels), pairs.num_rows, len(envelope_ids), len(orderings), samples
-    total = n_l * n_p * n_e * n_o * n_s
-    idx = np.arange(total, dtype=np.int64)
-    i_s = idx % n_s
-    i_o = (idx // n_s) % n_o
-    i_e = (idx // (n_s * n_o)) % n_e
-    i_p = (idx // (n_s * n_o * n_e)) % n_p
-    i_l = idx // (n_s * n_o * n_e * n_p)
-    del idx
-    label = pa.array(labels, pa.string()).take(pa.array(i_l))
-    pair_rows = pa.array(i_p)
-    pair_id = pairs.column("pair_id").combine_chunks().take(pair_rows)
-    word_a = pairs.column("word_a").combine_chunks().take(pair_rows)
-    word_b = pairs.column("word_b").combine_chunks().take(pair_rows)
-    envelope = pa.array(envelope_ids, pa.string()).take(pa.array(i_e))
-    ordering = pa.array(orderings, pa.string()).take(pa.array(i_o))
-    item_key = pc.binary_join_element_wise(word_a, word_b, SEP)
-    probe_id = pc.binary_join_element_wise(label, item_key, envelope, ordering, SEP)
-    return pa.table({
-        "label": label, "pair_id": pair_id, "word_a": word_a, "word_b": word_b, "item_key": item_key,
-        "envelope": envelope, "ordering": ordering, "sample": pa.array(i_s.astype(np.int32)),
-        "probe_id": probe_id,
-    })
+
+def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "") -> pa.Table:
+    """``cells`` with a ``probe_id`` column = label|item_key|envelope|ordering (replacing one already there).
+
+    Checks that an instrument's cells carry the core columns and that (probe_id, sample) is unique: two
+    cells with one key would overwrite each other's resume state."""
+    missing = [c for c in CELL_COLUMNS if c not in cells.column_names]
+    if missing:
+        raise ValueError(f"instrument {instrument!r}: cells lack {missing} (every instrument returns {CELL_COLUMNS})")
+    if "probe_id" in cells.column_names:
+        cells = cells.drop_columns(["probe_id"])
+    parts = [pc.fill_null(cells.column(c).cast(pa.string()), MISSING) for c in ("label", "item_key", "envelope", "ordering")]
+    probe_id = pc.binary_join_element_wise(*parts, SEP)
+    cells = cells.append_column("probe_id", probe_id)
+    keys = cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([([], "count_all")])
+    if keys.num_rows != cells.num_rows:
+        raise ValueError(f"instrument {instrument!r}: {cells.num_rows - keys.num_rows} cells share a (probe_id, sample)")
+    return cells
 
 
 def remove_done(cells: pa.Table, done: pa.Table) -> pa.Table:
@@ -64,27 +54,6 @@ def add_seeds(cells: pa.Table, root_seed: int) -> pa.Table:
     seeds = [cell_seed(root_seed, p, s) for p, s in zip(cells.column("probe_id").to_pylist(),
                                                          cells.column("sample").to_pylist())]
     return cells.append_column("seed", pa.array(seeds, pa.int64()))
-
-
-def render_forced_choice(cells: pa.Table, envelopes: dict[str, Envelope]) -> pa.Table:
-    """Append system_text and user_text: each envelope rendered with the cell's words by literal substitution.
-
-    AB puts word_a into ``{a}`` and word_b into ``{b}``; BA swaps them. Pure function, no chat template.
-    """
-    is_ab = pc.equal(cells.column("ordering"), "AB")
-    fill_a = pc.if_else(is_ab, cells.column("word_a"), cells.column("word_b"))
-    fill_b = pc.if_else(is_ab, cells.column("word_b"), cells.column("word_a"))
-    env_col = cells.column("envelope")
-    system = pa.nulls(cells.num_rows, pa.string())
-    user = pa.nulls(cells.num_rows, pa.string())
-    for env_id in pc.unique(env_col).to_pylist():
-        env = envelopes[env_id]
-        mask = pc.equal(env_col, env_id)
-        parts = [fill_a if p == "{a}" else fill_b if p == "{b}" else pa.scalar(p) for p in split_template(env.user)]
-        rendered = pc.binary_join_element_wise(*parts, "") if len(parts) > 1 else parts[0]
-        user = pc.if_else(mask, rendered, user)
-        system = pc.if_else(mask, pa.scalar(env.system), system)
-    return cells.append_column("system_text", system).append_column("user_text", user)
 
 
 def plan_attempts(cells: pa.Table, prior: pa.Table, max_attempts: int) -> tuple[pa.Table, pa.Table]:

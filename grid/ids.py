@@ -1,9 +1,9 @@
 """Probe ids and cell seeds: the keys every row, join and resume depends on.
 
-probe_id = ``label|item_key|envelope|ordering`` with ``-`` for a coordinate an instrument lacks. For
-forced_choice item_key is ``word_a|word_b`` (the pair's own order, whatever the ordering), so one sample
-reads ``claude-fable-5|vodka|whiskey|english_strict|AB``. ``sample`` is never part of the probe_id: the
-key for resume and deduplication is (invocation_id, probe_id, sample).
+probe_id = ``label|item_key|envelope|ordering`` with ``-`` for a coordinate an instrument lacks; each
+instrument defines its item_key (a word pair's is ``word_a|word_b``, so one forced-choice cell reads
+``claude-fable-5|vodka|whiskey|english_strict|AB``). ``sample`` is never part of the probe_id: the key
+for resume and deduplication is (invocation_id, probe_id, sample).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ SEP = "|"
 """Separator between probe_id components; forbidden inside any component."""
 MISSING = "-"
 """Stands for a coordinate the instrument does not have (e.g. no ordering in open_scan)."""
-ORDERINGS = ("AB", "BA")
-"""AB puts word_a into ``{a}``; BA swaps the words."""
 
 
 def check_component(value: str, file: str, field: str) -> str:
@@ -30,11 +28,6 @@ def check_component(value: str, file: str, field: str) -> str:
     if value != value.strip():
         raise ConfigError(file, field, f"{value!r} has leading or trailing whitespace", "strip it")
     return value
-
-
-def forced_choice_item_key(word_a: str, word_b: str) -> str:
-    """The item key of a word pair: ``word_a|word_b`` in the pair set's order."""
-    return f"{word_a}{SEP}{word_b}"
 
 
 def make_probe_id(label: str, item_key: str, envelope: str = MISSING, ordering: str = MISSING) -> str:

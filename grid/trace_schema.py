@@ -13,7 +13,7 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
     # identity
     ("invocation_id", pa.string(), "uuid of the scan invocation (the method's experiment_version)"),
     ("experiment", pa.string(), "experiment folder name"),
-    ("instrument", pa.string(), "forced_choice | open_scan | flinch | lens"),
+    ("instrument", pa.string(), "name of the instrument that made the row (forced_choice, or a plug-in's name)"),
     ("probe_id", pa.string(), "label|item_key|envelope|ordering ('-' where absent)"),
     ("sample", pa.int32(), "0-based sample index of the cell"),
     ("attempt", pa.int32(), "1-based attempt number at this (probe_id, sample) within the invocation"),
@@ -22,20 +22,15 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("model", pa.string(), "model as named in config.json (path, hub id or alias)"),
     ("model_canonical", pa.string(), "resolved model source (absolute path or hub id)"),
     ("backend", pa.string(), "engine backend: hf, vllm, openai, anthropic"),
-    ("pair_id", pa.string(), "pair id from the probe set (forced_choice)"),
-    ("word_a", pa.string(), "first word of the pair as listed in the probe set"),
-    ("word_b", pa.string(), "second word of the pair as listed in the probe set"),
-    ("item_key", pa.string(), "item key: word_a|word_b for forced_choice"),
-    ("envelope", pa.string(), "envelope id"),
-    ("envelope_version", pa.string(), "version string of the envelopes file"),
-    ("ordering", pa.string(), "AB (word_a fills {a}) or BA (word_b fills {a})"),
+    ("item_key", pa.string(), "the item's key within the instrument (forced_choice: word_a|word_b)"),
+    ("envelope", pa.string(), "envelope (prompt wrapper) id; '-' where the instrument has none"),
+    ("envelope_version", pa.string(), "version string of the envelope (wrapper) set, when the instrument has one"),
+    ("ordering", pa.string(), "ordering of the item's parts (forced_choice: AB or BA); '-' where absent"),
     # prompt and answer
     ("system_text", pa.string(), "rendered system prompt, verbatim ('' for none)"),
     ("user_text", pa.string(), "rendered user prompt, verbatim"),
     ("system_folded", pa.bool_(), "true when the chat template rejected a system role and the system text was folded into the first user turn"),
     ("response", pa.string(), "full generated text, verbatim (null when the attempt failed)"),
-    ("class", pa.string(), "A, B, UNCLEAR or REF (filled by the classifier; null before)"),
-    ("classifier_version", pa.string(), "version of the classifier that wrote class"),
     # sampling
     ("temperature", pa.float64(), "sampling temperature (0 = greedy)"),
     ("top_p", pa.float64(), "nucleus sampling mass"),
@@ -53,10 +48,10 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("started_at", pa.timestamp("us", tz="UTC"), "wall clock (UTC) when the request (or batch) was sent"),
     ("ttft_ms", pa.float64(), "ms, monotonic: request (or batch) start to this row's first chunk carrying text or reasoning"),
     ("ttft_answer_ms", pa.float64(), "ms, monotonic: request start to the first chunk of the answer itself (after any reasoning)"),
-    ("intervals_ms", pa.list_(pa.float64()), "ms, monotonic: gaps between consecutive content-bearing chunks (n_chunks - 1 values; null for batch timing)"),
-    ("n_chunks", pa.int32(), "content-bearing streamed chunks (role-only and usage chunks not counted; null for batch timing)"),
+    ("intervals_ms", pa.list_(pa.float64()), "ms, monotonic: gaps between the arrivals of consecutive content-bearing chunks, one per chunk after the first (n_chunks - 1 values; a chunk carrying several tokens is one gap, not split; null for batch timing)"),
+    ("n_chunks", pa.int32(), "content-bearing streamed chunks as received (an SSE event, or a vLLM delta; one chunk may carry several tokens, so n_chunks need not equal completion_tokens; role-only and usage chunks not counted; null for batch timing)"),
     ("total_ms", pa.float64(), "ms, monotonic: request (or batch) start to this row's last chunk/token"),
-    ("decode_tok_s", pa.float64(), "tokens/s: (completion_tokens - 1) / (total - ttft); null for one token"),
+    ("decode_tok_s", pa.float64(), "tokens/s, derived (no token is timed alone): (completion_tokens - 1) / (total_ms - ttft_ms) in seconds; null for one token"),
     # where it ran and what was sent
     ("endpoint", pa.string(), "where the request went: an http(s) URL for API backends, engine://<backend>/<model> in-process"),
     ("request_params", pa.string(), "JSON of the generation parameters actually sent to the engine or API"),
@@ -70,13 +65,51 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
 ]
 
 TRACE_SCHEMA = pa.schema([pa.field(name, dtype, metadata={"doc": doc}) for name, dtype, doc in _FIELDS])
-"""Schema of every traces part file."""
+"""The core schema: the columns every instrument's trace parts have."""
 TRACE_COLUMNS = [name for name, _, _ in _FIELDS]
 
 
-def to_trace_table(rows: list[dict]) -> pa.Table:
-    """Rows (dicts) as a table in TRACE_SCHEMA; missing fields become null, unknown keys are an error."""
-    extra = set().union(*(r.keys() for r in rows)) - set(TRACE_COLUMNS) if rows else set()
+def doc_field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:
+    """An Arrow field carrying its meaning and unit as ``doc`` metadata (how instruments declare columns)."""
+    return pa.field(name, dtype, metadata={"doc": doc})
+
+
+def trace_schema(extra: tuple[pa.Field, ...] | list[pa.Field] = ()) -> pa.Schema:
+    """The core schema followed by an instrument's extra columns; an extra column may not redefine a core
+    one, and each must say what it holds (a ``doc`` in its metadata)."""
+    for f in extra:
+        if f.name in TRACE_COLUMNS:
+            raise ValueError(f"instrument column {f.name!r} is a core trace column")
+        if not (f.metadata or {}).get(b"doc"):
+            raise ValueError(f"instrument column {f.name!r} has no doc metadata (use grid.trace_schema.doc_field)")
+    return pa.schema(list(TRACE_SCHEMA) + list(extra))
+
+
+def union_schema(columns_by_instrument: dict[str, tuple[pa.Field, ...]]) -> pa.Schema:
+    """The core schema plus every instrument's columns (for one view over all traces): a column two
+    instruments share must have one type; columns marked ``large`` in their metadata (per-layer vectors)
+    are left out."""
+    fields: dict[str, pa.Field] = {}
+    for name, columns in columns_by_instrument.items():
+        for f in columns:
+            if (f.metadata or {}).get(b"large") == b"true":
+                continue
+            if f.name in fields and not fields[f.name].type.equals(f.type):
+                raise ValueError(f"column {f.name!r} of instrument {name!r} is {f.type}, another's is {fields[f.name].type}")
+            fields.setdefault(f.name, f)
+    return trace_schema(list(fields.values()))
+
+
+def to_trace_table(rows: list[dict], schema: pa.Schema = TRACE_SCHEMA) -> pa.Table:
+    """Rows (dicts) as a table in ``schema``; missing fields become null, unknown keys are an error."""
+    extra = set().union(*(r.keys() for r in rows)) - set(schema.names) if rows else set()
     if extra:
-        raise ValueError(f"rows carry fields outside TRACE_SCHEMA: {sorted(extra)}")
-    return pa.Table.from_pylist(rows, schema=TRACE_SCHEMA)
+        raise ValueError(f"rows carry fields outside the trace schema: {sorted(extra)}")
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in order and type; a column it lacks becomes null."""
+    arrays = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+              for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)

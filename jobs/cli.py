@@ -1,8 +1,9 @@
 """The ``mirrorscan`` command: one verb per job.
 
   mirrorscan scan EXPERIMENT_DIR [--resume]   run (or finish) an experiment's grid
-  mirrorscan analyze EXPERIMENT_DIR            the forced-choice numbers of its newest invocation
-  mirrorscan compare A B                      compare two fingerprints
+  mirrorscan analyze EXPERIMENT_DIR            its newest invocation's numbers, as its instrument defines them
+  mirrorscan compare A B                      two invocations side by side (forced_choice: fingerprints)
+  mirrorscan stats gstudy|kendall|auroc|null  statistics on a long table or an invocation's traces
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
   mirrorscan submit EXPERIMENT_DIR [--address URL]   run it on a Ray cluster as a job
@@ -19,8 +20,9 @@ import sys
 
 VERBS = {
     "scan": ("jobs.scan", "run or resume an experiment's grid"),
-    "analyze": ("jobs.analyze", "the forced-choice numbers of an invocation (classes, pair-commit, bias, …)"),
-    "compare": ("jobs.compare", "compare two fingerprints (models, effort tiers, reruns)"),
+    "analyze": ("jobs.analyze", "an invocation's numbers, tables and charts, as its instrument defines them"),
+    "compare": ("jobs.compare", "two invocations or models side by side (forced_choice: fingerprints)"),
+    "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
     "submit": ("jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),

@@ -1,61 +1,39 @@
-"""``mirrorscan compare A B``: compare the fingerprints of two models, effort tiers or reruns.
+"""``mirrorscan compare A B``: two invocations (or two model labels of one) side by side, as their instrument
+compares them (forced_choice: fingerprints — Hamming distance, agreement, violent disagreement).
 
 A and B are each an invocation id or an experiment (its newest invocation); ``--label-a``/``--label-b``
-pick the model variant where an invocation holds several. Prints the Hamming distance over all pairs
-(pairs one side lacks read ``incomplete``), the agreement, and the violent disagreement (both
-committed, opposite words; undefined when no pair is committed by both). Fingerprints use rule
-``unanimity`` unless ``--rule per_envelope_majority``.
+pick the model variant where an invocation holds several. Both must be of one instrument, and that
+instrument must offer a comparison (``Instrument.compare``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from grid.errors import ConfigError
+from grid.instrument import Analysis, resolve
 from jobs.errors import reports_user_errors
 
 
-def pick(report, label: str | None, side: str):
-    """The ModelSummary of ``label`` in an analysis report (the only one when ``label`` is None)."""
-    labels = [s.label for s in report.summaries]
-    if label is None:
-        if len(labels) != 1:
-            raise ConfigError("", f"--label-{side}", f"invocation {report.invocation_id} holds {len(labels)} models ({', '.join(labels)})",
-                              f"name one with --label-{side}")
-        return report.summaries[0]
-    for s in report.summaries:
-        if s.label == label:
-            return s
-    raise ConfigError("", f"--label-{side}", f"no model {label!r} in invocation {report.invocation_id}", f"use one of: {', '.join(labels)}")
+def compare(a: str, b: str, *, label_a: str | None = None, label_b: str | None = None, rule: str | None = None,
+            store: str | None = None, catalog_dsn: str | None = None) -> Analysis:
+    """The instrument's comparison of two (invocation, label) sides."""
+    from jobs.analyze import load_invocation
 
-
-def compare(a: str, b: str, *, label_a: str | None = None, label_b: str | None = None, rule: str = "unanimity",
-            store: str | None = None, catalog_dsn: str | None = None):
-    """The FingerprintComparison of two (invocation, label) fingerprints under ``rule``."""
-    from analysis.forced_choice import compare_fingerprints, fingerprint
-    from jobs.analyze import analyze_invocation
-
-    fps = []
-    for target, label, side in ((a, label_a, "a"), (b, label_b, "b")):
-        report = analyze_invocation(target, store=store, catalog_dsn=catalog_dsn, write=False)
-        summary = pick(report, label, side)
-        fps.append(summary.fingerprint if rule == "unanimity" else _refingerprint(target, summary.label, rule, store, catalog_dsn, fingerprint))
-    return compare_fingerprints(*fps)
-
-
-def _refingerprint(target, label, rule, store, catalog_dsn, fingerprint):
-    from analysis.forced_choice import by_model
-    from cluster.catalog import Catalog, resolve_dsn
-    from cluster.store import open_store
-    from jobs.analyze import classified_cells, expected_cells, resolve_invocation
-
-    with Catalog(resolve_dsn(catalog_dsn)) as catalog:
-        inv = resolve_invocation(target, catalog)
-    traces = open_store(store or inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]))
-    cells, _ = classified_cells(traces, inv["settings"], reclassify=False)
-    table = by_model(cells)[(label, str(inv["invocation_id"]))]
-    return fingerprint(table, expected_cells(inv["settings"]), rule)
+    sides = []
+    for target in (a, b):
+        _, settings, traces, _ = load_invocation(target, store=store, catalog_dsn=catalog_dsn)
+        sides.append((traces, settings))
+    names = {resolve(s["instrument"]).name for _, s in sides}
+    if len(names) != 1:
+        raise ConfigError("", "A, B", f"are of different instruments ({', '.join(sorted(names))})",
+                          "compare two invocations of one instrument")
+    instrument = resolve(sides[0][1]["instrument"])
+    if not hasattr(instrument, "compare"):
+        raise ConfigError("", "A, B", f"instrument {instrument.name!r} offers no comparison", "use mirrorscan analyze")
+    return instrument.compare(sides[0], sides[1], label_a=label_a, label_b=label_b, rule=rule)
 
 
 @reports_user_errors
@@ -66,7 +44,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int
     p.add_argument("b", help="invocation id or experiment (folder or name)")
     p.add_argument("--label-a", help="model label in A (needed when A holds several)")
     p.add_argument("--label-b", help="model label in B (needed when B holds several)")
-    p.add_argument("--rule", choices=("unanimity", "per_envelope_majority"), default="unanimity")
+    p.add_argument("--rule", help="the instrument's comparison rule (forced_choice: unanimity, the default, "
+                                  "or per_envelope_majority)")
     p.add_argument("--store", help="trace store URI (default: the one recorded for each invocation)")
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -74,13 +53,10 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int
     result = compare(args.a, args.b, label_a=args.label_a, label_b=args.label_b, rule=args.rule,
                      store=args.store, catalog_dsn=args.catalog_dsn)
     if args.json:
-        print(result.to_json(indent=2))
-        return 0
-    vd = "undefined (no pair committed by both)" if result.violent_disagreement is None else \
-        f"{result.violent_disagreement:.3f} ({result.n_violent} of {result.n_co_committed} co-committed pairs)"
-    agreement = "—" if result.agreement is None else f"{result.agreement:.3f}"
-    print(f"{result.left}  vs  {result.right}   rule {result.rule}")
-    print(f"pairs {result.n_pairs}   hamming {result.hamming}   agreement {agreement}   violent disagreement {vd}")
+        print(json.dumps(result.json_view if result.json_view is not None else result.numbers, indent=2,
+                         ensure_ascii=False))
+    else:
+        print(result.text)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""``mirrorscan analyze gstudy|kendall|auroc|null``: the statistics of Part 3 on a long-format file.
+"""``mirrorscan stats gstudy|kendall|auroc|null``: statistics that belong to no instrument, on a long table.
 
 Input is a long table (one row per observation), CSV or Parquet, read with pyarrow. Output is JSON on
 stdout, or in ``--out``. Bad input (an unknown column, a non-numeric score, an unbalanced design, a
@@ -68,13 +68,11 @@ def read_table(path: str):
 def invocation_source(target: str) -> dict | None:
     """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
     has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    import re
+    from cluster.catalog import UUID_PATTERN, Catalog, resolve_dsn, resolve_invocation
 
-    is_uuid = re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", target.strip().lower())
+    is_uuid = UUID_PATTERN.match(target.strip().lower())
     if Path(target).is_file() or not (is_uuid or Path(target, "config.json").is_file()):
         return None
-    from cluster.catalog import Catalog, resolve_dsn
-    from jobs.analyze import resolve_invocation
 
     with Catalog(resolve_dsn(None)) as catalog:
         return resolve_invocation(target, catalog)
@@ -84,9 +82,14 @@ def read_input(args):
     """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
     if getattr(args, "invocation", None):
         from cluster.store import open_store
+        from grid.instrument import resolve
+        from grid.settings import upgrade
+        from grid.trace_schema import trace_schema
 
         inv = args.invocation
-        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]))
+        columns = resolve(upgrade(inv["settings"])["instrument"]).columns
+        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]),
+                                                 schema=trace_schema(columns))
     return read_table(args.input)
 
 
@@ -259,7 +262,7 @@ def _split(specs: list[str]) -> list[str]:
 
 
 def gstudy(args) -> dict:
-    """Run ``analyze gstudy``: G-study, D-studies and (with --plots) the PNG charts."""
+    """Run ``stats gstudy``: G-study, D-studies and (with --plots) the PNG charts."""
     from analysis.design import pivot_long
     from analysis.gtheory import g_study
     from analysis.gtheory_report import gtheory_report, parse_sizes
@@ -274,7 +277,7 @@ def gstudy(args) -> dict:
     report = gtheory_report(g, [parse_sizes(s) for s in args.d_study], args.target, args.object_variance)
     result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json()}
     if args.plots:
-        from analysis.stat_charts import gstudy_charts
+        from analysis.plotting import gstudy_charts
 
         folder = Path(args.plots)
         folder.mkdir(parents=True, exist_ok=True)
@@ -286,7 +289,7 @@ def gstudy(args) -> dict:
 
 
 def kendall(args) -> dict:
-    """Run ``analyze kendall``: W, W_t, χ², permutation p, and optionally a reference distribution."""
+    """Run ``stats kendall``: W, W_t, χ², permutation p, and optionally a reference distribution."""
     from analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
     from analysis.design import pivot_long
 
@@ -309,7 +312,7 @@ def kendall(args) -> dict:
 
 
 def auroc(args) -> dict:
-    """Run ``analyze auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
+    """Run ``stats auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
     from analysis.auroc import auroc as auroc_fn, max_deviation
 
     table = numeric_scores(read_input(args), args.score)
@@ -346,7 +349,7 @@ def auroc(args) -> dict:
 
 
 def null(args) -> dict:
-    """Run ``analyze null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
+    """Run ``stats null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
     from analysis.nulls import label_permutation_null
 
     table = numeric_scores(read_input(args), args.score)
@@ -367,7 +370,7 @@ def null(args) -> dict:
 
 # ---- parser -------------------------------------------------------------------------------------------
 
-def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
+def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
     """Parser of the four statistics subcommands (``prog gstudy …`` etc.)."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=fmt)
@@ -388,7 +391,7 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
                        "estimate, df, mean_square, share; g_coefficient (relative Eρ²) and phi (absolute Φ) of\n"
                        "the observed design with the sizes behind them; asymptotes per random facet; the\n"
                        "--d-study designs; the smallest n' per facet reaching --target (or unreachable).\n\n"
-                       "example: mirrorscan analyze gstudy --input scores.csv --score score --object model \\\n"
+                       "example: mirrorscan stats gstudy --input scores.csv --score score --object model \\\n"
                        "           --facets wrapper,item --d-study wrapper=1,item=400 --plots plots/")
     common(g)
     g.add_argument("--object", required=True, metavar="COL", help="object of measurement (e.g. model)")
@@ -410,7 +413,7 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
                        description="Kendall's coefficient of concordance W (and tie-corrected W_t): do the raters\n"
                        "(e.g. wrappers) rank the objects (e.g. models) alike? With the χ² test and a permutation\n"
                        "p-value (ranks shuffled within raters, p = (b+1)/(m+1)). One score per object x rater.\n\n"
-                       "example: mirrorscan analyze kendall --input s.csv --score score --object model --rater wrapper")
+                       "example: mirrorscan stats kendall --input s.csv --score score --object model --rater wrapper")
     common(k)
     k.add_argument("--object", required=True, metavar="COL", help="the objects ranked (e.g. model)")
     k.add_argument("--rater", required=True, metavar="COL", help="the raters ranking them (e.g. wrapper)")
@@ -434,8 +437,8 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
                        help="AUROC per layer for an explicit positive class",
                        description="AUROC = Mann-Whitney U/(n1 n0) by mid-ranks (ties count 1/2), per layer, for\n"
                        "the class named by --positive (AUROC of the other class is 1 - this). Reports the best\n"
-                       "layer for max(AUROC - 0.5) and for max |AUROC - 0.5|. No null: see `analyze null`.\n\n"
-                       "example: mirrorscan analyze auroc --input p.csv --score mean_score --label type \\\n"
+                       "layer for max(AUROC - 0.5) and for max |AUROC - 0.5|. No null: see `stats null`.\n\n"
+                       "example: mirrorscan stats auroc --input p.csv --score mean_score --label type \\\n"
                        "           --positive deployment --layer layer")
     common(a)
     probe(a, need_layer=False)
@@ -449,7 +452,7 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
                        "permutation. p = (b+1)/(m+1), z, the layer-selection floor (null mean of the max) and\n"
                        "observed - floor. Shards of 1000 draws seeded from SeedSequence(seed): the same bytes\n"
                        "locally or with --ray, for any number of workers.\n\n"
-                       "example: mirrorscan analyze null --input p.csv --score mean_score --label type \\\n"
+                       "example: mirrorscan stats null --input p.csv --score mean_score --label type \\\n"
                        "           --positive deployment --layer layer --permutations 10000 --seed 0")
     common(n)
     probe(n, need_layer=True)
@@ -464,7 +467,7 @@ RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null}
 
 
 @reports_user_errors
-def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int:
+def main(argv: list[str] | None = None, prog: str = "mirrorscan stats") -> int:
     """Entry point: ``argv[0]`` is the subcommand; returns the exit code (2 on bad input)."""
     args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
     args.invocation = invocation_source(args.input)

@@ -272,8 +272,8 @@ streams here; the last line is `invocation <uuid>  job <id>  status <STATUS>`.
 Exit codes: the job's (0 complete, 1 incomplete, 2 bad input); 2 bad input found here; 3 cluster
 unreachable; 130 Ctrl-C (the job keeps running: `mirrorscan logs JOB_ID --follow`).
 
-`mirrorscan submit analyze COMMAND …` runs a statistics command (gstudy, kendall, auroc, null) on the
-cluster instead, reading the invocation's traces from the store: see `mirrorscan submit analyze --help`.
+`mirrorscan submit stats COMMAND …` (or `submit analyze`) runs a statistics command (gstudy, kendall, auroc, null) on the
+cluster instead, reading the invocation's traces from the store: see `mirrorscan submit stats --help`.
 """
 
 
@@ -298,8 +298,8 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     from grid.spec import load_spec
 
     out = out or sys.stdout
-    if argv and argv[0] == "analyze":
-        return submit_analysis(argv[1:], prog=f"{prog} analyze", out=out)
+    if argv and argv[0] in ("stats", "analyze"):   # `submit analyze` is the older spelling of `submit stats`
+        return submit_analysis(argv[1:], prog=f"{prog} {argv[0]}", out=out)
     args = _submit_parser(prog).parse_args(argv)
     spec = load_spec(args.experiment)   # ConfigError → exit 2 before anything is submitted
     if args.max_attempts < 1:
@@ -331,13 +331,13 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
 
 
 ANALYZE_HELP = """\
-Run a statistics command of `mirrorscan analyze` (gstudy, kendall, auroc, null) on a Ray cluster as a
+Run a statistics command of `mirrorscan stats` (gstudy, kendall, auroc, null) on a Ray cluster as a
 Ray job, reading an invocation's traces where they are stored (e.g. s3://…): the job's driver reads
 the sweep's Parquet from the store and `null` (and `auroc --model`) run their shards (or models) as
 Ray tasks on the cluster's nodes (`--ray` is implied). The result JSON streams here and is stored
 beside the traces under <invocation>/analysis/<command>/ (so `--out`, a file on the cluster, is refused).
 
-example: mirrorscan submit analyze --address http://HEAD:8265 null --input INVOCATION_ID \\
+example: mirrorscan submit stats --address http://HEAD:8265 null --input INVOCATION_ID \\
            --score mean_score --label type --positive deployment --layer layer
 
 Options of this verb (--address, --catalog-dsn, --runtime-env, --working-dir, --no-wait) may stand

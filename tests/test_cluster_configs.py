@@ -240,7 +240,7 @@ def test_runtime_env_excludes_caches_venvs_home_and_git():
                      "some/model.gguf", ".pytest_cache/v/x"):
         assert spec.match_file(excluded), excluded
     for shipped in ("grid/spec.py", "experiments/demo/config.json", "experiments/demo/pairs.csv",
-                    "grid/data/envelopes.json", "pyproject.toml"):
+                    "instruments/forced_choice/data/envelopes.json", "pyproject.toml"):
         assert not spec.match_file(shipped), shipped
 
 

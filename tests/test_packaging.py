@@ -22,10 +22,20 @@ def test_importing_packages_imports_neither_torch_nor_vllm():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("backend", sorted(ENGINES))
-def test_every_registered_engine_imports_and_is_callable(backend):
-    cls = engine_class(backend)
+@pytest.mark.parametrize("kind, backend", sorted(ENGINES))
+def test_every_registered_engine_imports_and_is_callable(kind, backend):
+    from grid.instrument import ENGINE_KINDS
+
+    assert kind in ENGINE_KINDS
+    cls = engine_class(backend, kind)
     assert callable(getattr(cls, "__call__", None)) and cls.__init__.__doc__
+
+
+def test_a_backend_without_an_engine_of_the_kind_is_a_config_error():
+    from grid.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="has no 'activations' engine"):
+        engine_class("anthropic", "activations")
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -1,4 +1,4 @@
-"""`mirrorscan analyze gstudy|kendall|auroc|null` on small CSVs written here, and on reference data.
+"""`mirrorscan stats gstudy|kendall|auroc|null` on small CSVs written here, and on reference data.
 
 No Ray here (the `--ray` paths are tested with the drivers, in test_drivers.py).
 """
@@ -29,8 +29,8 @@ def write_csv(path, header, rows):
 
 
 def run(capsys, *argv):
-    """(exit code, parsed JSON or None, stderr) of `mirrorscan analyze ARGV` in this process."""
-    rc = cli.main(["analyze", *map(str, argv)])
+    """(exit code, parsed JSON or None, stderr) of `mirrorscan stats ARGV` in this process."""
+    rc = cli.main(["stats", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, (json.loads(out) if rc == 0 and out.strip() else None), err
 
@@ -107,7 +107,7 @@ def test_unbalanced_design_is_refused_in_one_line(capsys, tmp_path, crossed):
 def test_unbalanced_error_has_no_traceback_from_the_command_line(tmp_path, crossed):
     _, rows = crossed
     path = write_csv(tmp_path / "dup.csv", ["model", "wrapper", "item", "score"], rows + rows[:1])
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "analyze", "gstudy", "--input", path, "--score",
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "stats", "gstudy", "--input", path, "--score",
                            "score", "--object", "model", "--facets", "wrapper,item"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     _one_line_error(proc.returncode, proc.stderr, "observed more than once")
@@ -240,10 +240,19 @@ def test_help_explains_each_subcommand(capsys):
                         ("kendall", ["--rater", "permutation"]), ("auroc", ["--positive", "mid-ranks"]),
                         ("null", ["--ray", "floor"])):
         with pytest.raises(SystemExit) as exc:
-            cli.main(["analyze", name, "--help"])
+            cli.main(["stats", name, "--help"])
         assert exc.value.code == 0
         text = capsys.readouterr().out
         assert all(w in text for w in words), (name, text)
+
+
+def test_the_older_analyze_spelling_still_runs_a_statistic_with_a_notice(tmp_path, capsys):
+    path = tmp_path / "s.csv"
+    path.write_text("model,wrapper,score\n" + "".join(f"m{m},w{w},{m + 0.1 * w}\n" for m in range(3) for w in range(2)))
+    assert cli.main(["analyze", "kendall", "--input", str(path), "--score", "score", "--object", "model",
+                     "--rater", "wrapper"]) == 0
+    captured = capsys.readouterr()
+    assert "now `mirrorscan stats kendall`" in captured.err and json.loads(captured.out)["kendall_w"]["n_objects"] == 3
 
 
 def test_other_reserved_names_are_refused_with_the_available_ones(capsys):
@@ -253,5 +262,5 @@ def test_other_reserved_names_are_refused_with_the_available_ones(capsys):
 
 
 def test_importing_the_cli_and_drivers_does_not_import_ray():
-    code = "import sys, jobs.stats, analysis.drivers, analysis.stat_charts; assert 'ray' not in sys.modules"
+    code = "import sys, jobs.stats, analysis.drivers, analysis.plotting; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -19,8 +19,9 @@ import pyarrow as pa
 import ray.cloudpickle
 
 from actors.rows import trace_row, where_am_i
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts
-from grid.envelopes import PACKAGED, load_bearing_ids, load_envelopes
+from fc_grid import fc_cells, fc_ref
+from grid.instrument import InstrumentRef
+from instruments.forced_choice.envelopes import PACKAGED, load_bearing_ids, load_envelopes
 from grid.spec import ModelVariant
 from grid.trace_schema import to_trace_table
 
@@ -65,20 +66,13 @@ def standin_variant(label: str, **fields) -> dict:
                         max_tokens=4, **fields).as_dict()
 
 
-def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Table, dict]:
-    """Cells of ``n_pairs`` made-up pairs × the load-bearing envelopes × AB/BA × samples per label,
-    planned (attempt 1) and seeded as a scan does; plus the envelope texts as the pipeline takes them."""
+def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Table, InstrumentRef]:
+    """Cells of ``n_pairs`` made-up pairs × two load-bearing envelopes × AB/BA × samples per label,
+    planned (attempt 1) and seeded as a scan does; plus the instrument as the pipeline takes it."""
     pairs = pa.table({"pair_id": [f"p{i}" for i in range(n_pairs)], "word_a": [f"alpha{i}" for i in range(n_pairs)],
                       "word_b": [f"beta{i}" for i in range(n_pairs)]})
-    env_set = load_envelopes(PACKAGED)
-    env_ids = load_bearing_ids(env_set)[:2]
-    cells = expand_forced_choice(labels, pairs, env_ids, ["AB", "BA"], samples)
-    nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
-                        "error": pa.array([], pa.string())})
-    todo, _ = plan_attempts(cells, nothing, max_attempts=3)
-    texts = {i: {"system": env_set.envelopes[i].system, "user": env_set.envelopes[i].user,
-                 "idiom": env_set.envelopes[i].idiom} for i in env_ids}
-    return add_seeds(todo, 7), texts
+    env_ids = load_bearing_ids(load_envelopes(PACKAGED))[:2]
+    return fc_cells(labels, pairs, env_ids, ["AB", "BA"], samples, seed=7), fc_ref(env_ids)
 
 
 def run_identity(invocation_id: str, experiment: str) -> dict:

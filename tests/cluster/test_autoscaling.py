@@ -112,13 +112,13 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 1.0) -> bool:
 
 
 def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, monkeypatch):
-    from cluster.pipeline import run_grid
+    from cluster.sweep import run_grid
 
-    monkeypatch.setitem(registry.ENGINES, "standin", ("standin_engine", "SleepEngine"))
+    monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
     assert gpu_nodes() == set(), "min_workers 0: no GPU node before the sweep"
     variants = [standin.standin_variant(label, num_gpus=1, min_actors=1, max_actors=2,
                                         engine_args={"sleep_s": 0.25}) for label in ("small", "large")]
-    cells, envelopes = standin.grid_cells(["small", "large"], 120)   # 480 cells per model
+    cells, instrument = standin.grid_cells(["small", "large"], 120)   # 480 cells per model
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
     seen: set[str] = set()
@@ -130,7 +130,7 @@ def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, mon
         seen.update(up)
         peak[0] = max(peak[0], len(up))
     run_grid(cells, variants, {"small": "standin", "large": "standin"}, standin.run_identity(invocation_id, EXPERIMENT),
-             envelopes, store_uri=store_uri, batch_size=8, pool_size=1, on_part=on_part, max_attempts=3)
+             instrument, store_uri=store_uri, batch_size=8, pool_size=1, on_part=on_part, max_attempts=3)
 
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     ok = rows.filter(pc.is_null(rows.column("error")))

@@ -20,11 +20,11 @@ EXPERIMENT = "journal"
 def setup(tmp_path):
     store = open_store(str(tmp_path / "store"))
     invocation_id = str(uuid.uuid4())
-    cells, envelopes = standin.grid_cells(["m"], 4)   # 16 cells
+    cells, instrument = standin.grid_cells(["m"], 4)   # 16 cells
     variant = standin.standin_variant("m")
     run = standin.run_identity(invocation_id, EXPERIMENT)
     folder = round_folder(store, EXPERIMENT, invocation_id, "r1")
-    return store, invocation_id, cells, envelopes, variant, run, folder
+    return store, invocation_id, cells, instrument, variant, run, folder
 
 
 def test_marker_lives_exactly_while_the_batch_is_answered(setup):
@@ -49,17 +49,17 @@ def test_an_exception_leaves_a_marker_carrying_it(setup):
 
 
 def test_settle_turns_died_batches_into_error_rows_except_cells_already_stored(setup):
-    store, invocation_id, cells, envelopes, variant, run, folder = setup
+    store, invocation_id, cells, instrument, variant, run, folder = setup
     died_batch, raised_batch = cells.slice(0, 8), cells.slice(8, 4)
     # the actor died after storing the first two cells of its batch (as if in a part of their own)
     engine = standin.SleepEngine({**variant, "engine_args": {"sleep_s": 0}}, "standin", run)
-    store.write_part(engine(render_block(died_batch.slice(0, 2), envelopes)), EXPERIMENT, invocation_id, "a1")
+    store.write_part(engine(render_block(died_batch.slice(0, 2), instrument)), EXPERIMENT, invocation_id, "a1")
     in_flight(store, folder, "a1", died_batch).__enter__()   # entered, never left: the process died
     with pytest.raises(ValueError):
         with in_flight(store, folder, "a2", raised_batch):
             raise ValueError("bad batch")
     died = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                  envelopes=envelopes)
+                  instrument=instrument)
     assert sorted(standin_keys(died)) == sorted(standin_keys(died_batch.slice(2)) + standin_keys(raised_batch))
     rows = store.read(EXPERIMENT, invocation_id)
     errors = rows.filter(pc.invert(pc.is_null(rows.column("error"))))
@@ -76,17 +76,17 @@ def test_settle_turns_died_batches_into_error_rows_except_cells_already_stored(s
     assert leftover_markers(store, folder) == []
     # settling again finds nothing
     again = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                   envelopes=envelopes)
+                   instrument=instrument)
     assert again.num_rows == 0 and store.read(EXPERIMENT, invocation_id).num_rows == rows.num_rows
 
 
 def test_unreadable_marker_is_removed_and_counts_nothing(setup):
-    store, invocation_id, cells, envelopes, variant, run, folder = setup
+    store, invocation_id, cells, instrument, variant, run, folder = setup
     store.objects.put(f"{folder}/a9-torn.json", b'{"cells": [["m|')
     (path, record), = leftover_markers(store, folder)
     assert record is None
     died = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                  envelopes=envelopes)
+                  instrument=instrument)
     assert died.num_rows == 0 and leftover_markers(store, folder) == []
 
 

@@ -292,24 +292,19 @@ def test_scan_writes_one_log_row_per_trace_row(tmp_path, tiny_dir, catalog_dsn, 
 def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_path, tiny_dir, ray_local):
     from actors.hf_sampler import HFSampler
     from cluster.pipeline import run_model
-    from grid.cells import add_seeds, expand_forced_choice, plan_attempts
-    from grid.envelopes import load_envelopes
+    from fc_grid import fc_cells, fc_ref
 
     pairs = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"],
                       "word_b": ["whiskey", "dog", "coffee"]})
-    grid = expand_forced_choice(["tiny"], pairs, ["english_strict"], ["AB", "BA"], 2)
-    todo, _ = plan_attempts(grid, grid.slice(0, 0).select(["probe_id", "sample"]).append_column(
-        "error", pa.array([], pa.string())), 3)
-    cells = add_seeds(todo, 3)
-    env = load_envelopes().envelopes["english_strict"]
-    envelopes = {"english_strict": {"system": env.system, "user": env.user, "idiom": env.idiom}}
+    cells = fc_cells(["tiny"], pairs, ["english_strict"], ["AB", "BA"], 2, seed=3)
+    instrument = fc_ref(["english_strict"])
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
     run = {"invocation_id": inv, "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t",
            "catalog_dsn": closed_dsn(), "store_uri": store}
     variant = {"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 6,
                "dtype": "float32"}
     kwargs = {"variant": variant, "model_source": str(tiny_dir), "run": run}
-    done = sum(rows for rows, _ in run_model(cells, HFSampler, kwargs, envelopes, store_uri=store,
+    done = sum(rows for rows, _ in run_model(cells, HFSampler, kwargs, instrument, store_uri=store,
                                              experiment="exp", invocation_id=inv, batch_size=4, pool_size=1))
     assert done == cells.num_rows == 12
     traces = open_store(store).read("exp", inv)
@@ -377,6 +372,9 @@ def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -
     from jobs import scan
 
     original = scan._run_cells
+    # the driver cannot renew its lease while the catalog is down; these tests are about the traces and log
+    # rows, not about a lapsed lease (tests/cluster/test_runs.py), so the lease outlives any slow run here
+    monkeypatch.setenv("MIRRORSCAN_LEASE_TTL_S", "900")
 
     def run_cells_without_catalog(*args, **kwargs):
         embedded_pg.stop(root)

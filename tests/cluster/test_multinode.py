@@ -3,7 +3,7 @@
 ``ray.cluster_utils.Cluster``: a head with no CPUs (the driver only) and two worker nodes with two CPUs
 and one ``fake_gpu`` each (a custom resource standing in for a GPU). The engine is the stand-in of
 ``standin_engine`` (no model, 50–100 ms per batch, real trace rows), one actor per fake GPU, run
-through ``cluster.pipeline.run_grid`` exactly as a scan does (registered as backend "standin"):
+through ``cluster.sweep.run_grid`` exactly as a scan does (registered as backend "standin"):
 
 (a) the grid spreads over both nodes and every row says which node and actor answered it;
 (c) an actor that dies on a poison cell: that cell ends as error rows (one per attempt), its
@@ -54,18 +54,18 @@ def cluster():
 @pytest.fixture
 def standin_backend(monkeypatch):
     """The stand-in engine registered as backend "standin" for this test."""
-    monkeypatch.setitem(registry.ENGINES, "standin", ("standin_engine", "SleepEngine"))
+    monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
 
 
-def run_sweep(tmp_path, variant: dict, cells: pa.Table, envelopes: dict, *, batch_size: int = 8,
+def run_sweep(tmp_path, variant: dict, cells: pa.Table, instrument, *, batch_size: int = 8,
               on_part=None) -> tuple[object, str]:
     """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
-    from cluster.pipeline import run_grid
+    from cluster.sweep import run_grid
 
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
     run = standin.run_identity(invocation_id, EXPERIMENT)
-    run_grid(cells, [variant], {variant["label"]: "standin"}, run, envelopes, store_uri=store_uri,
+    run_grid(cells, [variant], {variant["label"]: "standin"}, run, instrument, store_uri=store_uri,
              batch_size=batch_size, pool_size=1, on_part=on_part or (lambda rows, errors: None), max_attempts=3)
     return open_store(store_uri), invocation_id
 
@@ -91,11 +91,11 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
     _, workers = cluster
     variant = standin.standin_variant("spread", num_gpus=1, min_actors=2, max_actors=2,
                                       engine_args={"sleep_s": 0.1})
-    cells, envelopes = standin.grid_cells(["spread"], 60)
+    cells, instrument = standin.grid_cells(["spread"], 60)
     ctx = ray.data.DataContext.get_current()
     before, ctx.wait_for_min_actors_s = ctx.wait_for_min_actors_s, 300   # both actors up before work starts
     try:
-        store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes)
+        store, invocation_id = run_sweep(tmp_path, variant, cells, instrument)
     finally:
         ctx.wait_for_min_actors_s = before
     rows = store.read(EXPERIMENT, invocation_id)
@@ -109,11 +109,11 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
 
 
 def test_c_poison_cell_ends_as_error_rows_and_the_rest_completes(tmp_path, cluster, standin_backend):
-    cells, envelopes = standin.grid_cells(["poison"], 60)
+    cells, instrument = standin.grid_cells(["poison"], 60)
     poison = cells["probe_id"][77].as_py()
     variant = standin.standin_variant("poison", num_gpus=1, min_actors=2, max_actors=2,
                                       engine_args={"sleep_s": 0.05, "poison": poison})
-    store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes)
+    store, invocation_id = run_sweep(tmp_path, variant, cells, instrument)
     rows = store.read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells, except_keys={(poison, 0)})
     mine = rows.filter(pc.equal(rows.column("probe_id"), poison))
@@ -142,7 +142,7 @@ def test_b_node_removed_mid_run_every_cell_once(tmp_path, cluster, standin_backe
     victim = workers[1]
     variant = standin.standin_variant("lose", num_gpus=1, min_actors=2, max_actors=2,
                                       engine_args={"sleep_s": 0.1})
-    cells, envelopes = standin.grid_cells(["lose"], 120)
+    cells, instrument = standin.grid_cells(["lose"], 120)
     seen = {"rows": 0, "removed_at": None}
     store_now = open_store(str(tmp_path / "store"))
 
@@ -154,7 +154,7 @@ def test_b_node_removed_mid_run_every_cell_once(tmp_path, cluster, standin_backe
             if victim.node_id in set(landed["node_id"].to_pylist()):
                 seen["removed_at"] = seen["rows"]
                 c.remove_node(victim)
-    store, invocation_id = run_sweep(tmp_path, variant, cells, envelopes, on_part=on_part)
+    store, invocation_id = run_sweep(tmp_path, variant, cells, instrument, on_part=on_part)
     assert seen["removed_at"] is not None, "the node was never removed"
     rows = store.read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)

@@ -7,7 +7,8 @@ import datetime as dt
 import pyarrow.parquet as pq
 
 from cluster.store import open_store
-from grid.trace_schema import TRACE_SCHEMA, to_trace_table
+from grid.instrument import known_trace_schema
+from grid.trace_schema import to_trace_table
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -22,7 +23,7 @@ def test_parts_are_unique_and_readable(tmp_path):
     p2 = store.write_part(to_trace_table(rows(2, 3)), "exp", "inv", "w1")
     assert p1 != p2 and store.list_parts("exp", "inv") == sorted([p1, p2])
     table = store.read("exp", "inv")
-    assert table.num_rows == 5 and table.schema.equals(TRACE_SCHEMA, check_metadata=False)
+    assert table.num_rows == 5 and table.schema.equals(known_trace_schema(), check_metadata=False)   # core + instruments' columns
     assert pq.read_schema(p1).field("ttft_ms").metadata[b"doc"].startswith(b"ms, monotonic")
 
 

@@ -26,7 +26,8 @@ import pytest
 from cluster import s3
 from cluster.store import open_store
 from grid.errors import ConfigError
-from grid.trace_schema import TRACE_SCHEMA, to_trace_table
+from grid.instrument import known_trace_schema
+from grid.trace_schema import to_trace_table
 
 BUCKET = "mirrorscan-test"
 
@@ -83,7 +84,7 @@ def test_parts_are_unique_listed_and_readable(store):
     assert p1 != p2 and store.list_parts("exp", "inv") == sorted([p1, p2])
     assert len(store.list_parts("exp")) == 3 and len(store.list_parts()) == 3
     table = store.read("exp", "inv")
-    assert table.num_rows == 5 and table.schema.equals(TRACE_SCHEMA, check_metadata=False)
+    assert table.num_rows == 5 and table.schema.equals(known_trace_schema(), check_metadata=False)   # core + instruments' columns
     assert sorted(table.column("probe_id").to_pylist()) == sorted(f"m|a|b|e|AB{i}" for i in range(5))
     with store.fs.open_input_file(p1) as src:
         assert pq.read_schema(src).field("ttft_ms").metadata[b"doc"].startswith(b"ms, monotonic")

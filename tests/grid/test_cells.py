@@ -1,29 +1,39 @@
-"""Grid expansion, the resume anti-join, attempt planning, seeds and literal rendering."""
+"""Probe ids, the resume anti-join, attempt planning and seeds, on cells of any instrument."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
+import pytest
 
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts, remove_done, render_forced_choice
-from grid.envelopes import load_envelopes, render_template
-from grid.ids import cell_seed, make_probe_id
-
-PAIRS = pa.table({"pair_id": ["vw", "cd", "ab"], "word_a": ["vodka", "cat", "x{b}"], "word_b": ["whiskey", "dog", "y"]})
+from grid.cells import add_seeds, plan_attempts, remove_done, with_probe_ids
+from grid.ids import cell_seed
 
 
-def test_expansion_counts_and_unique_keys():
-    cells = expand_forced_choice(["m1", "m2"], PAIRS, ["english_strict", "json_schema"], ["AB", "BA"], 3)
-    assert cells.num_rows == 2 * 3 * 2 * 2 * 3
-    keys = pc.binary_join_element_wise(cells["probe_id"], cells["sample"].cast(pa.string()), "#")
-    assert pc.count_distinct(keys).as_py() == cells.num_rows
-    first = cells.slice(0, 1).to_pylist()[0]
-    assert first["probe_id"] == "m1|vodka|whiskey|english_strict|AB" == make_probe_id("m1", "vodka|whiskey", "english_strict", "AB")
-    assert set(cells["sample"].to_pylist()) == {0, 1, 2}
+def cells_of(n_items: int, samples: int = 1, orderings=("-",)) -> pa.Table:
+    """A grid of one label over ``n_items`` items, the given orderings and samples (no envelope)."""
+    rows = [{"label": "m", "item_key": f"q{i}", "envelope": "-", "ordering": o, "sample": s}
+            for i in range(n_items) for o in orderings for s in range(samples)]
+    return with_probe_ids(pa.Table.from_pylist(rows, schema=pa.schema(
+        [("label", pa.string()), ("item_key", pa.string()), ("envelope", pa.string()), ("ordering", pa.string()),
+         ("sample", pa.int32())])))
+
+
+def test_probe_ids_join_the_coordinates_and_null_reads_as_missing():
+    table = pa.table({"label": ["m"], "item_key": ["a|b"], "envelope": [None], "ordering": ["AB"],
+                      "sample": pa.array([0], pa.int32())})
+    assert with_probe_ids(table)["probe_id"].to_pylist() == ["m|a|b|-|AB"]
+
+
+def test_probe_ids_refuse_cells_that_share_a_key_or_lack_a_core_column():
+    twice = pa.concat_tables([cells_of(1), cells_of(1)]).drop_columns(["probe_id"])
+    with pytest.raises(ValueError, match="share a"):
+        with_probe_ids(twice, instrument="twice")
+    with pytest.raises(ValueError, match="lack"):
+        with_probe_ids(pa.table({"label": ["m"], "sample": pa.array([0], pa.int32())}), instrument="thin")
 
 
 def test_remove_done_is_an_anti_join_keeping_order():
-    cells = expand_forced_choice(["m"], PAIRS, ["e"], ["AB", "BA"], 2)
+    cells = cells_of(6, samples=2)
     done = cells.take([0, 3, 5]).select(["probe_id", "sample"])
     left = remove_done(cells, done)
     assert left.num_rows == cells.num_rows - 3
@@ -31,7 +41,7 @@ def test_remove_done_is_an_anti_join_keeping_order():
 
 
 def test_plan_attempts_retries_errors_up_to_the_limit():
-    cells = expand_forced_choice(["m"], PAIRS.slice(0, 1), ["e"], ["AB", "BA"], 1)
+    cells = cells_of(1, orderings=("AB", "BA"))
     ab, ba = cells["probe_id"].to_pylist()
     prior = pa.table({"probe_id": [ab, ba, ba], "sample": [0, 0, 0], "error": [None, "boom", "boom"]})
     todo, given_up = plan_attempts(cells, prior, max_attempts=3)
@@ -43,22 +53,8 @@ def test_plan_attempts_retries_errors_up_to_the_limit():
 
 
 def test_seed_depends_only_on_root_probe_and_sample():
-    cells = add_seeds(expand_forced_choice(["m"], PAIRS, ["e"], ["AB"], 2), root_seed=7)
+    cells = add_seeds(cells_of(3, samples=2), root_seed=7)
     row = cells.slice(1, 1).to_pylist()[0]
     assert row["seed"] == cell_seed(7, row["probe_id"], row["sample"])
     assert cell_seed(7, row["probe_id"], 0) != cell_seed(7, row["probe_id"], 1) != cell_seed(8, row["probe_id"], 1)
     assert 0 <= row["seed"] < 2**63
-
-
-def test_rendering_is_literal_and_orders_words():
-    envs = load_envelopes().envelopes
-    cells = render_forced_choice(expand_forced_choice(["m"], PAIRS, ["json_schema", "english_strict"], ["AB", "BA"], 1), envs)
-    rows = {(r["pair_id"], r["envelope"], r["ordering"]): r for r in cells.to_pylist()}
-    assert rows[("vw", "json_schema", "AB")]["user_text"] == \
-        'Return {"choice": "..."} where "..." is either "vodka" or "whiskey".'
-    assert rows[("vw", "json_schema", "BA")]["user_text"] == \
-        'Return {"choice": "..."} where "..." is either "whiskey" or "vodka".'
-    assert rows[("vw", "english_strict", "AB")]["system_text"] == "You are a helpful assistant."
-    # a word containing a placeholder is inserted once, never substituted again
-    assert "x{b} or y" in rows[("ab", "english_strict", "AB")]["user_text"]
-    assert render_template("{b}-{a}-{{a}}", "1", "2") == "2-1-{1}"

@@ -2,7 +2,7 @@
 
 The table (``TABLE``) says, for every pair, what the model answers in each (envelope, ordering) cell. The
 model is trained on exactly the prompts the HF sampler will feed it: each cell's envelope texts rendered
-by ``grid.cells.render_forced_choice``, wrapped by ``actors.chat.render_chat`` with the demo tokenizer,
+by ``instruments.forced_choice.cells.render_forced_choice``, wrapped by ``actors.chat.render_chat`` with the demo tokenizer,
 tokenized without special tokens. The loss covers only the answer tokens and the stop token ``<|im_end|>``.
 
 Training runs on one CPU thread with a fixed seed, full batch with the same left padding and position ids
@@ -72,12 +72,13 @@ def expected_responses() -> dict[tuple[str, str, str], str]:
 
 def rendered_cells(label: str = "fit", seed: int = 0) -> pa.Table:
     """The grid's cells (pair × envelope × ordering, one sample) rendered exactly as the scan renders them."""
-    from grid.cells import add_seeds, expand_forced_choice, render_forced_choice
-    from grid.envelopes import load_envelopes
+    from grid.cells import add_seeds, with_probe_ids
+    from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+    from instruments.forced_choice.envelopes import load_envelopes
 
     pairs = pa.table({"pair_id": list(TABLE), "word_a": [v[0] for v in TABLE.values()],
                       "word_b": [v[1] for v in TABLE.values()]})
-    cells = expand_forced_choice([label], pairs, list(ENVELOPES), list(ORDERINGS), 1)
+    cells = with_probe_ids(expand_forced_choice([label], pairs, list(ENVELOPES), list(ORDERINGS), 1))
     return render_forced_choice(add_seeds(cells, seed), load_envelopes().envelopes)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from analysis.classify import CLASSIFIER_VERSION
+from instruments.forced_choice.classify import CLASSIFIER_VERSION
 from cluster.store import open_store
 from jobs.analyze import analyze_invocation, format_report
 from jobs.compare import compare
@@ -44,8 +44,8 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
     assert set(rows.column("class").to_pylist()) <= {"A", "B", "UNCLEAR", "REF"}
 
     report = analyze_invocation(str(scanned["exp"]), catalog_dsn=scanned["dsn"])
-    assert report.invocation_id == inv and not report.reclassified
-    (summary,) = report.summaries
+    assert report.invocation_id == inv and not report.analysis.detail.reclassified
+    (summary,) = report.analysis.detail.summaries
     stored_classes = rows.column("class").to_pylist()
     assert summary.commit_rate.n_answered == 12
     assert summary.commit_rate.n_a + summary.commit_rate.n_b == sum(c in ("A", "B") for c in stored_classes)
@@ -63,7 +63,7 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
     # re-classification reads the stored text again and leaves the stored rows alone
     parts_before = {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)}
     again = analyze_invocation(inv, catalog_dsn=scanned["dsn"], reclassify=True)
-    assert again.reclassified and again.summaries[0].commit_rate == summary.commit_rate
+    assert again.analysis.detail.reclassified and again.analysis.detail.summaries[0].commit_rate == summary.commit_rate
     assert {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)} == parts_before
     # a second analysis lands in its own folder; the first one's files are still there
     assert again.outputs[0].rsplit("/", 1)[0] != report.outputs[0].rsplit("/", 1)[0]
@@ -72,8 +72,9 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
 
 def test_compare_two_greedy_reruns_agree_completely(scanned):
     second = run_scan(str(scanned["exp"]), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
-    result = compare(scanned["result"].invocation_id, second.invocation_id, catalog_dsn=scanned["dsn"])
-    assert result.n_pairs == 2 and result.hamming == 0 and result.agreement == 1.0
+    result = compare(scanned["result"].invocation_id, second.invocation_id, catalog_dsn=scanned["dsn"]).detail
+    assert result.n_pairs == 2 and result.hamming == 0
+    assert result.agreement == (1.0 if result.n_committed_either else None)   # undefined when nothing committed
 
 
 def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):

@@ -80,7 +80,7 @@ def test_streamed_backends_carry_request_timing(scanned):
         assert r["timing_scope"] == "request" and timing_problems(r) == [], r["probe_id"]
         assert r["started_at"] is not None and r["request_params"]
     vllm = [r for r in rows if r["backend"] == "vllm"]
-    assert all(r["n_chunks"] == r["completion_tokens"] for r in vllm)
+    assert all(1 <= r["n_chunks"] <= r["completion_tokens"] for r in vllm)   # a delta may carry several tokens
     # the vLLM engine answered inside a Ray actor of the pipeline (what an in-process engine never records)
     assert all(r["actor_id"] and r["node_id"] for r in vllm)
     http = [r for r in rows if r["backend"] == "openai"]

@@ -55,6 +55,7 @@ def overfit_model(tmp_path_factory, demo_dir):
     sampler = HFSampler(variant, str(folder), {"invocation_id": "check", "experiment": "check",
                                                "instrument": "forced_choice", "envelope_version": "check"})
     cells, wanted = overfit.rendered_cells("fit"), overfit.expected_responses()
+    pair_of = dict(zip(cells["probe_id"].to_pylist(), cells["pair_id"].to_pylist()))   # engines see cells, not pairs
     n = cells.num_rows
     mixes = {"grid order, batches of 8": (list(range(n)), BATCH_SIZE),
              "reversed, batches of 5": (list(reversed(range(n))), 5),
@@ -65,7 +66,7 @@ def overfit_model(tmp_path_factory, demo_dir):
         for start in range(0, n, size):
             for row in sampler(shuffled.slice(start, size)).to_pylist():
                 assert row["error"] is None and row["finish_reason"] == "stop", (name, row)
-                got[(row["pair_id"], row["envelope"], row["ordering"])] = row["response"]
+                got[(pair_of[row["probe_id"]], row["envelope"], row["ordering"])] = row["response"]
         assert got == wanted, name
     return folder
 
@@ -86,7 +87,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_model, tmp_path, catalog_dsn, ray_local):
-    from analysis.classify import CLASSIFIER_VERSION
+    from instruments.forced_choice.classify import CLASSIFIER_VERSION
     from cluster.store import open_store
     from jobs.analyze import analyze_invocation
     from jobs.scan import run_scan
@@ -110,9 +111,9 @@ def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_mode
 
     # ---- analyze, writing its outputs ----------------------------------------------------------------
     report = analyze_invocation(str(exp), store=str(store_dir), catalog_dsn=catalog_dsn, write=True)
-    assert report.invocation_id == result.invocation_id and not report.reclassified
-    assert report.classifier_version == CLASSIFIER_VERSION
-    (s,) = report.summaries
+    assert report.invocation_id == result.invocation_id and not report.analysis.detail.reclassified
+    assert report.analysis.detail.classifier_version == CLASSIFIER_VERSION
+    (s,) = report.analysis.detail.summaries
     assert s.label == "fit"
     check_numbers(s)
 
@@ -137,8 +138,8 @@ def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_mode
     # ---- re-classification: the same numbers, the stored files untouched --------------------------------
     before = snapshot(store_dir)
     again = analyze_invocation(str(exp), store=str(store_dir), catalog_dsn=catalog_dsn, reclassify=True, write=False)
-    assert again.reclassified and again.outputs == []
-    assert [x.to_dict() for x in again.summaries] == [x.to_dict() for x in report.summaries]
+    assert again.analysis.detail.reclassified and again.outputs == []
+    assert [x.to_dict() for x in again.analysis.detail.summaries] == [x.to_dict() for x in report.analysis.detail.summaries]
     assert snapshot(store_dir) == before
 
 

@@ -1,4 +1,8 @@
-"""kill -9 in the middle of a scan, then ``--resume``: every cell exactly once among successful rows."""
+"""kill -9 in the middle of a scan, then ``--resume``: every cell exactly once among successful rows.
+
+The scan runs an instrument that lives outside the package (``tests/plugin/echo_instrument.py``, named by
+its import path), so the same test shows that a plug-in runs through scan, resume, sql and analyze on a
+multi-process Ray with nothing changed but its own file and ``PYTHONPATH``."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from cluster.catalog import Catalog
 from cluster.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
+PLUGIN_DIR = REPO / "tests" / "plugin"
 
 
 def kill_session(proc: subprocess.Popen) -> None:
@@ -32,17 +37,17 @@ def kill_session(proc: subprocess.Popen) -> None:
             pass
 
 
-def test_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir, catalog_dsn):
+def test_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir, catalog_dsn, monkeypatch):
     exp = tmp_path / "killme"
     exp.mkdir()
-    pairs = ["pair_id,word_a,word_b"] + [f"p{i},alpha{i},beta{i}" for i in range(20)]
-    (exp / "pairs.csv").write_text("\n".join(pairs) + "\n")
+    items = [f"alpha{i}" for i in range(80)]
     (exp / "config.json").write_text(json.dumps({
-        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}], "probe_set": "pairs.csv",
-        "envelopes": ["english_strict", "json_schema"], "max_tokens": 12, "batch_size": 4}))
-    n_cells = 20 * 2 * 2
+        "instrument": "echo_instrument:ECHO", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "echo": {"items": items}, "max_tokens": 12, "batch_size": 4}))
+    n_cells = len(items)
     store_dir = tmp_path / "store"
-    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(store_dir)}
+    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(store_dir),
+           "PYTHONPATH": os.pathsep.join([str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     cmd = [sys.executable, "-m", "jobs.scan", str(exp), "--quiet"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -78,6 +83,24 @@ def test_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir
     # rows written before the kill were kept, not redone
     before = set(zip(rows_before["probe_id"].to_pylist(), rows_before["sample"].to_pylist()))
     assert before <= set(keys) and ok.num_rows == rows.num_rows
+
+    # the plug-in's own columns were written in the actors, and sql and analyze read them through it
+    from jobs import analyze, sql
+
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    from echo_instrument import ECHO
+
+    from grid.trace_schema import trace_schema
+
+    rows = store.read("killme", invocation_id, schema=trace_schema(ECHO.columns))
+    assert sorted(rows["echo_item"].to_pylist()) == sorted(items) and rows["instrument"].unique().to_pylist() == ["echo"]
+    counted = sql.query(f"SELECT count(*) AS n FROM traces WHERE invocation_id = '{invocation_id}' "
+                        "AND instrument = 'echo'", str(store_dir), catalog_dsn)
+    assert counted["n"].to_pylist() == [n_cells]
+    report = analyze.analyze_invocation(invocation_id, catalog_dsn=catalog_dsn)
+    assert report.instrument == "echo" and report.analysis.numbers["answered"] == n_cells
+    assert report.analysis.numbers["echoed"] == sum(1 for e in rows["echoed"].to_pylist() if e)
+    assert {p.rsplit("/", 1)[1] for p in report.outputs} == {"summary.json", "per_item.parquet"}
     with Catalog(catalog_dsn) as catalog:
         inv = catalog.get_invocation(invocation_id)
     assert inv["status"] == "complete" and inv["counts"]["ok"] == n_cells

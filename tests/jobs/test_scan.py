@@ -72,7 +72,7 @@ def test_scan_stores_every_cell_once_and_records_the_invocation(scanned):
     assert inv["settings"]["max_tokens"] == 6 and inv["settings"]["models"][1]["label"] == "tiny@hot"
     assert inv["counts"]["ok"] == 48 and "ray" in inv["package_versions"]
     assert inv["git_sha"] and inv["git_dirty"] in (True, False)
-    assert inv["content_hashes"]["probe_set"] == inv["settings"]["probe_set_sha256"]
+    assert inv["content_hashes"]["probe_set"] == inv["settings"]["instrument_settings"]["probe_set_sha256"]
     manifest = json.loads((Path(setup["store"]) / "fc" / result.invocation_id / "invocation.json").read_text())
     assert manifest["settings"] == inv["settings"]
 
@@ -126,7 +126,8 @@ def test_resume_refuses_changed_settings_and_retries_error_cells(setup, tiny_dir
     with pytest.raises(ConfigError) as info:
         run_scan(str(setup["exp"]), resume=True, store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
     assert info.value.field.split(", ")[0] == "max_tokens" and result.invocation_id in str(info.value)
-    write_experiment(setup["exp"], tiny_dir, models=one_model)
+    # how it executes may change on a resume (timeouts, retries): not refused
+    write_experiment(setup["exp"], tiny_dir, models=[{**one_model[0], "timeout_s": 30, "max_retries": 9}])
     resumed = run_scan(str(setup["exp"]), resume=True, store=setup["store"], catalog_dsn=setup["dsn"], quiet=True)
     assert resumed.invocation_id == result.invocation_id and resumed.status == "complete"
     ok = successful(store, "fc", result.invocation_id)

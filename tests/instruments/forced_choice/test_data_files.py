@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2] / "grid" / "data"
+DATA = Path(__file__).resolve().parents[3] / "instruments" / "forced_choice" / "data"
 ENVELOPES = DATA / "envelopes.json"
 PAIRS = DATA / "pairs_starter.csv"
 

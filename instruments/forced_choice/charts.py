@@ -5,29 +5,11 @@ Each function takes the summaries and returns PNG bytes; writing them is the cal
 
 from __future__ import annotations
 
-import io
-
-from analysis.forced_choice import ModelSummary, compare_fingerprints
+from analysis.plotting import png as _png
+from analysis.plotting import pyplot as _pyplot
+from instruments.forced_choice.numbers import ModelSummary, compare_fingerprints
 
 _COLOURS = {"word_a": "#4C72B0", "word_b": "#DD8452", "unclear": "#BBBBBB", "incomplete": "#FFFFFF"}
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def pair_commit_split(summaries: tuple[ModelSummary, ...]) -> bytes:

@@ -41,7 +41,7 @@ class PairSet:
 def read_pair_bytes(path: str | Path) -> tuple[bytes, str]:
     """The raw bytes of a pair set and the name to show in messages."""
     if str(path) == STARTER:
-        return resources.files("grid").joinpath("data/pairs_starter.csv").read_bytes(), "grid/data/pairs_starter.csv"
+        return resources.files("instruments.forced_choice").joinpath("data/pairs_starter.csv").read_bytes(), "instruments/forced_choice/data/pairs_starter.csv"
     p = Path(path)
     if not p.is_file():
         raise ConfigError(str(path), "probe_set", "file not found",

@@ -7,11 +7,12 @@ from importlib import resources
 import pyarrow as pa
 import pytest
 
-from analysis.classify import (CLASSIFIER_VERSION, CLASSES, REFUSAL_LEXICON_VERSION, classify, classify_table,
+from instruments.forced_choice.classify import (CLASSIFIER_VERSION, CLASSES, REFUSAL_LEXICON_VERSION, classify, classify_table,
                                find_word, leading_sentence, load_refusals, normalize, with_classes)
-from grid.envelopes import load_envelopes
+from instruments.forced_choice.envelopes import load_envelopes
 from grid.errors import ConfigError
-from grid.trace_schema import to_trace_table
+from grid.trace_schema import to_trace_table, trace_schema
+from instruments.forced_choice import COLUMNS
 
 ENVELOPES = load_envelopes()
 EXAMPLES = [(env, i, ex) for env in ENVELOPES.envelopes.values() for i, ex in enumerate(env.examples)]
@@ -253,7 +254,7 @@ def trace_rows():
 
 
 def test_classify_table_and_with_classes():
-    table = to_trace_table(trace_rows())
+    table = to_trace_table(trace_rows(), trace_schema(COLUMNS))
     assert classify_table(table, ENVELOPES.envelopes).to_pylist() == ["B", "A", "A", "REF", None, "UNCLEAR"]
     assert classify_table(table, ENVELOPES).to_pylist()[0] == "B"    # an EnvelopeSet works too
     out = with_classes(table, ENVELOPES)
@@ -267,13 +268,13 @@ def test_classify_table_and_with_classes():
 
 
 def test_unknown_envelope_is_a_config_error():
-    table = to_trace_table([dict(trace_rows()[0], envelope="nope")])
+    table = to_trace_table([dict(trace_rows()[0], envelope="nope")], trace_schema(COLUMNS))
     with pytest.raises(ConfigError, match="nope"):
         classify_table(table, ENVELOPES)
 
 
 def test_refusal_lexicon_is_versioned_and_pinned():
-    raw = resources.files("grid").joinpath("data/refusals.json").read_bytes()
+    raw = resources.files("instruments.forced_choice").joinpath("data/refusals.json").read_bytes()
     doc = json.loads(raw)
     assert doc["version"] == REFUSAL_LEXICON_VERSION
     assert set(doc["languages"]) >= {"en", "fr", "zh", "de", "es", "pt", "ja", "ru", "ar", "hi", "ko"}

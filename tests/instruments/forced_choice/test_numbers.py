@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.errors import AnalysisError
-from analysis.forced_choice import (ExpectedCells, by_model, compare_fingerprints, fingerprint,
+from instruments.forced_choice.numbers import (ExpectedCells, by_model, compare_fingerprints, fingerprint,
                                     intransitive_cycles, latest_rows, pair_commit, per_cell_commit_rate,
                                     position_bias, sharpness, summarize)
 
@@ -217,9 +217,11 @@ XY, YZ, ZX, XZ = ("xy", "x", "y"), ("yz", "y", "z"), ("zx", "z", "x"), ("xz", "x
 def test_fingerprint_values():
     t = committed_model([(XY, "A"), (YZ, "B"), (ZX, "UNCLEAR")])
     fp = fingerprint(t, ExpectedCells(("e1",), pair_ids=("xy", "yz", "zx", "zz")))
-    assert {e.pair_id: e.value for e in fp.entries} == {"xy": "x", "yz": "z", "zx": "unclear", "zz": "incomplete"}
+    assert {e.pair_id: (e.verdict, e.committed_word) for e in fp.entries} == {
+        "xy": ("word_a", "x"), "yz": ("word_b", "z"), "zx": ("unclear", None), "zz": ("incomplete", None)}
     assert fp.rule == "unanimity" and fp.committed() == {"xy": "x", "yz": "z"}
-    assert json.loads(fp.to_json())["entries"][0]["value"] == "x"
+    entry = json.loads(fp.to_json())["entries"][0]
+    assert (entry["verdict"], entry["committed_word"]) == ("word_a", "x") and "value" not in entry
 
 
 def test_planted_three_cycle_found():

@@ -16,6 +16,12 @@ The numbers are easy to confuse, so each says what it is and is not:
 - ``fingerprint`` / ``compare_fingerprints`` / ``intransitive_cycles``: the committed words per pair,
   their agreement across models or reruns, and the 3-cycles among them.
 
+Verdicts and words never share a field. A pair's verdict is one of VERDICTS (``word_a``, ``word_b``,
+``unclear``, ``incomplete``) and the word it committed to, if any, sits apart in ``committed_word``: a pair
+whose word is literally "unclear" or "incomplete" is read by its verdict, never by that spelling. (Until
+fingerprint entries carried both, an entry held one ``value``, the committed word or else the verdict, and
+such a pair read as that verdict.)
+
 Cells are plain Python tuples: a grid holds at most a few hundred thousand rows per model, and plain
 loops keep each rule readable against its definition. The module is longer than the usual ~400 lines
 because it holds the whole of one instrument's numbers, each result type documented field by field, so
@@ -35,12 +41,16 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from analysis.errors import AnalysisError
-from grid.ids import ORDERINGS
+from instruments.forced_choice.cells import ORDERINGS
 
 RULES = ("unanimity", "per_envelope_majority")
 """Pair-commit rules; every pair-commit output names the one it used."""
 VERDICTS = ("word_a", "word_b", "unclear", "incomplete")
-"""Pair verdicts: committed to word_a, committed to word_b, answered but not committed, cells missing."""
+"""Pair verdicts: committed to word_a, committed to word_b, answered but not committed, cells missing.
+
+A verdict names a side of the pair, never a word: the word a committed pair chose is ``committed_word``."""
+COMMITTED = ("word_a", "word_b")
+"""The verdicts of a committed pair."""
 COLUMNS = ("label", "invocation_id", "pair_id", "word_a", "word_b", "envelope", "ordering", "sample",
            "class", "error")
 _CLASSES = {"A", "B", "UNCLEAR", "REF"}
@@ -135,7 +145,7 @@ def _cells(traces: pa.Table) -> tuple[str, str, list[Cell]]:
     for c in cells:
         if c.error is None and c.cls not in _CLASSES:
             raise AnalysisError("class", f"cell {c.pair_id}/{c.envelope}/{c.ordering}/{c.sample} has class "
-                                f"{c.cls!r}", "classify the traces first (analysis.classify.with_classes)")
+                                f"{c.cls!r}", "classify the traces first (instruments.forced_choice.classify.with_classes)")
     return label, invocation_id, cells
 
 
@@ -181,17 +191,33 @@ def per_cell_commit_rate(traces: pa.Table) -> CommitRate:
 
 # ---- pair-commit --------------------------------------------------------------------------------------
 
+def _check_verdict(pair_id, word_a, word_b, verdict, committed_word) -> None:
+    """ValueError unless ``verdict`` is one of VERDICTS and ``committed_word`` is the word it names (None
+    for unclear and incomplete): a word never stands in for a verdict, nor a verdict for a word."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"pair {pair_id!r}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    named = word_a if verdict == "word_a" else word_b if verdict == "word_b" else None
+    if committed_word != named or (verdict in COMMITTED and committed_word is None):
+        raise ValueError(f"pair {pair_id!r}: verdict {verdict!r} does not go with committed word {committed_word!r}")
+
+
 @dataclass(frozen=True)
 class PairVerdict(_JSON):
+    """One pair's verdict under a pair-commit rule, and the word it committed to (apart from the verdict)."""
+
     pair_id: str
     word_a: str | None
+    """None only for an expected pair with no row at all (then incomplete)."""
     word_b: str | None
     verdict: str
-    """word_a, word_b, unclear or incomplete."""
+    """One of VERDICTS: word_a, word_b (committed to that side), unclear or incomplete. Never a word."""
     committed_word: str | None
-    """The word committed to; None unless the verdict is word_a or word_b."""
+    """The word committed to (word_a's or word_b's text); None unless the verdict is word_a or word_b."""
     n_missing: int
     """Expected cells absent or errored (> 0 exactly when incomplete)."""
+
+    def __post_init__(self):
+        _check_verdict(self.pair_id, self.word_a, self.word_b, self.verdict, self.committed_word)
 
 
 @dataclass(frozen=True)
@@ -397,50 +423,78 @@ def position_bias(traces: pa.Table) -> PositionBias:
 
 @dataclass(frozen=True)
 class FingerprintEntry(_JSON):
+    """One pair of a fingerprint: its pair-commit verdict and, apart, the word it committed to.
+
+    Replaces the former single ``value`` (the committed word, else 'unclear' / 'incomplete'), which read a
+    pair committed to a word spelled "unclear" as the unclear verdict; in JSON an entry is now
+    ``{pair_id, word_a, word_b, verdict, committed_word}``.
+    """
+
     pair_id: str
     word_a: str | None
+    """None only for an expected pair with no row at all (then incomplete)."""
     word_b: str | None
-    value: str
-    """The committed word, or 'unclear' / 'incomplete'."""
+    verdict: str
+    """One of VERDICTS: word_a, word_b, unclear or incomplete. Never a word."""
+    committed_word: str | None
+    """The word committed to; None unless the verdict is word_a or word_b."""
+
+    def __post_init__(self):
+        _check_verdict(self.pair_id, self.word_a, self.word_b, self.verdict, self.committed_word)
 
 
 @dataclass(frozen=True)
 class Fingerprint(_JSON):
-    """Per pair, the committed word (or unclear / incomplete) under a named pair-commit rule."""
+    """Per pair, the pair-commit verdict (and committed word) under a named pair-commit rule."""
 
     label: str
     invocation_id: str
     rule: str
+    """The pair-commit rule the verdicts follow (unanimity or per_envelope_majority)."""
     entries: tuple
+    """FingerprintEntry per pair, by pair_id."""
 
     def committed(self) -> dict[str, str]:
-        """pair_id → committed word, for committed pairs only."""
-        return {e.pair_id: e.value for e in self.entries if e.value not in ("unclear", "incomplete")}
+        """pair_id → committed word, for the pairs whose verdict is word_a or word_b."""
+        return {e.pair_id: e.committed_word for e in self.entries if e.verdict in COMMITTED}
 
 
 def fingerprint(traces: pa.Table, expected: ExpectedCells, rule: str = "unanimity") -> Fingerprint:
     """The fingerprint of one model and invocation under ``rule`` (pair-commit's verdict per pair)."""
     pc = pair_commit(traces, expected, rule)
     return Fingerprint(pc.label, pc.invocation_id, rule, tuple(
-        FingerprintEntry(v.pair_id, v.word_a, v.word_b, v.committed_word or v.verdict) for v in pc.pairs))
+        FingerprintEntry(v.pair_id, v.word_a, v.word_b, v.verdict, v.committed_word) for v in pc.pairs))
 
 
 @dataclass(frozen=True)
 class FingerprintComparison(_JSON):
     """Two fingerprints side by side (models, effort tiers, reruns).
 
-    hamming counts every pair whose value differs (a word, unclear or incomplete; a pair one side lacks
-    reads incomplete). violent_disagreement is a share of the pairs *both* committed, not of all pairs.
+    The compared pairs are the union of both fingerprints' pairs; a pair one side lacks reads incomplete
+    there. hamming counts the compared pairs whose verdicts differ (word_a, word_b, unclear, incomplete;
+    under one probe set the same verdict is the same committed word). agreement is 1 − hamming / n_pairs:
+    its denominator is *all* compared pairs, committed or not, so an unclear–unclear or
+    incomplete–incomplete pair counts as agreeing. It is not a share of committed pairs, and it is undefined
+    (None) when no pair is committed by either side (n_committed_either == 0), where it would only count
+    shared non-commitment (two models that never commit would agree 1.0), and with no pair at all.
+    violent_disagreement is a share of the pairs *both* committed, not of all pairs.
     """
 
     left: str
     """label@invocation_id of the first fingerprint."""
     right: str
+    """label@invocation_id of the second fingerprint."""
     rule: str
+    """The pair-commit rule of both fingerprints."""
     n_pairs: int
+    """Compared pairs: the union of both sides' pairs (agreement's denominator)."""
     hamming: int
+    """Compared pairs whose verdicts differ."""
+    n_committed_either: int
+    """Compared pairs committed (verdict word_a or word_b) by at least one side; agreement is None when 0."""
     agreement: float | None
-    """(n_pairs − hamming) / n_pairs; None with no pair."""
+    """(n_pairs − hamming) / n_pairs, over all compared pairs; None (undefined) when n_committed_either is
+    0 (no pair committed by either side) or n_pairs is 0."""
     n_co_committed: int
     """Pairs committed by both."""
     n_violent: int
@@ -450,7 +504,8 @@ class FingerprintComparison(_JSON):
 
 
 def compare_fingerprints(left: Fingerprint, right: Fingerprint) -> FingerprintComparison:
-    """Hamming distance, agreement and violent disagreement of two fingerprints under the same rule."""
+    """Hamming distance, agreement and violent disagreement of two fingerprints under the same rule (see
+    FingerprintComparison for each denominator)."""
     if left.rule != right.rule:
         raise AnalysisError("rule", f"fingerprints use different rules ({left.rule} vs {right.rule})",
                             "compare fingerprints made under the same rule")
@@ -462,13 +517,18 @@ def compare_fingerprints(left: Fingerprint, right: Fingerprint) -> FingerprintCo
             raise AnalysisError("pair_id", f"pair {pid!r} has different words in the two fingerprints",
                                 "compare runs of the same probe set")
     ids = sorted(lv.keys() | rv.keys())
-    value = lambda side, pid: side[pid].value if pid in side else "incomplete"  # noqa: E731
-    hamming = sum(value(lv, p) != value(rv, p) for p in ids)
+
+    def verdict(side: dict, pid: str) -> tuple:
+        return (side[pid].verdict, side[pid].committed_word) if pid in side else ("incomplete", None)
+
+    hamming = sum(verdict(lv, p) != verdict(rv, p) for p in ids)
     lc, rc = left.committed(), right.committed()
     co = lc.keys() & rc.keys()
+    either = len(lc.keys() | rc.keys())
     violent = sum(lc[p] != rc[p] for p in co)
     return FingerprintComparison(f"{left.label}@{left.invocation_id}", f"{right.label}@{right.invocation_id}",
-                                 left.rule, len(ids), hamming, (len(ids) - hamming) / len(ids) if ids else None,
+                                 left.rule, len(ids), hamming, either,
+                                 (len(ids) - hamming) / len(ids) if ids and either else None,
                                  len(co), violent, violent / len(co) if co else None)
 
 
@@ -485,14 +545,15 @@ class Cycle(_JSON):
 
 
 def intransitive_cycles(fp: Fingerprint) -> tuple[Cycle, ...]:
-    """Every 3-cycle (A>B, B>C, C>A) among the fingerprint's committed pairs, sorted by words."""
+    """Every 3-cycle (A>B, B>C, C>A) among the fingerprint's committed pairs (verdict word_a or word_b),
+    sorted by words."""
     beats: dict = defaultdict(dict)
     for e in fp.entries:
-        if e.value in ("unclear", "incomplete"):
+        if e.verdict not in COMMITTED:
             continue
-        loser = e.word_b if e.value == e.word_a else e.word_a
-        current = beats[e.value].get(loser)
-        beats[e.value][loser] = e.pair_id if current is None else min(current, e.pair_id)
+        winner, loser = (e.word_a, e.word_b) if e.verdict == "word_a" else (e.word_b, e.word_a)
+        current = beats[winner].get(loser)
+        beats[winner][loser] = e.pair_id if current is None else min(current, e.pair_id)
     found = set()
     for x in beats:
         for y in beats[x]:

@@ -26,7 +26,7 @@ therefore matches. Scripts written without spaces (Han, kana, Thai, …) cannot 
 in them matches as a substring (Hangul: particles may follow a word). When one word contains the other
 (cat / catfish, ice cream / cream), an occurrence inside the longer word's occurrence does not count.
 
-Decision on the leading answer: a refusal pattern (``grid/data/refusals.json``, the envelope's language
+Decision on the leading answer: a refusal pattern (``instruments/forced_choice/data/refusals.json``, the envelope's language
 plus English) that starts before any occurrence of either word → REF; otherwise exactly one word named →
 A or B; both or neither → UNCLEAR. So a hedged pick ("Whiskey, though as an AI I don't drink") is a pick,
 and a pick after a disclaimer ("As an AI I don't drink, but whiskey") is REF: errors lean to *no* commitment.
@@ -54,7 +54,7 @@ from analysis.errors import AnalysisError
 CLASSIFIER_VERSION = "fc-1.0.0"
 """Version of these rules and the refusal lexicon, stored beside every class it writes."""
 REFUSAL_LEXICON_VERSION = "refusals-2026.11.30-1"
-"""The ``version`` of grid/data/refusals.json these rules were written against (checked on load)."""
+"""The ``version`` of data/refusals.json these rules were written against (checked on load)."""
 CLASSES = ("A", "B", "UNCLEAR", "REF")
 """A = word_a, B = word_b, UNCLEAR = both, neither or unreadable, REF = refusal."""
 IDIOMS = ("line", "json", "python")
@@ -140,10 +140,10 @@ def _word_spans(text: str, word_a: str, word_b: str) -> tuple[list, list]:
 @functools.lru_cache(maxsize=1)
 def load_refusals() -> dict[str, tuple[re.Pattern, ...]]:
     """The packaged refusal lexicon, compiled: language code → patterns."""
-    doc = json.loads(resources.files("grid").joinpath("data/refusals.json").read_text("utf-8"))
+    doc = json.loads(resources.files("instruments.forced_choice").joinpath("data/refusals.json").read_text("utf-8"))
     if doc.get("version") != REFUSAL_LEXICON_VERSION:
         raise RuntimeError(
-            f"grid/data/refusals.json is version {doc.get('version')!r} but analysis/classify.py expects "
+            f"data/refusals.json is version {doc.get('version')!r} but instruments/forced_choice/classify.py expects "
             f"{REFUSAL_LEXICON_VERSION!r}: bump REFUSAL_LEXICON_VERSION and CLASSIFIER_VERSION with the lexicon")
     return {lang: tuple(re.compile(unicodedata.normalize("NFKC", p), re.IGNORECASE) for p in patterns)
             for lang, patterns in doc["languages"].items()}

@@ -1,4 +1,7 @@
-"""PNG charts of a G-study report (matplotlib, Agg backend, same look as :mod:`analysis.charts`).
+"""The one plotting module of ``analysis/``: matplotlib on the Agg backend (no display), figures as PNG bytes.
+
+``pyplot()`` and ``png(fig)`` are what every chart in the project uses (instruments' charts too), so
+all charts share one look and one resolution. Charts of the G-study report:
 
 * :func:`variance_component_bars` — every component's share of the variance of one observation
   (negative raw estimates drawn at zero and flagged in the label);
@@ -11,8 +14,29 @@ files is the caller's business.
 
 from __future__ import annotations
 
-from analysis.charts import _png, _pyplot
+import io
+
 from analysis.gtheory_report import GTheoryReport
+
+def png(fig) -> bytes:
+    """The figure as PNG bytes (110 dpi, tight bounding box); the figure is closed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (imported here, on first use)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 _BAR = "#4C72B0"
 _OBJECT = "#DD8452"
@@ -20,7 +44,7 @@ _OBJECT = "#DD8452"
 
 def variance_component_bars(report: GTheoryReport) -> bytes:
     """Horizontal bars: share of total variance per effect (object in orange), estimate in the label."""
-    plt = _pyplot()
+    plt = pyplot()
     g = report.g
     comps = list(g.components)
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(comps) + 1.4))
@@ -35,12 +59,12 @@ def variance_component_bars(report: GTheoryReport) -> bytes:
     ax.set_xlim(0, max(shares + [0.01]) * 1.45)
     ax.set_xlabel("share of the variance of one observation")
     ax.set_title(f"variance components (object: {g.object}; {g.n_observations} observations)")
-    return _png(fig)
+    return png(fig)
 
 
 def d_study_curve(report: GTheoryReport, facet: str) -> bytes:
     """Eρ² and Φ against n' of ``facet`` (log axis), others at observed sizes; asymptote and target lines."""
-    plt = _pyplot()
+    plt = pyplot()
     est = report.estimated
     if facet not in est.curves:
         from analysis.errors import AnalysisError
@@ -65,7 +89,7 @@ def d_study_curve(report: GTheoryReport, facet: str) -> bytes:
     ax.set_ylabel("coefficient")
     ax.set_title(f"D-study: coefficients against {facet}")
     ax.legend(fontsize=7, frameon=False, loc="lower right")
-    return _png(fig)
+    return png(fig)
 
 
 def gstudy_charts(report: GTheoryReport) -> dict[str, bytes]:

@@ -86,8 +86,8 @@ def render_template(template: str, a: str, b: str) -> str:
 def load_envelopes(path: str | Path = PACKAGED) -> EnvelopeSet:
     """Read and validate an envelopes.json (``packaged`` = the one shipped with mirrorscan)."""
     if str(path) == PACKAGED:
-        raw = resources.files("grid").joinpath("data/envelopes.json").read_bytes()
-        shown = "grid/data/envelopes.json"
+        raw = resources.files("instruments.forced_choice").joinpath("data/envelopes.json").read_bytes()
+        shown = "instruments/forced_choice/data/envelopes.json"
     else:
         p = Path(path)
         if not p.is_file():

@@ -1,0 +1,121 @@
+"""The ``forced_choice`` section of config.json: which word pairs, in which envelopes and orderings.
+
+Keys (all optional; older configs may write them at the top level instead of in a section):
+
+    probe_set       pair CSV (pair_id,word_a,word_b), relative to config.json; default the starter set
+    envelopes_file  envelopes.json; default the packaged one (6 load-bearing + stress envelopes)
+    envelopes       list of envelope ids, "load_bearing" (default) or "all"
+    orderings       ["AB", "BA"] (default), ["AB"] or ["BA"]
+
+``frozen`` keeps what shapes a result: the probe set's path and SHA-256, the envelope texts actually used
+(system, user template, idiom, language) with the envelope file's version and hash, and the orderings.
+A run is rebuilt from that alone (``from_frozen``); the pair CSV is read again only to expand the grid,
+and a changed file (another hash) is refused there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grid.errors import ConfigError
+from instruments.forced_choice.cells import ORDERINGS
+from grid.instrument import SpecContext
+from instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
+                                                 load_envelopes)
+from instruments.forced_choice.pairs import STARTER, PairSet, load_pairs
+
+SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
+    "probe_set": (STARTER, (str,)),
+    "envelopes_file": (PACKAGED, (str,)),
+    "envelopes": ("load_bearing", (list, str)),   # list of ids, or "load_bearing" / "all"
+    "orderings": (["AB", "BA"], (list,)),
+}
+"""Section keys with their default and accepted types."""
+
+
+@dataclass(frozen=True)
+class ForcedChoiceSpec:
+    """A validated forced-choice section; equality and hash are those of its frozen settings."""
+
+    frozen_json: str
+    """Canonical JSON of the frozen section (the spec's identity)."""
+    envelope_ids: tuple[str, ...] = field(compare=False)
+    """Envelopes asked, in grid order."""
+    orderings: tuple[str, ...] = field(compare=False)
+    """Orderings asked: AB puts word_a into {a}; BA swaps the words."""
+    envelopes: dict = field(compare=False, hash=False)
+    """Envelope id → Envelope (frozen texts)."""
+    probe_set: str = field(compare=False)
+    """Where the pair CSV is (absolute path, or the packaged starter set)."""
+    probe_set_sha256: str = field(compare=False)
+    """SHA-256 of the pair CSV's bytes when the run was frozen."""
+
+    @property
+    def frozen(self) -> dict:
+        """The frozen section as a dict."""
+        return json.loads(self.frozen_json)
+
+    def pairs(self) -> PairSet:
+        """The pair set, read again; a file whose bytes changed since the run was frozen is refused."""
+        pairs = load_pairs(self.probe_set)
+        if pairs.sha256 != self.probe_set_sha256:
+            raise ConfigError(pairs.path, "probe_set", "changed since the invocation was frozen (SHA-256 "
+                              f"{pairs.sha256[:12]}… ≠ {self.probe_set_sha256[:12]}…)",
+                              "restore the file, or start a new invocation (scan without --resume)")
+        return pairs
+
+
+def _resolve_path(config_dir: str, value: str) -> str:
+    if value.startswith("packaged") or Path(value).is_absolute():
+        return value
+    return str((Path(config_dir) / value).resolve())
+
+
+def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
+    """Validate a forced_choice section (unknown keys, types, files, envelope ids, orderings) and freeze it."""
+    for key in section:
+        if key not in SECTION_KEYS:
+            raise ctx.error(key, "unknown key", f"remove it or use one of: {', '.join(SECTION_KEYS)}")
+    values = {}
+    for key, (default, types) in SECTION_KEYS.items():
+        value = section.get(key, default)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise ctx.error(key, f"is {json.dumps(value)[:60]}", f"write {' or '.join(t.__name__ for t in types)}")
+        values[key] = value
+    orderings = values["orderings"]
+    if not (orderings and all(o in ORDERINGS for o in orderings) and len(set(orderings)) == len(orderings)):
+        raise ctx.error("orderings", f"is {orderings}", 'use ["AB", "BA"], ["AB"] or ["BA"]')
+    probe_set = _resolve_path(ctx.config_dir, values["probe_set"])
+    envelopes_file = _resolve_path(ctx.config_dir, values["envelopes_file"])
+    envelope_set = load_envelopes(envelopes_file)
+    selection = values["envelopes"]
+    if isinstance(selection, str):
+        if selection == "load_bearing":
+            envelope_ids = load_bearing_ids(envelope_set)
+        elif selection == "all":
+            envelope_ids = list(envelope_set.envelopes)
+        else:
+            raise ctx.error("envelopes", f"is {selection!r}", 'write a list of envelope ids, "load_bearing" or "all"')
+    else:
+        if not selection or len(set(selection)) != len(selection) or not all(isinstance(s, str) for s in selection):
+            raise ctx.error("envelopes", "must be a non-empty list of distinct envelope ids", "list each envelope id once")
+        envelope_ids = [e.id for e in envelope_set.select(selection, ctx.file, f"{ctx.section}.envelopes" if ctx.section else "envelopes")]
+    pairs = load_pairs(probe_set)
+    frozen = {
+        "probe_set": probe_set, "probe_set_sha256": pairs.sha256, "n_items": len(pairs),
+        "envelopes_file": envelopes_file, "envelopes": list(envelope_ids), "orderings": list(orderings),
+        "envelope_set": {"file": envelope_set.path, "version": envelope_set.version, "sha256": envelope_set.sha256,
+                         "texts": {i: envelope_set.envelopes[i].frozen() for i in envelope_ids}},
+    }
+    return from_frozen(frozen)
+
+
+def from_frozen(frozen: dict) -> ForcedChoiceSpec:
+    """The spec of a frozen section (as stored in settings)."""
+    envelopes: dict[str, Envelope] = envelopes_from_settings(frozen["envelope_set"]["texts"])
+    return ForcedChoiceSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
+                            envelope_ids=tuple(frozen["envelopes"]), orderings=tuple(frozen["orderings"]),
+                            envelopes=envelopes, probe_set=frozen["probe_set"],
+                            probe_set_sha256=frozen["probe_set_sha256"])

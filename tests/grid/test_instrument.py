@@ -1,0 +1,81 @@
+"""The instrument protocol's registry and resolution, and the layering rule: the engine never imports an
+instrument (only the registry names them, as strings)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from grid.errors import ConfigError
+from grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, resolve
+from grid.trace_schema import TRACE_COLUMNS, trace_schema
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE_PACKAGES = ("grid", "actors", "cluster", "analysis", "jobs")
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_registry_entry_loads_and_keeps_the_protocol(name):
+    instrument = resolve(name)
+    assert isinstance(instrument, Instrument) and instrument.name == name
+    assert instrument.engine_kind in ENGINE_KINDS
+    schema = trace_schema(instrument.columns)     # documented, and no core column redefined
+    assert schema.names[:len(TRACE_COLUMNS)] == TRACE_COLUMNS
+    assert set(instrument.coordinates) <= {f.name for f in instrument.columns}
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("telepathy", "unknown instrument"),
+    ("no_such_module_xyz:THING", "cannot import"),
+    ("grid.ids:NOTHING", "has no attribute"),
+    ("grid.ids:SEP", "lacks"),
+])
+def test_an_instrument_that_cannot_be_resolved_is_a_config_error(name, problem):
+    with pytest.raises(ConfigError, match=problem) as info:
+        resolve(name)
+    assert info.value.field == "instrument"
+
+
+def test_an_instrument_column_must_be_documented_and_new():
+    with pytest.raises(ValueError, match="no doc"):
+        trace_schema([pa.field("x", pa.string())])
+    with pytest.raises(ValueError, match="core trace column"):
+        trace_schema([pa.field("response", pa.string(), metadata={"doc": "again"})])
+
+
+def test_an_instrument_ref_resolves_its_spec_once_per_process():
+    ref = InstrumentRef("forced_choice", {"probe_set": "-", "probe_set_sha256": "-", "n_items": 0,
+                                          "envelopes_file": "packaged", "envelopes": ["e"], "orderings": ["AB"],
+                                          "envelope_set": {"file": "packaged", "version": "v", "sha256": "-",
+                                                           "texts": {"e": {"system": "", "user": "{a} {b}"}}}})
+    assert ref.spec is ref.spec and ref.instrument is resolve("forced_choice")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_the_engine_never_imports_an_instrument():
+    offenders = {}
+    for package in ENGINE_PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            bad = sorted(m for m in imported_modules(path) if m == "instruments" or m.startswith("instruments."))
+            if bad:
+                offenders[str(path.relative_to(REPO))] = bad
+    assert offenders == {}
+
+
+def test_the_import_walk_sees_a_function_level_import(tmp_path):
+    sample = tmp_path / "x.py"
+    sample.write_text("def f():\n    from instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")
+    assert "instruments.forced_choice" in imported_modules(sample)
