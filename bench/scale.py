@@ -54,8 +54,7 @@ from pathlib import Path  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from actors.rows import trace_row, where_am_i  # noqa: E402
-from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
-from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
+from grid.instrument import InstrumentRef  # noqa: E402
 from grid.spec import ModelVariant  # noqa: E402
 from grid.trace_schema import to_trace_table  # noqa: E402
 
@@ -86,16 +85,15 @@ class SleepEngine:
 
 
 def bench_cells(n: int) -> tuple[pa.Table, InstrumentRef]:
-    """The first ``n`` cells of starter pairs × load-bearing envelopes × AB/BA (more samples if needed),
-    expanded by the forced-choice instrument, planned and seeded as a scan does; plus the instrument as
-    the pipeline takes it."""
-    ref = ref_from_section("forced_choice", {"envelopes": "load_bearing"})
-    samples = -(-n // ref.instrument.n_items(ref.spec))
-    cells = with_probe_ids(ref.instrument.cells(ref.spec, [LABEL], samples))
-    nothing = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
-                        "error": pa.array([], pa.string())})
-    todo, _ = plan_attempts(cells, nothing, max_attempts=3)
-    return add_seeds(todo, 20261130).slice(0, n), ref
+    """The first ``n`` bench cells and the instrument, built as every benchmark builds them
+    (``bench/pipeline.py``'s ``bench_cells``: forced-choice starter pairs × load-bearing envelopes × AB/BA)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_pipeline", os.path.join(os.path.dirname(__file__),
+                                                                                 "pipeline.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.bench_cells(n)
 
 
 def steady_rate(events: list[dict]) -> tuple[float, float, int]:

@@ -37,7 +37,6 @@ write; a store read of the invocation's keys only in a round where something did
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -47,10 +46,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from cluster.store import TraceStore, open_store
+from cluster.store import TraceStore
 
 log = logging.getLogger(__name__)
 

@@ -43,6 +43,40 @@ def new_database(pg_dsn: str) -> str:
     return make_conninfo(pg_dsn, dbname=name)
 
 
+def port_outside_ephemeral_range() -> int:
+    """A free 127.0.0.1 port below the kernel's ephemeral range (which outgoing connections draw from)."""
+    import random
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.Random().sample(range(20000, min(low, 30000)), 200):
+        if embedded_pg.port_bindable(port):
+            return port
+    raise RuntimeError(f"no free port in 20000..{low} after 200 tries")
+
+
+@pytest.fixture
+def own_catalog_server():
+    """A catalog server of this test alone (the session's must never be stopped); yields (root, dsn).
+
+    Tests stop and restart it and expect the same DSN back. That relies on two things, both set up here:
+    the remembered port lies outside the kernel's ephemeral range, so no outgoing connection of the run (Ray
+    opens hundreds) can be given it while the server is down; and the restart may bind it while old
+    connections sit in TIME_WAIT (the server and embedded_pg's probe both set SO_REUSEADDR).
+    """
+    import json
+
+    base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-own-"))
+    base.chmod(0o755)
+    root = base / "catalog"
+    root.mkdir()
+    (root / "server.json").write_text(json.dumps({"port": port_outside_ephemeral_range()}))
+    try:
+        yield root, embedded_pg.ensure_running(root, durable=False)
+    finally:
+        embedded_pg.stop(root)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def catalog_dsn(pg_dsn):
     """DSN of a new, empty database (``t_<random>``) on the session server, one per test."""
@@ -74,16 +108,35 @@ def tiny_dir(tmp_path_factory, demo_dir) -> Path:
     return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "tiny", demo_dir, seed=0)
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """One local Ray (2 CPUs) shared by the tests of a module; shut down after the module."""
+@pytest.fixture(scope="session")
+def _ray_local_session():
+    """Shuts the shared local Ray down once, at the end of the test session."""
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_local(_ray_local_session):
+    """The local Ray (2 CPUs) shared by every module that can share it: started on first use and kept
+    (a start costs 4–9 s). A fixture that needs a Ray of its own calls ``own_ray()`` first, which shuts the
+    shared one down; the next ``ray_local`` starts it again."""
     import ray
 
     from cluster.ray_session import ensure_ray
 
-    ensure_ray(num_cpus=2)
+    ensure_ray(num_cpus=2)   # a no-op while the shared one runs
     yield ray
-    ray.shutdown()
+
+
+def own_ray() -> None:
+    """Make way for a Ray of the caller's own (a multi-node test cluster, logical GPUs): shut the shared
+    local Ray down if it runs."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 # ---- servers on 127.0.0.1 ---------------------------------------------------------------------------

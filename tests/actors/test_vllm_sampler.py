@@ -232,7 +232,9 @@ def ray_two_gpus():
     """A local Ray of this test only, with 2 CPUs and 2 logical GPUs; shut down after it."""
     import ray
 
-    assert not ray.is_initialized()
+    from conftest import own_ray
+
+    own_ray()
     for attempt in range(3):   # Ray waits a fixed 30 s for its raylet; on an overloaded machine that can fail
         try:
             ray.init(address="local", num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)

@@ -65,7 +65,9 @@ def autoscaling(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     from cluster.ray_session import ensure_ray
+    from conftest import own_ray
 
+    own_ray()
     port = free_port()
     address = build_address(ray._private.services.get_node_ip_address(), port)
     config = tmp_path_factory.mktemp("autoscaler") / "fake_cluster.json"

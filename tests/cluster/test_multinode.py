@@ -37,6 +37,9 @@ def cluster():
 
     from cluster.ray_session import ensure_ray
 
+    from conftest import own_ray
+
+    own_ray()
     known = standin.descendants()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:

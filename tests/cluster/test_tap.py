@@ -16,15 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
-import shutil
-import tempfile
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import NamedTuple
 
 import httpx
@@ -155,32 +151,6 @@ def stub_upstream():
     finally:
         server.shutdown()
         server.server_close()
-
-
-def port_outside_ephemeral_range() -> int:
-    """A free 127.0.0.1 port below the kernel's ephemeral range, so that no outgoing connection (Ray opens
-    many) takes it while the catalog server is down and the restart finds it free."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.Random().sample(range(20000, min(low, 30000)), 200):
-        if embedded_pg.port_bindable(port):
-            return port
-    raise RuntimeError(f"no free port in 20000..{low} after 200 tries")
-
-
-@pytest.fixture
-def own_catalog_server():
-    """A catalog server of this test alone (the session's must never be stopped); yields (root, dsn).
-    A restart gives the same DSN (its port is remembered in server.json)."""
-    base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-tap-"))
-    base.chmod(0o755)
-    root = base / "catalog"
-    root.mkdir()
-    (root / "server.json").write_text(json.dumps({"port": port_outside_ephemeral_range()}))
-    try:
-        yield root, embedded_pg.ensure_running(root, durable=False)
-    finally:
-        embedded_pg.stop(root)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local, own_catalog_server, tmp_path):
