@@ -7,10 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import random
-import shutil
 import socket
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -55,15 +52,6 @@ def spilled(store_uri: str) -> pa.Table:
     return pa.concat_tables([pq.read_table(p) for p in parts]) if parts else SPILL_SCHEMA.empty_table()
 
 
-def port_outside_ephemeral_range() -> int:
-    """A free 127.0.0.1 port below the kernel's ephemeral range (which outgoing connections draw from)."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.Random().sample(range(20000, min(low, 30000)), 200):
-        if embedded_pg.port_bindable(port):
-            return port
-    raise RuntimeError(f"no free port in 20000..{low} after 200 tries")
-
-
 def closed_dsn() -> str:
     """A DSN on a 127.0.0.1 port nothing listens on (connections are refused at once)."""
     with socket.socket() as s:
@@ -73,24 +61,9 @@ def closed_dsn() -> str:
 
 
 @pytest.fixture
-def own_server():
-    """A catalog server of this test alone (the session's must never be stopped); yields (root, dsn).
-
-    Tests here stop and restart it and expect the same DSN back. That relies on two things, both set up
-    here: the remembered port lies outside the kernel's ephemeral range, so no outgoing connection of the
-    run (Ray opens hundreds) can be given it while the server is down; and the restart may bind it while
-    old connections sit in TIME_WAIT (the server and embedded_pg's probe both set SO_REUSEADDR).
-    """
-    base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-il-"))
-    base.chmod(0o755)
-    root = base / "catalog"
-    root.mkdir()
-    (root / "server.json").write_text(json.dumps({"port": port_outside_ephemeral_range()}))
-    try:
-        yield root, embedded_pg.ensure_running(root, durable=False)
-    finally:
-        embedded_pg.stop(root)
-        shutil.rmtree(base, ignore_errors=True)
+def own_server(own_catalog_server):
+    """A catalog server of this test alone (conftest's ``own_catalog_server``); yields (root, dsn)."""
+    return own_catalog_server
 
 
 # --- rows ------------------------------------------------------------------------------------
