@@ -7,6 +7,10 @@ its seed — never on which other cells share its batch. Timing is honest about 
 the batch's first generated token, ``ttft_ms`` equals it, and ``total_ms`` is batch start to the step
 at which this row produced its stop token (monotonic clock). Per-request streaming timing comes with
 the vLLM engine.
+
+Overrides: ``effort`` and ``chat_template_kwargs`` reach the chat template through the mapping the vLLM
+engine uses (``actors.chat.template_kwargs``) and ``generation_overrides`` records the kwargs applied.
+``extra_body`` has no request to go into here: the spec refuses it for backend "hf", and so does this class.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.chat import render_chat
-from actors.rows import trace_row, where_am_i
+from actors.chat import render_chat, template_kwargs
+from actors.rows import generation_overrides, trace_row, where_am_i
+from grid.errors import ConfigError
 from grid.trace_schema import to_trace_table
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -51,6 +56,10 @@ class HFSampler:
     def __init__(self, variant: dict, model_source: str, run: dict):
         """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
         instrument, envelope_version."""
+        if variant.get("extra_body"):
+            raise ConfigError("", f"models[{variant.get('label')}].extra_body", "the hf backend sends no request, so "
+                              "extra_body would be dropped", "remove it; pass template options in chat_template_kwargs, "
+                              'or use backend "vllm" for sampling parameters')
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -59,6 +68,9 @@ class HFSampler:
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
         self.variant, self.run, self.source = variant, run, model_source
+        self.template_kwargs = template_kwargs(variant)
+        """Chat-template kwargs every prompt is rendered with (effort's, then chat_template_kwargs)."""
+        self.overrides = generation_overrides(effort=variant.get("effort"), chat_template_kwargs=self.template_kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -101,7 +113,7 @@ class HFSampler:
         v = self.variant
         prompts, folded = [], []
         for c in cells:
-            text, was_folded = render_chat(self.tokenizer, c["system_text"], c["user_text"], v.get("chat_template_kwargs"))
+            text, was_folded = render_chat(self.tokenizer, c["system_text"], c["user_text"], self.template_kwargs)
             prompts.append(text)
             folded.append(was_folded)
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
@@ -144,4 +156,4 @@ class HFSampler:
     def _row(self, cell: dict, **fields) -> dict:
         """A trace row for ``cell`` carrying the run's identity, the coordinates and ``fields``."""
         return trace_row(self.variant, self.run, self.source, self.where, cell, timing_scope="batch",
-                         endpoint=f"engine://hf/{self.source}", **fields)
+                         endpoint=f"engine://hf/{self.source}", generation_overrides=self.overrides, **fields)

@@ -6,9 +6,12 @@ message, ``max_tokens``, ``temperature`` from the variant (0 is sent as 0: greed
 API with extended thinking — that refusal becomes an error row naming the field and the fix, nothing is
 changed silently); ``top_p`` only when it is not 1.0 (1.0 is the API's default, and newer models refuse
 temperature and top_p together); ``stream: true``; ``extra_body`` merged last. The variant's ``effort`` is
-not a body field: Anthropic has no ``reasoning_effort``; extended thinking is asked for in extra_body
-(e.g. ``{"thinking": {"type": "enabled", "budget_tokens": 1024}}``, with temperature 1), and ``effort``
-stays a label recorded in generation_overrides. The API has no seed: sampling is unseeded, and
+sent as the Messages API's own effort parameter, ``output_config.effort`` (merged into an
+``extra_body.output_config``; the spec takes low/medium/high/xhigh/max and refuses a second effort there);
+a model without it refuses the request, and that is an error row naming ``output_config.effort``.
+Extended thinking is asked for in extra_body (e.g. ``{"thinking": {"type": "enabled", "budget_tokens":
+1024}}``, with temperature 1). ``chat_template_kwargs`` cannot be sent (the API renders its own prompt):
+the spec refuses it, and so does this class. The API has no seed: sampling is unseeded, and
 request_params says so (``"seeded": false``). Headers: ``x-api-key`` (key from ``api_key_env``, default
 ``ANTHROPIC_API_KEY``; never recorded), ``anthropic-version: 2023-06-01``.
 
@@ -29,6 +32,7 @@ import httpx
 
 from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
 from actors.streaming import StreamClock
+from grid.errors import ConfigError
 
 ANTHROPIC_VERSION = "2023-06-01"
 """Value of the anthropic-version header (the Messages API version this reader speaks)."""
@@ -43,6 +47,18 @@ class AnthropicSampler(HTTPSampler):
 
     backend = "anthropic"
     default_key_env = "ANTHROPIC_API_KEY"
+    effort_path = ("output_config", "effort")
+
+    def __init__(self, variant: dict, model_source: str, run: dict, **backoff):
+        """As ``HTTPSampler``; a ConfigError for chat-template kwargs, which this API has no place for."""
+        extra = variant.get("extra_body") or {}
+        for field, value in (("chat_template_kwargs", variant.get("chat_template_kwargs")),
+                             ("extra_body.chat_template_kwargs", extra.get("chat_template_kwargs"))):
+            if value:
+                raise ConfigError("", f"models[{variant['label']}].{field}", "the Anthropic Messages API renders "
+                                  "its own prompt, so chat-template kwargs cannot be sent",
+                                  "remove it (effort and extra_body.thinking ask for reasoning)")
+        super().__init__(variant, model_source, run, **backoff)
 
     def post_url(self, base: str) -> str:
         """``<base>/v1/messages`` (or ``<base>/messages`` when the base already ends in /v1)."""
@@ -58,7 +74,8 @@ class AnthropicSampler(HTTPSampler):
         return {"x-api-key": key}
 
     def body(self, cell: dict) -> dict:
-        """Messages body for ``cell``: system, user message, max_tokens, temperature (top_p unless 1), extras."""
+        """Messages body for ``cell``: system, user message, max_tokens, temperature (top_p unless 1), extras,
+        the effort as output_config.effort."""
         v = self.variant
         body = {"model": self.source, "max_tokens": int(v["max_tokens"]),
                 "messages": [{"role": "user", "content": cell["user_text"]}]}
@@ -68,7 +85,10 @@ class AnthropicSampler(HTTPSampler):
         if float(v["top_p"]) != 1.0:
             body["top_p"] = float(v["top_p"])
         body["stream"] = True
-        body.update(v.get("extra_body") or {})
+        extra = v.get("extra_body") or {}
+        body.update(extra)
+        if v.get("effort"):
+            body["output_config"] = {**(extra.get("output_config") or {}), "effort": v["effort"]}
         return body
 
     def recorded_params(self, body: dict) -> dict:

@@ -4,9 +4,13 @@ Request (POST ``<endpoint>/chat/completions``, endpoint = the base URL ending in
 ``model`` = the API model name, ``messages`` = the system text as a system message (left out when the
 cell has none) and the user text as the user message; ``temperature``/``top_p``/``max_tokens`` from the
 variant (greedy = temperature 0, sent as 0); ``seed`` = the cell's seed; ``stream: true`` with
-``stream_options.include_usage``; ``reasoning_effort`` = the variant's effort when set; ``extra_body``
-merged last (it may override sampling keys; when it carries ``max_completion_tokens``, ``max_tokens``
-is not sent, since newer OpenAI models refuse both). Auth: ``Authorization: Bearer`` with the key from
+``stream_options.include_usage``; ``reasoning_effort`` = the variant's effort when set;
+``chat_template_kwargs`` = the variant's chat_template_kwargs when set (an extra parameter of vLLM's and
+other open servers, which hand it to the model's chat template; OpenAI itself refuses it, and that
+refusal is an error row), merged with ``extra_body.chat_template_kwargs``; ``extra_body`` merged last (it
+may override sampling keys; when it carries ``max_completion_tokens``, ``max_tokens`` is not sent, since
+newer OpenAI models refuse both). A server renders the template itself: whether a template kwarg changed
+the prompt cannot be seen from here (vLLM drops kwargs its template does not declare). Auth: ``Authorization: Bearer`` with the key from
 ``api_key_env``; no variable named → no auth header (a local server needs none).
 
 Stream: each ``data:`` chunk's ``choices[0].delta`` gives ``content`` (answer) and ``reasoning_content`` or
@@ -31,6 +35,7 @@ class OpenAISampler(HTTPSampler):
     """Engine for backend "openai": one OpenAI-compatible endpoint, streamed chat completions."""
 
     backend = "openai"
+    effort_path = ("reasoning_effort",)
 
     def post_url(self, base: str) -> str:
         """``<base>/chat/completions`` (base: the API root ending in /v1)."""
@@ -55,7 +60,10 @@ class OpenAISampler(HTTPSampler):
         if v.get("effort"):
             body["reasoning_effort"] = v["effort"]
         extra = v.get("extra_body") or {}
-        body.update(extra)
+        body.update({k: value for k, value in extra.items() if k != "chat_template_kwargs"})
+        template = {**(v.get("chat_template_kwargs") or {}), **(extra.get("chat_template_kwargs") or {})}
+        if template:
+            body["chat_template_kwargs"] = template
         if "max_completion_tokens" in extra:
             body.pop("max_tokens", None)
         return body

@@ -23,30 +23,34 @@ def where_am_i() -> dict:
     return {"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(), "hostname": socket.gethostname()}
 
 
-def generation_overrides(variant: dict) -> str:
-    """JSON of the variant's effort, extra_body and chat-template kwargs (what reaches the engine beyond sampling)."""
-    overrides = {"effort": variant.get("effort"), "extra_body": variant.get("extra_body") or {},
-                 "chat_template_kwargs": variant.get("chat_template_kwargs") or {}}
-    if variant.get("engine_args"):
-        overrides["engine_args"] = variant["engine_args"]
+def generation_overrides(effort: str | None = None, chat_template_kwargs: dict | None = None,
+                         extra_body: dict | None = None, engine_args: dict | None = None) -> str:
+    """JSON of what an engine actually sent beyond sampling: the effort (None unless it reached the model),
+    the chat-template kwargs applied (effort's included), the extra_body keys sent, and vLLM engine_args.
+    Each engine passes only what it sent; a dropped override is never recorded. Called without arguments:
+    nothing was sent (the default of ``trace_row``)."""
+    overrides = {"effort": effort, "extra_body": dict(extra_body or {}),
+                 "chat_template_kwargs": dict(chat_template_kwargs or {})}
+    if engine_args:
+        overrides["engine_args"] = engine_args
     return json.dumps(overrides, sort_keys=True)
 
 
 def trace_row(variant: dict, run: dict, source: str, where: dict, cell: dict, **fields) -> dict:
     """A trace row for ``cell`` carrying the run's identity, the coordinates, the variant's sampling
-    parameters and ``fields`` (answer, tokens, timing, error …), which override the defaults."""
+    parameters and ``fields`` (answer, tokens, timing, error …), which override the defaults. An engine passes
+    ``generation_overrides`` (``generation_overrides(...)`` of what it sent); the default records none."""
     row = {
         "invocation_id": run["invocation_id"], "experiment": run["experiment"],
         "instrument": run["instrument"], "envelope_version": run.get("envelope_version"),
         "probe_id": cell["probe_id"], "sample": cell["sample"], "attempt": cell.get("attempt", 1),
         "label": variant["label"], "model": variant["model"], "model_canonical": source,
         "backend": variant.get("backend", "hf"),
-        "pair_id": cell.get("pair_id"), "word_a": cell.get("word_a"), "word_b": cell.get("word_b"),
         "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
         "system_text": cell["system_text"], "user_text": cell["user_text"],
         "temperature": float(variant["temperature"]), "top_p": float(variant["top_p"]),
         "max_tokens": int(variant["max_tokens"]), "seed": cell["seed"],
-        "generation_overrides": generation_overrides(variant),
+        "generation_overrides": generation_overrides(),
         "created_at": datetime.now(timezone.utc), **where,
     }
     row.update(fields)

@@ -1,29 +1,29 @@
 """The experiment spec: ``experiments/<name>/config.json``, validated before anything else runs.
 
-``load_spec`` reads the file, checks every field (unknown keys, types, ranges, files, duplicate labels,
-envelope placeholders, pair ids, ``|`` in id components, secrets) and resolves defaults. Any problem is a
-``ConfigError`` whose one-line message names the file, the field and the fix; nothing has been written.
+``load_spec`` reads the file, checks the core fields (unknown keys, types, ranges, duplicate labels, ``|`` in
+id components, secrets), resolves defaults, and hands the instrument's own section (``"<instrument>": {…}``)
+to the instrument named by ``instrument`` (``grid.instrument``). Any problem is a ``ConfigError`` whose
+one-line message names the file, the field and the fix; nothing has been written.
 
-``Spec.settings()`` is the frozen record of a run: everything that shapes a result (resolved models,
-the envelope texts actually used, probe-set hash, sampling parameters, seeds), with secrets removed.
-It is what the catalog stores and what ``scan --resume`` rebuilds the grid from.
+``Spec.settings()`` is the frozen record of a run (``grid.settings``): what shapes a result (resolved
+models, sampling, seeds, the instrument's frozen section with its item hashes) and, apart, how it executes;
+secrets removed. It is what the catalog stores and what ``scan --resume`` rebuilds the grid from.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.envelopes import PACKAGED, EnvelopeSet, load_bearing_ids, load_envelopes
-from grid.errors import ConfigError
-from grid.ids import ORDERINGS, check_component
-from grid.probesets import STARTER, PairSet, load_pairs
+from typing import Any
 
-INSTRUMENTS = ("forced_choice",)
-"""Instruments the grid engine can run now (open_scan, flinch and lens come with later parts)."""
+from grid.errors import ConfigError
+from grid.ids import check_component
+from grid.instrument import Instrument, SpecContext, resolve
+from grid.secrets import check_endpoint_url, reject_secrets
+from grid.settings import FORMAT
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
 API_BACKENDS = ("openai", "anthropic")
@@ -32,18 +32,16 @@ DEFAULT_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https:
 BATCH_API_BACKENDS = ("openai_batch", "anthropic_batch", "batch")
 """Refused on purpose: a batch API is a different serving path (queued for hours, no streaming, no timing)."""
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+"""Values of the Messages API's ``output_config.effort`` (anthropic SDK 2.15), where backend "anthropic" sends effort."""
 RESERVED_NAMES = ("gstudy", "dstudy", "kendall", "auroc", "null", "bootstrap", "scaling", "compare")
 """Subcommands of ``mirrorscan analyze``: no experiment may be named after one."""
 
 # Top-level keys with their default (None = required or resolved later) and expected type.
 TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
-    "instrument": (None, (str,)),
+    "instrument": (None, (str,)),                 # a registry name, or "package.module:Attr"
     "description": ("", (str,)),
     "models": (None, (list,)),
-    "probe_set": (STARTER, (str,)),
-    "envelopes_file": (PACKAGED, (str,)),
-    "envelopes": ("load_bearing", (list, str)),   # list of ids, or "load_bearing" / "all"
-    "orderings": (["AB", "BA"], (list,)),
     "samples": (1, (int,)),                       # samples per cell; sample is 0-based
     "temperature": (0.0, (int, float)),           # 0 = greedy
     "top_p": (1.0, (int, float)),
@@ -78,7 +76,6 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
     "max_actors": (None, (int, type(None))),
 }
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|passw(or)?d|authorization|credential)", re.I)
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
 
@@ -139,40 +136,32 @@ class Spec:
     raw: dict
     """config.json as written."""
     values: dict
-    """Top-level values with defaults filled in."""
+    """Top-level core values with defaults filled in."""
     models: list[ModelVariant]
-    envelope_set: EnvelopeSet
-    envelope_ids: list[str]
-    pairs: PairSet
+    instrument: Instrument
+    """The instrument the config names (resolved)."""
+    instrument_spec: Any
+    """The instrument's validated section (frozen, hashable)."""
 
     def settings(self) -> dict:
-        """The frozen settings of an invocation: what shapes the results, no secrets, plain JSON."""
-        values = {k: v for k, v in self.values.items() if k not in ("models", "envelopes", "catalog_dsn")}
-        envelopes = {i: self.envelope_set.envelopes[i].frozen() for i in self.envelope_ids}
+        """The frozen settings of an invocation (format 2, see ``grid.settings``): no secrets, plain JSON."""
+        values = {k: v for k, v in self.values.items()
+                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size")}
         return {
-            "format": 1,
+            "format": FORMAT,
             "experiment": self.experiment,
             **values,
             "temperature": float(values["temperature"]),
             "top_p": float(values["top_p"]),
             "models": [m.as_dict() for m in self.models],
-            "envelopes": list(self.envelope_ids),
-            "envelope_set": {"file": self.envelope_set.path, "version": self.envelope_set.version,
-                             "sha256": self.envelope_set.sha256, "texts": envelopes},
-            "probe_set_sha256": self.pairs.sha256,
-            "n_items": len(self.pairs),
-            "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn",
+            "instrument_settings": self.instrument.frozen(self.instrument_spec),
+            "execution": {"store": self.values.get("store"), "actor_pool_size": self.values["actor_pool_size"],
+                          "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn"},
         }
 
     def n_cells(self) -> int:
-        """Number of cells in the full grid (models × items × envelopes × orderings × samples)."""
-        return (len(self.models) * len(self.pairs) * len(self.envelope_ids)
-                * len(self.values["orderings"]) * self.values["samples"])
-
-
-def settings_hash(settings: dict) -> str:
-    """SHA-256 over the canonical JSON of settings: equal hashes mean the same grid and parameters."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        """Number of cells in the full grid (models × the instrument's cells per model × samples)."""
+        return len(self.models) * self.instrument.n_items(self.instrument_spec) * self.values["samples"]
 
 
 def default_label(model: str, effort: str | None) -> str:
@@ -191,26 +180,6 @@ def _check_type(file: str, name: str, value: object, types: tuple[type, ...]) ->
     if not _type_ok(value, types):
         wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
         raise ConfigError(file, name, f"is {json.dumps(value)[:60]}, not {wanted}", f"write {wanted}")
-
-
-def _reject_secrets(file: str, obj: object, path: str) -> None:
-    """Secrets never enter config.json: they would reach settings, logs and Parquet."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if _SECRET_KEY.search(str(key)) and not str(key).endswith("_env") and key != "max_tokens":
-                raise ConfigError(file, sub, "looks like a secret; secrets must not be written in config.json",
-                                  "put it in an environment variable and name that variable in api_key_env")
-            _reject_secrets(file, value, sub)
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            _reject_secrets(file, value, f"{path}[{i}]")
-
-
-def _resolve_path(config_dir: Path, value: str) -> str:
-    if value.startswith("packaged") or Path(value).is_absolute():
-        return value
-    return str((config_dir / value).resolve())
 
 
 def _check_range(file: str, name: str, ok: bool, problem: str, fix: str) -> None:
@@ -267,6 +236,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
 def _resolve_engine(file: str, where: str, v: dict) -> None:
     """Fill in and check the engine/endpoint/resource keys of one model entry (in place)."""
     backend = v["backend"]
+    check_endpoint_url(file, f"{where}.endpoint", v["endpoint"])   # before any message that prints the URL
     if backend in API_BACKENDS:
         v["endpoint"] = (v["endpoint"] or DEFAULT_ENDPOINTS[backend]).rstrip("/")
         _check_range(file, f"{where}.endpoint", v["endpoint"].startswith(("http://", "https://")),
@@ -285,11 +255,41 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
     if v["engine_args"] and backend != "vllm":
         raise ConfigError(file, f"{where}.engine_args", f"is only read by the vllm backend, not {backend!r}",
                           "remove it, or pass provider extras in extra_body")
+    _check_overrides(file, where, v)
     if v["num_gpus"] is None:
         v["num_gpus"] = float(v["tensor_parallel_size"]) if backend == "vllm" and v["device"].startswith("cuda") else 0.0
     _check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
     _check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
                  "use a positive number of GiB, or leave it out")
+
+
+def _check_overrides(file: str, where: str, v: dict) -> None:
+    """Refuse an effort, extra_body or chat-template kwarg that the model entry's backend would drop: an
+    override counts only when it changes what is sent. (Whether a local model's chat template reads a kwarg
+    needs its tokenizer; ``scan`` checks that before anything is written.)"""
+    backend, extra = v["backend"], v["extra_body"]
+    if backend == "hf" and extra:
+        raise ConfigError(file, f"{where}.extra_body", "the hf backend runs transformers in-process and sends no "
+                          "request, so extra_body would be dropped", "remove it; pass template options in "
+                          'chat_template_kwargs, or use backend "vllm" for sampling parameters (e.g. structured_outputs)')
+    if "chat_template_kwargs" in extra:
+        _check_type(file, f"{where}.extra_body.chat_template_kwargs", extra["chat_template_kwargs"], (dict,))
+    if backend != "anthropic":
+        return
+    for name, value in (("chat_template_kwargs", v["chat_template_kwargs"]),
+                        ("extra_body.chat_template_kwargs", extra.get("chat_template_kwargs"))):
+        if value:
+            raise ConfigError(file, f"{where}.{name}", "the Anthropic Messages API renders its own prompt, so "
+                              "chat-template kwargs cannot be sent", "remove it (effort and extra_body.thinking "
+                              "ask for reasoning)")
+    if v["effort"] is None:
+        return
+    _check_range(file, f"{where}.effort", v["effort"] in ANTHROPIC_EFFORTS, f"is {v['effort']!r}, not an effort "
+                 "level of the Messages API (sent as output_config.effort)",
+                 f"use one of: {', '.join(ANTHROPIC_EFFORTS)}, or leave effort out")
+    if isinstance(extra.get("output_config"), dict) and "effort" in extra["output_config"]:
+        raise ConfigError(file, f"{where}.effort", "is set twice: also as extra_body.output_config.effort",
+                          "keep one of them")
 
 
 def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
@@ -324,9 +324,14 @@ def load_spec(path: str | Path) -> Spec:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(file, "(file)", f"is not valid JSON ({exc})", "fix the JSON syntax") from exc
     _check_type(file, "(top level)", raw, (dict,))
-    _reject_secrets(file, {k: v for k, v in raw.items() if k != "catalog_dsn"}, "")
+    reject_secrets(file, {k: v for k, v in raw.items() if k != "catalog_dsn"})
+    if "instrument" not in raw:
+        raise ConfigError(file, "instrument", "missing", "add 'instrument' (e.g. \"forced_choice\")")
+    _check_type(file, "instrument", raw["instrument"], (str,))
+    instrument = _resolve_instrument(file, raw["instrument"])
+    instrument_keys = {instrument.name, *getattr(instrument, "legacy_keys", ())}
     for key in raw:
-        if key not in TOP_LEVEL:
+        if key not in TOP_LEVEL and key not in instrument_keys:
             raise ConfigError(file, key, "unknown key", f"remove it or use one of: {', '.join(TOP_LEVEL)}")
     values = {}
     for key, (default, types) in TOP_LEVEL.items():
@@ -337,50 +342,43 @@ def load_spec(path: str | Path) -> Spec:
             continue
         _check_type(file, key, raw[key], types)
         values[key] = raw[key]
-    if values["instrument"] not in INSTRUMENTS:
-        raise ConfigError(file, "instrument", f"unknown instrument {values['instrument']!r}", f"use one of: {', '.join(INSTRUMENTS)}")
     _validate_sampling(file, "", values)
     for key in ("samples", "batch_size", "actor_pool_size"):
         _check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
-    orderings = values["orderings"]
-    _check_range(file, "orderings", bool(orderings) and all(o in ORDERINGS for o in orderings) and len(set(orderings)) == len(orderings),
-                 f"is {orderings}", 'use ["AB", "BA"], ["AB"] or ["BA"]')
     config_dir = config_path.parent.resolve()
-    values["probe_set"] = _resolve_path(config_dir, values["probe_set"])
-    values["envelopes_file"] = _resolve_path(config_dir, values["envelopes_file"])
     models = _load_models(file, values["models"], values)
-    envelope_set = load_envelopes(values["envelopes_file"])
-    selection = values["envelopes"]
-    if isinstance(selection, str):
-        if selection == "load_bearing":
-            envelope_ids = load_bearing_ids(envelope_set)
-        elif selection == "all":
-            envelope_ids = list(envelope_set.envelopes)
-        else:
-            raise ConfigError(file, "envelopes", f"is {selection!r}", 'write a list of envelope ids, "load_bearing" or "all"')
-    else:
-        if not selection or len(set(selection)) != len(selection) or not all(isinstance(s, str) for s in selection):
-            raise ConfigError(file, "envelopes", "must be a non-empty list of distinct envelope ids", "list each envelope id once")
-        envelope_ids = [e.id for e in envelope_set.select(selection, file)]
-    pairs = load_pairs(values["probe_set"])
+    section = _instrument_section(file, raw, instrument)
+    where = instrument.name if instrument.name in raw else ""   # legacy top-level keys are named as written
+    instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
     experiment = check_component(config_dir.name, file, "(experiment folder name)")
+    if experiment.startswith("_"):
+        raise ConfigError(file, "(experiment folder name)", f"{experiment!r} starts with '_', which marks "
+                          "mirrorscan's own folders in a store (the tap's log rows live under _tap/)",
+                          "rename the experiment folder")
     if experiment in RESERVED_NAMES:
         raise ConfigError(file, "(experiment folder name)", f"{experiment!r} is reserved for `mirrorscan analyze {experiment}`",
                           "rename the experiment folder")
     return Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
-                envelope_set=envelope_set, envelope_ids=envelope_ids, pairs=pairs)
+                instrument=instrument, instrument_spec=instrument_spec)
 
 
-def settings_differences(frozen: dict, current: dict, prefix: str = "") -> list[str]:
-    """Dotted paths of the fields where two settings dicts differ (for ``scan --resume``)."""
-    if isinstance(frozen, dict) and isinstance(current, dict):
-        out = []
-        for key in sorted(set(frozen) | set(current)):
-            out += settings_differences(frozen.get(key), current.get(key), f"{prefix}.{key}" if prefix else key)
-        return out
-    if isinstance(frozen, list) and isinstance(current, list) and len(frozen) == len(current):
-        out = []
-        for i, (a, b) in enumerate(zip(frozen, current)):
-            out += settings_differences(a, b, f"{prefix}[{i}]")
-        return out
-    return [] if frozen == current else [prefix]
+def _resolve_instrument(file: str, name: str) -> Instrument:
+    """The instrument ``name`` names, with the config file in any error."""
+    try:
+        return resolve(name)
+    except ConfigError as exc:
+        raise ConfigError(file, exc.field, exc.problem, exc.fix) from exc.__cause__
+
+
+def _instrument_section(file: str, raw: dict, instrument: Instrument) -> dict:
+    """The instrument's section: ``raw[<name>]``, or, in configs written before sections, its legacy
+    top-level keys (never both)."""
+    legacy = {k: raw[k] for k in getattr(instrument, "legacy_keys", ()) if k in raw}
+    if instrument.name not in raw:
+        return legacy
+    if legacy:
+        raise ConfigError(file, ", ".join(legacy), f"is given both at the top level and in the {instrument.name!r} section",
+                          f"move it into the {instrument.name!r} section")
+    section = raw[instrument.name]
+    _check_type(file, instrument.name, section, (dict,))
+    return section

@@ -37,7 +37,7 @@ def running_catalog_dsn(flag: str | None, spec: Spec) -> str | None:
     """The catalog DSN when a catalog can be read without starting one: a DSN given by flag, config or
     environment, or the embedded server when it is already running; None otherwise."""
     from cluster import embedded_pg
-    from jobs.scan import resolve_catalog
+    from jobs.preflight import resolve_catalog
 
     dsn = resolve_catalog(flag, spec)
     if dsn and dsn.strip() != "embedded":
@@ -92,10 +92,11 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
     out = out or sys.stdout
     from grid.spec import load_spec
-    from jobs.scan import check_engines, resolve_store
+    from jobs.preflight import check_engines, check_template_overrides, resolve_store
 
     spec = load_spec(experiment)
     check_engines(spec)
+    check_template_overrides(spec, prepare=False)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
     per_model = spec.instrument.n_items(spec.instrument_spec) * spec.values["samples"]

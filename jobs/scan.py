@@ -8,6 +8,7 @@ per model → Parquet parts in the store → final counts and status in the cata
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -20,12 +21,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.home import default_store_uri
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts
+from cluster.runs import pid_alive
+from grid.cells import add_seeds, plan_attempts, with_probe_ids
 from grid.errors import CatalogError, ConfigError
-from grid.probesets import load_pairs
-from grid.spec import API_BACKENDS, Spec, load_spec, settings_differences, settings_hash
+from grid.instrument import InstrumentRef
+from grid.settings import execution, settings_hash, shaping_differences
+from grid.spec import API_BACKENDS, Spec, load_spec
 from jobs.errors import reports_user_errors
+from jobs.preflight import check_engines, check_template_overrides, resolve_catalog, resolve_store
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 OUTCOME_WAIT_S = 120.0
@@ -67,6 +70,9 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate and print the cells per model, a bound on generated tokens and what --resume "
+                        "would run; start nothing (no Ray, no engine, no catalog server) and write nothing")
     return p
 
 
@@ -81,17 +87,6 @@ class ScanResult:
     counts: dict = field(default_factory=dict)
 
 
-def resolve_store(flag: str | None, spec: Spec) -> str:
-    """The store URI: flag, then config, then $MIRRORSCAN_STORE, then the home store (absolute for local)."""
-    uri = flag or spec.values.get("store") or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
-    return uri if "://" in uri else os.path.abspath(uri)
-
-
-def resolve_catalog(flag: str | None, spec: Spec | None) -> str | None:
-    """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
-    return flag or (spec.values.get("catalog_dsn") if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None
-
-
 def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dict:
     """Cells by status from the stored rows: ok (≥1 successful row), error (only error rows), missing."""
     rows = store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
@@ -103,28 +98,19 @@ def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dic
             "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error")), min_count=0).as_py()}
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
     inv = catalog.newest_unfinished(spec.experiment)
     if inv is None:
         raise ConfigError(spec.config_path, "--resume", f"experiment {spec.experiment!r} has no unfinished invocation",
                           "run scan without --resume to start a new invocation")
-    diffs = settings_differences(inv["settings"], settings)
+    diffs = shaping_differences(inv["settings"], settings)
     if diffs:
         raise ConfigError(spec.config_path, ", ".join(diffs),
                           f"differs from the frozen settings of invocation {inv['invocation_id']}",
                           "restore those fields in config.json, or start a new invocation without --resume")
     if inv["status"] == "running" and inv["host"] == socket.gethostname() and inv["pid"] != os.getpid() \
-            and _pid_alive(int(inv["pid"])):
+            and pid_alive(int(inv["pid"])) and not catalog.execute(   # an invocation from before driver runs
+                "SELECT 1 FROM scan_runs WHERE invocation_id = %s", [inv["invocation_id"]]):
         raise ConfigError(spec.config_path, "--resume", f"invocation {inv['invocation_id']} is still running (pid {inv['pid']})",
                           "wait for it to finish or stop that process first")
     return inv
@@ -133,6 +119,7 @@ def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
 def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
              catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False) -> ScanResult:
     """Run (or resume) an experiment's grid; return the invocation id, final status, counts and traces path."""
+    from cluster import runs
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
     from cluster.provenance import provenance
@@ -141,6 +128,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     if max_attempts < 1:
         raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
     spec = load_spec(experiment)
+    check_engines(spec)
+    check_template_overrides(spec)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
     sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
@@ -151,7 +140,16 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     with Catalog(dsn) as catalog:
         if resume:
             inv = _resume_target(catalog, spec, settings)
-            invocation_id, settings = str(inv["invocation_id"]), inv["settings"]
+            invocation_id = str(inv["invocation_id"])
+            if inv.get("store_uri") and inv["store_uri"] != spec.values["store"]:
+                if not quiet:
+                    print(f"note: resuming in the invocation's own store {inv['store_uri']} "
+                          f"(not {spec.values['store']})", file=sys.stderr)
+                spec.values["store"] = inv["store_uri"]
+                settings = spec.settings()
+                trace_store = open_store(spec.values["store"])
+            driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
+                                  config_file=spec.config_path)   # before touching the store: refused while another runs
             removed, quarantined = trace_store.cleanup(spec.experiment, invocation_id)
             if not quiet and (removed or quarantined):
                 print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable part(s)",
@@ -161,27 +159,54 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
             invocation_id = str(uuid.uuid4())
             prov = provenance()
             catalog.create_invocation({
-                "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": settings["instrument"],
+                "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
                 "settings": settings, "settings_hash": settings_hash(settings), **prov,
-                "content_hashes": {"probe_set": spec.pairs.sha256, "envelopes": spec.envelope_set.sha256},
+                "content_hashes": content_hashes(spec),
                 "store_uri": spec.values["store"], "status": "running", "counts": {"cells": spec.n_cells()}})
             trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources})
+            driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
+                                  config_file=spec.config_path)
         # one machine-readable line before any work, so a submitted job's log names its invocation at once
         print(f"mirrorscan-invocation: {invocation_id} experiment={spec.experiment} "
               f"{'resumed' if resume else 'new'}", file=sys.stderr, flush=True)
-        result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address,
-                          quiet, dsn)
+        if driver.took_over and not quiet:
+            print(f"note: took over the stale lease of driver run {driver.took_over}", file=sys.stderr)
+        driver.start_heartbeat()
+        try:
+            result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts,
+                              ray_address, quiet, dsn, driver)
+        finally:
+            driver.end(catalog)
     return result
 
 
+def content_hashes(spec: Spec) -> dict:
+    """Hashes of the inputs an invocation read (the instrument's item sets and templates), for the catalog."""
+    hashes = getattr(spec.instrument, "content_hashes", None)
+    if hashes is not None:
+        return hashes(spec.instrument_spec)
+    frozen = json.dumps(spec.instrument.frozen(spec.instrument_spec), sort_keys=True, ensure_ascii=False)
+    return {"instrument_settings": hashlib.sha256(frozen.encode()).hexdigest()}
+
+
+def instrument_ref(settings: dict) -> InstrumentRef:
+    """The instrument of (format 2) settings, as it travels to Ray workers."""
+    return InstrumentRef(settings["instrument"], settings["instrument_settings"])
+
+
+def grid_cells(settings: dict) -> pa.Table:
+    """The full grid of (format 2) settings: the instrument's cells for every model label, with probe ids."""
+    ref = instrument_ref(settings)
+    labels = [m["label"] for m in settings["models"]]
+    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings["samples"]), instrument=ref.name)
+
+
 def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet,
-             dsn: str | None = None) -> ScanResult:
+             dsn: str | None = None, driver=None) -> ScanResult:
     """Expand the grid from frozen ``settings``, run what is left, and record the outcome."""
     experiment = spec.experiment
-    pairs = load_pairs(settings["probe_set"])   # hash equals the frozen one (checked by settings comparison)
-    labels = [m["label"] for m in settings["models"]]
-    cells = expand_forced_choice(labels, pairs.table, settings["envelopes"], settings["orderings"], settings["samples"])
+    cells = grid_cells(settings)
     prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
     todo, given_up = plan_attempts(cells, prior, max_attempts)
     todo = add_seeds(todo, settings["seed"])
@@ -191,7 +216,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
             before = (loggable_rows(trace_store, experiment, invocation_id),
                       logged_rows(trace_store, catalog, experiment, invocation_id))
             _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
-                       max_attempts)
+                       max_attempts, driver)
             missing = await_inference_log(trace_store, catalog, experiment, invocation_id, before)
             if missing:
                 print(f"warning: {missing} inference_log row(s) of invocation {invocation_id} were neither in the "
@@ -298,22 +323,27 @@ def record_outcome(catalog, trace_store, spec: Spec, invocation_id: str, status:
 
 
 def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
-               quiet: bool, ray_address: str | None, dsn: str | None = None, max_attempts: int = 3) -> None:
+               quiet: bool, ray_address: str | None, dsn: str | None = None, max_attempts: int = 3,
+               driver=None) -> None:
     from tqdm import tqdm
 
-    from cluster.pipeline import run_grid
     from cluster.ray_session import ensure_ray
+    from cluster.sweep import run_grid
 
     ensure_ray(ray_address)
-    run = {"invocation_id": invocation_id, "experiment": experiment, "instrument": settings["instrument"],
-           "envelope_version": settings["envelope_set"]["version"],
-           "catalog_dsn": dsn, "store_uri": settings["store"]}   # engine actors write inference_log rows there
+    ref = instrument_ref(settings)
+    wrapper_version = getattr(ref.instrument, "wrapper_version", None)
+    run = {"invocation_id": invocation_id, "experiment": experiment, "instrument": ref.instrument.name,
+           "envelope_version": wrapper_version(ref.spec) if wrapper_version else None,
+           "catalog_dsn": dsn, "store_uri": settings["execution"]["store"]}   # actors write inference_log rows there
     done = {"rows": 0, "errors": 0}
     last_update = [time.monotonic()]
     bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}", disable=quiet, file=sys.stderr,
                dynamic_ncols=True, smoothing=0.1)
 
     def on_part(rows: int, errors: int) -> None:
+        if driver is not None:
+            driver.check()   # a driver whose lease lapsed stops: another may have taken the invocation over
         done["rows"] += rows
         done["errors"] += errors
         bar.update(rows)
@@ -328,9 +358,9 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
             except CatalogError:
                 pass   # progress is advisory; the final status is written at the end (record_outcome)
     try:
-        run_grid(todo, settings["models"], sources, run, settings["envelope_set"]["texts"],
-                 store_uri=settings["store"], batch_size=settings["batch_size"],
-                 pool_size=settings["actor_pool_size"], on_part=on_part, max_attempts=max_attempts)
+        run_grid(todo, settings["models"], sources, run, ref,
+                 store_uri=settings["execution"]["store"], batch_size=settings["batch_size"],
+                 pool_size=settings["execution"]["actor_pool_size"], on_part=on_part, max_attempts=max_attempts)
     finally:
         bar.close()
 
@@ -350,6 +380,11 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
 def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     """CLI entry point; returns the exit code."""
     args = build_parser(prog).parse_args(argv)
+    if args.dry_run:
+        from jobs.dry_run import dry_run
+
+        dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
+        return EXIT_OK
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pyarrow as pa
 import pytest
 
 from actors.chat import FOLD_SEPARATOR, render_chat
 from actors.hf_sampler import HFSampler
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts, render_forced_choice
-from grid.envelopes import load_envelopes
+from fc_grid import fc_rendered
 from grid.ids import cell_seed
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
@@ -17,13 +19,16 @@ NO_SYSTEM_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
     "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+EFFORT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if reasoning_effort is defined %}Reasoning effort: "
+    "{{ reasoning_effort }}.{% if reasoning_effort == 'high' %} Think it through step by step before answering."
+    "{% endif %}\n{% endif %}{% endif %}")
+"""A chat template that reads ``reasoning_effort`` (and no other kwarg); 'high' adds a sentence."""
 
 
 def cells(samples: int = 1, seed: int = 11) -> pa.Table:
-    grid = expand_forced_choice(["tiny"], PAIRS, ["english_strict", "json_schema"], ["AB", "BA"], samples)
-    todo, _ = plan_attempts(grid, grid.slice(0, 0).select(["probe_id", "sample"]).append_column(
-        "error", pa.array([], pa.string())), 3)
-    return render_forced_choice(add_seeds(todo, seed), load_envelopes().envelopes)
+    return fc_rendered(["tiny"], PAIRS, ["english_strict", "json_schema"], ["AB", "BA"], samples, seed)
 
 
 def variant(**kw) -> dict:
@@ -103,3 +108,66 @@ def test_a_failing_cell_becomes_an_error_row_and_the_rest_answer(greedy):
     rows = greedy(poisoned).to_pylist()
     assert [r["error"] is None for r in rows] == [True, False, True, True]
     assert rows[1]["response"] is None and rows[1]["error"]
+
+
+def with_template(tiny_dir, folder, template: str) -> str:
+    """A copy of the tiny model whose tokenizer carries ``template``."""
+    from transformers import AutoTokenizer
+
+    shutil.copytree(tiny_dir, folder)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    tok.chat_template = template
+    tok.save_pretrained(str(folder))
+    return str(folder)
+
+
+def test_effort_tiers_change_the_prompt_and_rows_record_the_kwargs_applied(tiny_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from actors.chat import template_kwargs
+
+    source = with_template(tiny_dir, tmp_path / "effort", EFFORT_TEMPLATE)
+    tok = AutoTokenizer.from_pretrained(source)
+    texts = {e: render_chat(tok, "S", "U", template_kwargs(variant(effort=e)))[0] for e in (None, "low", "high")}
+    assert len(set(texts.values())) == 3 and "Reasoning effort: high. Think" in texts["high"]
+    batch = cells().slice(0, 2)
+    rows = {e: HFSampler(variant(label=f"tiny@{e}", effort=e), source, RUN)(batch).to_pylist() for e in ("low", "high")}
+    for low, high in zip(rows["low"], rows["high"]):
+        assert low["error"] is None and high["error"] is None
+        assert high["prompt_tokens"] > low["prompt_tokens"]   # two tiers, two different prompts
+    for effort, tier in rows.items():
+        for row in tier:
+            assert json.loads(row["generation_overrides"]) == {
+                "effort": effort, "extra_body": {},
+                "chat_template_kwargs": {"reasoning_effort": effort, "enable_thinking": True}}
+
+
+def test_rows_without_overrides_record_none_and_extra_body_is_refused(greedy, tiny_dir):
+    from grid.errors import ConfigError
+
+    row = greedy(cells().slice(0, 1)).to_pylist()[0]
+    assert json.loads(row["generation_overrides"]) == {"effort": None, "extra_body": {}, "chat_template_kwargs": {}}
+    with pytest.raises(ConfigError, match=r"models\[tiny\]\.extra_body.*no request"):
+        HFSampler(variant(extra_body={"top_k": 5}), str(tiny_dir), RUN)
+
+
+def test_unapplied_overrides_are_those_that_leave_the_rendered_bytes_unchanged(tiny_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from actors.chat import unapplied_overrides
+
+    plain = AutoTokenizer.from_pretrained(str(tiny_dir))   # SmolLM2's template reads no kwarg
+    assert unapplied_overrides(plain, variant(effort="high")) == ["effort"]
+    assert unapplied_overrides(plain, variant(chat_template_kwargs={"enable_thinking": False})) == [
+        "chat_template_kwargs.enable_thinking"]
+    reads = AutoTokenizer.from_pretrained(with_template(tiny_dir, tmp_path / "effort", EFFORT_TEMPLATE))
+    assert unapplied_overrides(reads, variant(effort="low")) == []
+    assert unapplied_overrides(reads, variant(chat_template_kwargs={"reasoning_effort": "high", "colour": "red"})) == [
+        "chat_template_kwargs.colour"]
+    # the effort is replaced by an explicit kwarg: it changes nothing any more
+    assert unapplied_overrides(reads, variant(effort="low", chat_template_kwargs={"reasoning_effort": "high"})) == [
+        "effort"]
+    # a later source replaces an earlier key: the earlier one changes nothing
+    shadowed = variant(chat_template_kwargs={"reasoning_effort": "low"},
+                       extra_body={"chat_template_kwargs": {"reasoning_effort": "high"}})
+    assert unapplied_overrides(reads, shadowed) == ["chat_template_kwargs.reasoning_effort"]

@@ -161,6 +161,30 @@ def test_extra_body_may_not_replace_the_prompt(server):
         AnthropicSampler(variant(server.url, extra_body={"messages": []}), "claude-test", RUN)
 
 
+def test_effort_is_sent_as_output_config_effort_and_recorded(server):
+    schema = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+    rows = run(server, cells(["claude|e|x|e|AB"]), effort="high", extra_body={"output_config": schema})
+    assert rows[0]["error"] is None, rows[0]["error"]
+    sent = {**schema, "effort": "high"}   # merged into extra_body's output_config
+    assert server.requests[-1]["body"]["output_config"] == sent
+    assert json.loads(rows[0]["request_params"])["output_config"] == sent
+    assert json.loads(rows[0]["generation_overrides"]) == {"effort": "high", "chat_template_kwargs": {},
+                                                           "extra_body": {"output_config": sent}}
+    rows = run(server, cells(["claude|n|x|e|AB"]))
+    assert "output_config" not in server.requests[-1]["body"]
+    assert json.loads(rows[0]["generation_overrides"]) == {"effort": None, "chat_template_kwargs": {}, "extra_body": {}}
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"chat_template_kwargs": {"enable_thinking": True}}, "chat_template_kwargs"),
+    ({"extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}, "extra_body.chat_template_kwargs"),
+])
+def test_chat_template_kwargs_cannot_be_sent_and_are_refused(server, kw, field):
+    with pytest.raises(ConfigError, match=rf"models\[claude\]\.{field}: .*renders its own prompt"):
+        AnthropicSampler(variant(server.url, **kw), "claude-test", RUN)
+    assert not server.requests
+
+
 def test_backoff_retry_after_and_shares_are_bounded():
     rng = random.Random(0)
     waits = [backoff_s(k, 0.5, 4.0, None, 60.0, rng) for k in range(1, 12) for _ in range(20)]

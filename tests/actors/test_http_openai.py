@@ -14,8 +14,7 @@ from actors.http_common import header_value
 from actors.http_openai import OpenAISampler
 from actors.registry import engine_class
 from actors.streaming import timing_problems
-from grid.cells import add_seeds, expand_forced_choice, plan_attempts, render_forced_choice
-from grid.envelopes import load_envelopes
+from fc_grid import fc_rendered
 
 RUN = {"invocation_id": "inv-oai", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
 PAIRS = pa.table({"pair_id": ["cd", "tc"], "word_a": ["cat", "tea"], "word_b": ["dog", "coffee"]})
@@ -26,10 +25,7 @@ FAST = {"backoff_base_s": 0.01, "backoff_ceiling_s": 0.05}
 
 def grid_cells(label: str, samples: int = 1) -> pa.Table:
     """Real rendered forced-choice cells (2 pairs × 1 envelope × 2 orderings × samples)."""
-    grid = expand_forced_choice([label], PAIRS, ["english_strict"], ["AB", "BA"], samples)
-    todo, _ = plan_attempts(grid, grid.slice(0, 0).select(["probe_id", "sample"]).append_column(
-        "error", pa.array([], pa.string())), 3)
-    return render_forced_choice(add_seeds(todo, 7), load_envelopes().envelopes)
+    return fc_rendered([label], PAIRS, ["english_strict"], ["AB", "BA"], samples, 7)
 
 
 VLLM_KEY_ENV = "MIRRORSCAN_TEST_VLLM_KEY"
@@ -89,6 +85,13 @@ def test_vllm_server_seeded_sampling_repeats_per_cell_seed(vllm_server):
     assert len({r["seed"] for r in first}) == len(first)   # each cell sent its own seed
 
 
+def test_vllm_server_accepts_chat_template_kwargs(vllm_server):
+    v = variant(vllm_server, api_key_env=VLLM_KEY_ENV, chat_template_kwargs={"enable_thinking": False})
+    rows = answer(v, grid_cells("smollm2").slice(0, 1))
+    assert rows[0]["error"] is None and rows[0]["response"], rows[0]["error"]   # an extra parameter it takes
+    assert json.loads(rows[0]["request_params"])["chat_template_kwargs"] == {"enable_thinking": False}
+
+
 # ---- against the fault server (OpenAI SSE framing) --------------------------------------------------
 
 @pytest.fixture
@@ -140,6 +143,24 @@ def test_reasoning_and_a_refused_temperature(server):
         assert row["n_chunks"] == len(THINKING_PIECES) + len(ANSWER_PIECES)
     sent = server.requests[-1]["body"]
     assert sent["messages"][0] == {"role": "system", "content": "S"} and sent["reasoning_effort"] == "high"
+
+
+def test_chat_template_kwargs_are_sent_and_recorded_as_sent(server):
+    table = pa.Table.from_pylist([{"probe_id": "m|cat|dog|e|AB", "sample": 0, "attempt": 1, "seed": 5,
+                                   "system_text": "S", "user_text": "U"}])
+    v = variant(f"{server.url}/v1", api_key_env=KEY_ENV, chat_template_kwargs={"enable_thinking": False},
+                extra_body={"chat_template_kwargs": {"custom_flag": "x"}, "top_k": 5})
+    row = answer(v, table)[0]
+    assert row["error"] is None, row["error"]
+    template = {"enable_thinking": False, "custom_flag": "x"}   # extra_body's kwargs merged last
+    sent = server.requests[-1]["body"]
+    assert sent["chat_template_kwargs"] == template and sent["top_k"] == 5 and "reasoning_effort" not in sent
+    assert json.loads(row["request_params"])["chat_template_kwargs"] == template
+    assert json.loads(row["generation_overrides"]) == {"effort": None, "chat_template_kwargs": template,
+                                                        "extra_body": {"top_k": 5}}
+    row = answer(variant(f"{server.url}/v1", api_key_env=KEY_ENV, effort="low", temperature=1.0), table)[0]
+    assert server.requests[-1]["body"]["reasoning_effort"] == "low" and "chat_template_kwargs" not in server.requests[-1]["body"]
+    assert json.loads(row["generation_overrides"]) == {"effort": "low", "chat_template_kwargs": {}, "extra_body": {}}
 
 
 def test_registry_and_resources():

@@ -130,7 +130,7 @@ def test_http_sampler_rows_record_no_userinfo(backend):
         (row,) = sampler(cells).to_pylist()
     finally:
         sampler.close()
-    assert row["error"] and row["endpoint"].startswith(f"http://127.0.0.1:") and "/v1" in row["endpoint"]
+    assert row["error"] and row["endpoint"].startswith("http://127.0.0.1:") and "/v1" in row["endpoint"]
     for name, value in row.items():
         assert PASSWORD not in str(value) and "someone" not in str(value), name
 

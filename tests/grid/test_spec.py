@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grid.errors import ConfigError
-from grid.spec import default_label, load_spec, settings_differences, settings_hash
+from grid.settings import settings_differences, settings_hash
+from grid.spec import default_label, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
@@ -41,12 +42,13 @@ def error_for(tmp_path: Path, config: dict, pairs: str = PAIRS) -> ConfigError:
 def test_valid_spec_resolves_defaults(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config()))
     assert spec.experiment == "exp"
-    assert spec.values["orderings"] == ["AB", "BA"] and spec.values["samples"] == 1
+    assert spec.instrument_spec.orderings == ("AB", "BA") and spec.values["samples"] == 1
     assert spec.models[0].temperature == 0.0 and spec.models[0].max_tokens == 64
     assert spec.n_cells() == 1 * 2 * 2 * 2 * 1
     settings = spec.settings()
-    assert settings["envelope_set"]["texts"]["json_schema"]["user"].startswith('Return {"choice": "..."}')
-    assert settings["probe_set_sha256"] == spec.pairs.sha256
+    section = settings["instrument_settings"]
+    assert section["envelope_set"]["texts"]["json_schema"]["user"].startswith('Return {"choice": "..."}')
+    assert section["probe_set_sha256"] == spec.instrument_spec.pairs().sha256
     assert settings_hash(settings) == settings_hash(json.loads(json.dumps(settings)))
 
 
@@ -139,7 +141,7 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path):
 def test_dsn_password_never_reaches_settings(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config(catalog_dsn="postgresql://app:hunter2@127.0.0.1:5432/cat")))
     text = json.dumps(spec.settings())
-    assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings()["catalog"] == "dsn"
+    assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings()["execution"]["catalog"] == "dsn"
 
 
 def test_experiment_named_after_an_analyze_subcommand_is_refused(tmp_path):
@@ -149,7 +151,7 @@ def test_experiment_named_after_an_analyze_subcommand_is_refused(tmp_path):
     assert "reserved" in info.value.problem and info.value.field == "(experiment folder name)"
 
 
-# ---- backends, endpoints and engine resources (Part 4/5) -------------------------------------------------
+# ---- backends, endpoints and engine resources -----------------------------------------------------------
 
 def one_model(**entry) -> dict:
     return base_config(models=[{"model": "some-model", "label": "m1", **entry}])
@@ -198,3 +200,31 @@ def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
     assert (a.num_gpus, a.memory_gb, a.min_actors, a.max_actors) == (4.0, 64, 1, 1)
     assert (b.num_gpus, b.min_actors, b.max_actors) == (0.0, 2, 6)   # CPU build: no GPU asked for
     assert (c.num_gpus, c.min_actors, c.max_actors) == (0.5, 1, 2)
+
+
+# ---- overrides a backend would drop are refused ---------------------------------------------------------
+
+@pytest.mark.parametrize("entry, field, words", [
+    ({"extra_body": {"top_k": 5}}, "models[0].extra_body", "sends no request"),
+    ({"backend": "anthropic", "chat_template_kwargs": {"enable_thinking": True}}, "models[0].chat_template_kwargs",
+     "renders its own prompt"),
+    ({"backend": "anthropic", "extra_body": {"chat_template_kwargs": {"enable_thinking": True}}},
+     "models[0].extra_body.chat_template_kwargs", "renders its own prompt"),
+    ({"backend": "anthropic", "effort": "minimal"}, "models[0].effort", "low, medium, high, xhigh, max"),
+    ({"backend": "anthropic", "effort": "high", "extra_body": {"output_config": {"effort": "low"}}},
+     "models[0].effort", "set twice"),
+    ({"backend": "vllm", "extra_body": {"chat_template_kwargs": "enable_thinking"}},
+     "models[0].extra_body.chat_template_kwargs", "an object"),
+])
+def test_overrides_the_backend_would_drop_are_refused(tmp_path, entry, field, words):
+    err = error_for(tmp_path, one_model(**entry))
+    assert err.field == field and words in str(err) and "\n" not in str(err)
+
+
+def test_overrides_a_backend_sends_are_accepted(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config(models=[
+        {"model": "gpt-x", "backend": "openai", "effort": "high", "chat_template_kwargs": {"enable_thinking": True}},
+        {"model": "claude-x", "backend": "anthropic", "effort": "high", "extra_body": {"thinking": {"type": "enabled"}}},
+        {"model": "local", "backend": "vllm", "effort": "low", "extra_body": {"top_k": 5}},
+        {"model": "local", "label": "local-hf", "effort": "low", "chat_template_kwargs": {"enable_thinking": False}}])))
+    assert [m.label for m in spec.models] == ["gpt-x@high", "claude-x@high", "local@low", "local-hf"]

@@ -1,0 +1,73 @@
+"""What ``scan`` checks and resolves before anything is written: engines for the instrument's kind, overrides
+that would change nothing, and where the store and the catalog are.
+
+Every problem is a ConfigError naming the file, the field and the fix (exit 2), raised before the
+invocation is recorded, so a refused config leaves no catalog row and no file behind.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cluster.home import default_store_uri
+from grid.errors import ConfigError
+from grid.spec import API_BACKENDS, Spec
+
+
+def check_engines(spec: Spec) -> None:
+    """ConfigError unless every model's backend has an engine of the kind the instrument asks for."""
+    from actors.registry import check_engine
+
+    for i, m in enumerate(spec.models):
+        check_engine(spec.instrument.engine_kind, m.backend, spec.config_path, f"models[{i}].backend")
+
+
+def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
+    """ConfigError when an in-process model's (hf, vllm) effort or chat-template kwarg leaves its rendered
+    prompt byte-identical (``actors.chat.unapplied_overrides`` on a probe conversation): it would be recorded
+    as applied while it changes nothing. Loads only tokenizers, one per model source, and only for models
+    that set such an override (transformers is imported only then). ``prepare=False`` (a dry run) skips a
+    packaged model that is not converted yet instead of converting it."""
+    from actors.chat import template_kwargs, unapplied_overrides
+    from cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+
+    tokenizers: dict[str, object] = {}
+    for i, m in enumerate(spec.models):
+        variant = m.as_dict()
+        if m.backend in API_BACKENDS or (m.effort is None and not template_kwargs(variant, with_effort=False)):
+            continue
+        field = f"models[{i}].model"
+        if not prepare and m.model == DEMO_MODEL_ALIAS and not (demo_model_dir() / "config.json").is_file():
+            continue
+        source = resolve_model_source(m.model, spec.config_path, field)
+        if source not in tokenizers:
+            from transformers import AutoTokenizer
+
+            try:
+                tokenizers[source] = AutoTokenizer.from_pretrained(source)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(spec.config_path, field, f"no tokenizer loads from {source} "
+                                  f"({' '.join(str(exc).split())[:200]})",
+                                  "point the model at a folder or hub id with a tokenizer") from None
+        try:
+            unapplied = unapplied_overrides(tokenizers[source], variant)
+        except Exception as exc:   # the template fails with every override in place
+            raise ConfigError(spec.config_path, field, f"{m.model}'s chat template fails with this entry's effort and "
+                              f"chat-template kwargs ({type(exc).__name__}: {' '.join(str(exc).split())})",
+                              "fix or remove them, or use a model whose template takes them") from None
+        if unapplied:
+            also = f" (nor do: {', '.join(unapplied[1:])})" if unapplied[1:] else ""
+            raise ConfigError(spec.config_path, f"models[{i}].{unapplied[0]}",
+                              f"changes nothing in {m.model}'s chat template{also}",
+                              "remove it, or use a model whose chat template reads it")
+
+
+def resolve_store(flag: str | None, spec: Spec) -> str:
+    """The store URI: flag, then config, then $MIRRORSCAN_STORE, then the home store (absolute for local)."""
+    uri = flag or spec.values.get("store") or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def resolve_catalog(flag: str | None, spec: Spec | None) -> str | None:
+    """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
+    return flag or (spec.values.get("catalog_dsn") if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None
