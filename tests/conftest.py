@@ -117,11 +117,11 @@ def _ray_local_session():
     ray.shutdown()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_local(_ray_local_session):
     """The local Ray (2 CPUs) shared by every module that can share it: started on first use and kept
-    (a start costs 4–9 s). A fixture that needs a Ray of its own calls ``own_ray()`` first, which shuts the
-    shared one down; the next ``ray_local`` starts it again."""
+    (a start costs 4–9 s), not shut down after the module. A fixture that needs a Ray of its own calls
+    ``own_ray()`` first, which shuts the shared one down; the next module's ``ray_local`` starts it again."""
     import ray
 
     from cluster.ray_session import ensure_ray

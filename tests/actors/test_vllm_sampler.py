@@ -95,6 +95,7 @@ def test_merged_deltas_are_timed_as_delivered_one_chunk_and_one_interval_each():
     reader = VLLMSampler.__new__(VLLMSampler)   # everything _stream uses, without building an engine
     reader.variant, reader.run, reader.source, reader.where = variant(), RUN, "/models/demo", where_am_i()
     reader.engine_kwargs, reader.host = {}, SimpleNamespace(engine=MergingEngine())
+    reader.overrides = "{}"   # nothing beyond sampling was sent
     cell = {"probe_id": "demo|cat|dog|english_strict|AB", "sample": 0, "seed": 1, "system_text": "",
             "user_text": "cat or dog?", "item_key": "cat|dog", "envelope": "english_strict", "ordering": "AB"}
     clock = StreamClock()

@@ -81,10 +81,10 @@ def test_runs_are_append_only_but_for_the_lease(invocation):
 def test_the_heartbeat_renews_and_a_driver_that_cannot_renew_stops(invocation):
     dsn, invocation_id = invocation
     with Catalog(dsn) as catalog:
-        run = runs.acquire(catalog, invocation_id, {}, resumed=False, ttl_s=0.6, host="h", pid=1)
+        run = runs.acquire(catalog, invocation_id, {}, resumed=False, ttl_s=2.0, host="h", pid=1)
         first_beat = catalog.execute("SELECT heartbeat_at FROM scan_runs WHERE run_id = %s", [run.run_id])[0][0]
-        run.start_heartbeat()
-        time.sleep(1.5)          # 2.5 time-to-lives: alive only because it renews
+        run.start_heartbeat()    # renews every ttl/6 = 0.33 s: a busy machine may delay a few, not six in a row
+        time.sleep(4.5)          # 2.25 time-to-lives: alive only because it renews
         run.check()
         beat = catalog.execute("SELECT heartbeat_at FROM scan_runs WHERE run_id = %s", [run.run_id])[0][0]
         assert beat > first_beat

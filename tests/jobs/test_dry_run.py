@@ -4,6 +4,8 @@ written (no Ray, no engine, no embedded catalog, no file)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -17,6 +19,7 @@ from grid.trace_schema import to_trace_table
 from jobs.dry_run import dry_run
 from jobs.scan import grid_cells
 
+REPO = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
 
 
@@ -51,7 +54,19 @@ def test_dry_run_counts_cells_and_bounds_tokens_and_starts_nothing(tmp_path, tin
     assert f"{2 * per_model} cells" in out and "API model 'gpt-x' at http://127.0.0.1:9/v1" in out
     assert "not running" in out and "never starts it" in out
     assert files_under(tmp_path) == before                        # no home, no store, no catalog folder
-    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_a_dry_run_imports_neither_ray_nor_an_engine(tmp_path, tiny_dir):
+    exp = experiment(tmp_path, tiny_dir)
+    code = ("import sys; from jobs.dry_run import dry_run; "
+            f"dry_run({str(exp)!r}, store={str(tmp_path / 'store')!r}); "
+            "loaded = [m for m in ('ray', 'torch', 'vllm') if m in sys.modules]; print('loaded', loaded)")
+    env = {**os.environ, "MIRRORSCAN_HOME": str(tmp_path / "home")}
+    env.pop("MIRRORSCAN_CATALOG_DSN", None)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "loaded []" in proc.stdout and "dry run" in proc.stdout
 
 
 def test_dry_run_reads_an_unfinished_invocation_and_says_what_resume_would_run(tmp_path, tiny_dir, catalog_dsn,
