@@ -2,7 +2,7 @@
 
 The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it answers a
 batch, copies the instrument's coordinate columns onto the rows, runs the instrument's in-actor step
-(``annotate``: forced_choice classifies its answers there, so classes are written at scan time), stores the
+(``annotate``, which may fill the instrument's own columns at scan time), stores the
 batch's trace rows as one immutable part, and returns only the counts, which the driver turns into the
 progress bar. A crash therefore loses at most the batches in flight, never a written part. The instrument
 travels as an ``InstrumentRef`` (a name and its frozen section): every worker resolves it by import.

@@ -243,7 +243,7 @@ class S3Objects:
         for attempt in range(10_000):
             try:
                 return call(attempt)
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:  # noqa: BLE001 - sorted into retryable or not below
                 problem = user_error(exc, bucket)
                 if problem is not None:
                     raise problem from exc

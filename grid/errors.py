@@ -12,7 +12,7 @@ class ConfigError(Exception):
 
     Attributes:
         file: the file the problem is in (path as given), or "" when it is not a file (a flag).
-        field: the field, column or flag at fault, e.g. ``models[1].label`` or ``pairs.csv:14:word_a``.
+        field: the field, column or flag at fault, e.g. ``models[1].label`` or ``items.csv:14:query``.
         fix: what the user should do, imperative.
     """
 

@@ -1,8 +1,8 @@
 """Probe ids and cell seeds: the keys every row, join and resume depends on.
 
 probe_id = ``label|item_key|envelope|ordering`` with ``-`` for a coordinate an instrument lacks; each
-instrument defines its item_key (a word pair's is ``word_a|word_b``, so one forced-choice cell reads
-``claude-fable-5|vodka|whiskey|english_strict|AB``). ``sample`` is never part of the probe_id: the key
+instrument defines its item_key (e.g. ``claude-fable-5|vodka|whiskey|english_strict|AB`` has item_key
+``vodka|whiskey``). ``sample`` is never part of the probe_id: the key
 for resume and deduplication is (invocation_id, probe_id, sample).
 """
 

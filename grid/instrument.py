@@ -10,7 +10,7 @@ and nothing else:
     cells(spec, labels, samples)  the grid: coordinate columns + item_key, envelope, ordering, label, sample
     render(block, spec)           request columns of its engine kind for a block of cells
     columns                       extra trace columns (Arrow fields with a ``doc``), beside the core schema
-    annotate(rows, spec)          optional, in the actor after the engine (forced choice: the classifier)
+    annotate(rows, spec)          optional, in the actor after the engine, before the rows are stored
     stages                        optional later stages (each built from the previous stage's rows)
     done_cells(...)               optional widening of "already done" beyond the invocation
     analyze(traces, settings)     numbers, tables, charts and text, with no I/O

@@ -22,10 +22,10 @@ _FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("model", pa.string(), "model as named in config.json (path, hub id or alias)"),
     ("model_canonical", pa.string(), "resolved model source (absolute path or hub id)"),
     ("backend", pa.string(), "engine backend: hf, vllm, openai, anthropic"),
-    ("item_key", pa.string(), "the item's key within the instrument (forced_choice: word_a|word_b)"),
+    ("item_key", pa.string(), "the item's key, as its instrument defines it"),
     ("envelope", pa.string(), "envelope (prompt wrapper) id; '-' where the instrument has none"),
     ("envelope_version", pa.string(), "version string of the envelope (wrapper) set, when the instrument has one"),
-    ("ordering", pa.string(), "ordering of the item's parts (forced_choice: AB or BA); '-' where absent"),
+    ("ordering", pa.string(), "the item's ordering, as its instrument defines it; '-' where absent"),
     # prompt and answer
     ("system_text", pa.string(), "rendered system prompt, verbatim ('' for none)"),
     ("user_text", pa.string(), "rendered user prompt, verbatim"),
