@@ -70,7 +70,20 @@ def ensure_running(root: Path | None = None, *, durable: bool = True) -> str:
             port = _wait_for_running(pgdata)
             if port is None:
                 port = _start(root, pgdata, durable)
+    return dsn_for(port)
+
+
+def dsn_for(port: int) -> str:
+    """The DSN of the local catalog server listening on ``port``."""
     return f"postgresql://{SUPERUSER}@127.0.0.1:{port}/{DATABASE}"
+
+
+def running_dsn(root: Path) -> str | None:
+    """The DSN of the catalog server under ``root`` when it is running and ready; None otherwise. Starts
+    nothing and creates no folder (a dry run reads the catalog only when it is already there)."""
+    pgdata = Path(root) / "pgdata"
+    port = _running_port(pgdata) if pgdata.is_dir() else None
+    return None if port is None else dsn_for(port)
 
 
 def stop(root: Path | None = None) -> None:

@@ -42,9 +42,8 @@ def running_catalog_dsn(flag: str | None, spec: Spec) -> str | None:
     dsn = resolve_catalog(flag, spec)
     if dsn and dsn.strip() != "embedded":
         return dsn
-    pgdata = Path(os.environ.get("MIRRORSCAN_HOME", ".mirrorscan")).expanduser().resolve() / "catalog" / "pgdata"
-    port = embedded_pg._running_port(pgdata) if pgdata.is_dir() else None
-    return None if port is None else f"postgresql://{embedded_pg.SUPERUSER}@127.0.0.1:{port}/{embedded_pg.DATABASE}"
+    return embedded_pg.running_dsn(Path(os.environ.get("MIRRORSCAN_HOME", ".mirrorscan")).expanduser().resolve()
+                                   / "catalog")
 
 
 def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
