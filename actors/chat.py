@@ -13,6 +13,8 @@ rendered bytes; ``unapplied_overrides`` names those that do not, so a spec can r
 
 from __future__ import annotations
 
+from grid.records import ModelVariant
+
 FOLD_SEPARATOR = "\n\n"
 PROBE_SYSTEM = "You are a helpful assistant."
 """System text of the probe conversation rendered to see whether an override changes a template's output."""
@@ -47,23 +49,23 @@ def effort_template_kwargs(effort: str | None) -> dict:
     return {"reasoning_effort": effort, "enable_thinking": effort != "none"}
 
 
-def _template_sources(variant: dict) -> list[tuple[str, dict]]:
+def _template_sources(variant: ModelVariant) -> list[tuple[str, dict]]:
     """(config field, kwargs) of each place a variant sets template kwargs, in the order they are merged."""
-    extra = (variant.get("extra_body") or {}).get("chat_template_kwargs")
-    return [("chat_template_kwargs", dict(variant.get("chat_template_kwargs") or {})),
+    extra = variant.extra_body.get("chat_template_kwargs")
+    return [("chat_template_kwargs", dict(variant.chat_template_kwargs)),
             ("extra_body.chat_template_kwargs", dict(extra) if isinstance(extra, dict) else {})]
 
 
-def template_kwargs(variant: dict, *, with_effort: bool = True) -> dict:
+def template_kwargs(variant: ModelVariant, *, with_effort: bool = True) -> dict:
     """Every template kwarg of ``variant``: the effort's, then chat_template_kwargs, then
     extra_body.chat_template_kwargs (a later key replaces an earlier one)."""
-    merged = effort_template_kwargs(variant.get("effort")) if with_effort else {}
+    merged = effort_template_kwargs(variant.effort) if with_effort else {}
     for _, kwargs in _template_sources(variant):
         merged.update(kwargs)
     return merged
 
 
-def unapplied_overrides(tokenizer, variant: dict) -> list[str]:
+def unapplied_overrides(tokenizer, variant: ModelVariant) -> list[str]:
     """Fields of ``variant`` (``effort``, ``chat_template_kwargs.<key>``, ``extra_body.chat_template_kwargs.<key>``)
     whose removal leaves the rendered probe conversation byte-identical: overrides the template ignores (or
     that a later one replaces). A render that fails without the override counts as a change."""
@@ -75,12 +77,12 @@ def unapplied_overrides(tokenizer, variant: dict) -> list[str]:
 
     full = render_chat(tokenizer, PROBE_SYSTEM, PROBE_USER, template_kwargs(variant))[0]
     unapplied = []
-    if variant.get("effort") is not None and render(template_kwargs(variant, with_effort=False)) == full:
+    if variant.effort is not None and render(template_kwargs(variant, with_effort=False)) == full:
         unapplied.append("effort")
     sources = _template_sources(variant)
     for n, (field, kwargs) in enumerate(sources):
         for key in kwargs:
-            without = effort_template_kwargs(variant.get("effort"))
+            without = effort_template_kwargs(variant.effort)
             for m, (_, other) in enumerate(sources):
                 without.update({k: v for k, v in other.items() if not (m == n and k == key)})
             if render(without) == full:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from actors.chat import render_chat, template_kwargs
 from actors.rows import generation_overrides, trace_row, where_am_i
 from grid.errors import ConfigError
+from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -53,11 +54,10 @@ class _StepClock:
 class HFSampler:
     """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict):
-        """Load the model. ``variant``: a ModelVariant as dict; ``run``: invocation_id, experiment,
-        instrument, envelope_version."""
-        if variant.get("extra_body"):
-            raise ConfigError("", f"models[{variant.get('label')}].extra_body", "the hf backend sends no request, so "
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+        """Load the model of ``variant``, whose rows belong to ``run``."""
+        if variant.extra_body:
+            raise ConfigError("", f"models[{variant.label}].extra_body", "the hf backend sends no request, so "
                               "extra_body would be dropped", "remove it; pass template options in chat_template_kwargs, "
                               'or use backend "vllm" for sampling parameters')
         import torch
@@ -70,12 +70,12 @@ class HFSampler:
         self.variant, self.run, self.source = variant, run, model_source
         self.template_kwargs = template_kwargs(variant)
         """Chat-template kwargs every prompt is rendered with (effort's, then chat_template_kwargs)."""
-        self.overrides = generation_overrides(effort=variant.get("effort"), chat_template_kwargs=self.template_kwargs)
+        self.overrides = generation_overrides(effort=variant.effort, chat_template_kwargs=self.template_kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = _DTYPES.get(variant.get("dtype", "float32"), "auto")
-        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.get("device", "cpu"))
+        dtype = _DTYPES.get(variant.dtype, "auto")
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.device)
         self.model.eval()
         stop = self.model.generation_config.eos_token_id
         stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
@@ -85,8 +85,8 @@ class HFSampler:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Answer every cell of ``batch`` (rendered cells) and return one trace row per cell."""
         cells = batch.to_pylist()
-        greedy = [c for c in cells if self.variant["temperature"] == 0]
-        sampled = [c for c in cells if self.variant["temperature"] != 0]
+        greedy = [c for c in cells if self.variant.temperature == 0]
+        sampled = [c for c in cells if self.variant.temperature != 0]
         rows = self._generate_safely(greedy) if greedy else []
         for cell in sampled:
             rows += self._generate_safely([cell])
@@ -117,11 +117,11 @@ class HFSampler:
             prompts.append(text)
             folded.append(was_folded)
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
-        sampling = v["temperature"] != 0
+        sampling = v.temperature != 0
         config = GenerationConfig(
-            max_new_tokens=int(v["max_tokens"]), do_sample=sampling,
-            temperature=float(v["temperature"]) if sampling else None,
-            top_p=float(v["top_p"]) if sampling else None, top_k=0 if sampling else None,
+            max_new_tokens=int(v.max_tokens), do_sample=sampling,
+            temperature=float(v.temperature) if sampling else None,
+            top_p=float(v.top_p) if sampling else None, top_k=0 if sampling else None,
             pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.stop_ids))
         prompt_len = enc["input_ids"].shape[1]
         params = json.dumps({"max_new_tokens": config.max_new_tokens, "do_sample": sampling,

@@ -33,6 +33,7 @@ import httpx
 from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
+from grid.records import ModelVariant, RunContext
 
 ANTHROPIC_VERSION = "2023-06-01"
 """Value of the anthropic-version header (the Messages API version this reader speaks)."""
@@ -49,13 +50,13 @@ class AnthropicSampler(HTTPSampler):
     default_key_env = "ANTHROPIC_API_KEY"
     effort_path = ("output_config", "effort")
 
-    def __init__(self, variant: dict, model_source: str, run: dict, **backoff):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
         """As ``HTTPSampler``; a ConfigError for chat-template kwargs, which this API has no place for."""
-        extra = variant.get("extra_body") or {}
-        for field, value in (("chat_template_kwargs", variant.get("chat_template_kwargs")),
+        extra = variant.extra_body
+        for field, value in (("chat_template_kwargs", variant.chat_template_kwargs),
                              ("extra_body.chat_template_kwargs", extra.get("chat_template_kwargs"))):
             if value:
-                raise ConfigError("", f"models[{variant['label']}].{field}", "the Anthropic Messages API renders "
+                raise ConfigError("", f"models[{variant.label}].{field}", "the Anthropic Messages API renders "
                                   "its own prompt, so chat-template kwargs cannot be sent",
                                   "remove it (effort and extra_body.thinking ask for reasoning)")
         super().__init__(variant, model_source, run, **backoff)
@@ -77,18 +78,18 @@ class AnthropicSampler(HTTPSampler):
         """Messages body for ``cell``: system, user message, max_tokens, temperature (top_p unless 1), extras,
         the effort as output_config.effort."""
         v = self.variant
-        body = {"model": self.source, "max_tokens": int(v["max_tokens"]),
+        body = {"model": self.source, "max_tokens": int(v.max_tokens),
                 "messages": [{"role": "user", "content": cell["user_text"]}]}
         if cell.get("system_text"):
             body["system"] = cell["system_text"]
-        body["temperature"] = float(v["temperature"])
-        if float(v["top_p"]) != 1.0:
-            body["top_p"] = float(v["top_p"])
+        body["temperature"] = float(v.temperature)
+        if float(v.top_p) != 1.0:
+            body["top_p"] = float(v.top_p)
         body["stream"] = True
-        extra = v.get("extra_body") or {}
+        extra = v.extra_body
         body.update(extra)
-        if v.get("effort"):
-            body["output_config"] = {**(extra.get("output_config") or {}), "effort": v["effort"]}
+        if v.effort:
+            body["output_config"] = {**(extra.get("output_config") or {}), "effort": v.effort}
         return body
 
     def recorded_params(self, body: dict) -> dict:

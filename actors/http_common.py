@@ -40,6 +40,7 @@ import pyarrow as pa
 from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
+from grid.records import ModelVariant, RunContext
 from grid.secrets import strip_userinfo
 from grid.trace_schema import to_trace_table
 
@@ -67,11 +68,10 @@ def header_value(text: str) -> str:
     return urllib.parse.quote(text, safe="".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%"))
 
 
-def per_actor_concurrency(variant: dict) -> int:
+def per_actor_concurrency(variant: ModelVariant) -> int:
     """Requests one actor keeps in flight: the endpoint's ``max_concurrency`` shared by the model's
     actor pool (÷ max_actors, at least 1)."""
-    actors = int(variant.get("max_actors") or 1)
-    return max(1, int(variant.get("max_concurrency") or 8) // actors)
+    return max(1, variant.max_concurrency // (variant.max_actors or 1))
 
 
 def backoff_s(retry: int, base: float, ceiling: float, retry_after: float | None, cap: float,
@@ -154,31 +154,31 @@ class HTTPSampler:
     effort_path: tuple[str, ...] = ()
     """Where the body carries the variant's effort (e.g. ("reasoning_effort",)); () = the effort is not sent."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict, *, backoff_base_s: float = BACKOFF_BASE_S,
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, *, backoff_base_s: float = BACKOFF_BASE_S,
                  backoff_ceiling_s: float = BACKOFF_CEILING_S, retry_after_cap_s: float = RETRY_AFTER_CAP_S):
         """Read the key from the environment and start the loop thread. ``model_source`` is the API's
         model name; backoff settings default to the module constants (tests pass small ones)."""
         self.variant, self.run, self.source = variant, run, model_source
         self.backoff = (float(backoff_base_s), float(backoff_ceiling_s), float(retry_after_cap_s))
-        for key in PROTECTED_BODY_KEYS & set(variant.get("extra_body") or {}):
-            raise ConfigError("", f"models[{variant['label']}].extra_body.{key}", "replaces a field the sampler "
+        for key in PROTECTED_BODY_KEYS & set(variant.extra_body):
+            raise ConfigError("", f"models[{variant.label}].extra_body.{key}", "replaces a field the sampler "
                               "sets itself (the prompt, model or streaming mode)", f"remove extra_body.{key}")
-        self.key_env = variant.get("api_key_env") or self.default_key_env
+        self.key_env = variant.api_key_env or self.default_key_env
         self._key = (os.environ.get(self.key_env) or None) if self.key_env else None   # empty = unset
-        self.url = self.post_url(str(variant.get("endpoint") or "").rstrip("/"))
-        self.timeout_s = float(variant.get("timeout_s") or 120.0)
-        self.max_retries = int(variant.get("max_retries") if variant.get("max_retries") is not None else 4)
+        self.url = self.post_url((variant.endpoint or "").rstrip("/"))
+        self.timeout_s = float(variant.timeout_s)
+        self.max_retries = int(variant.max_retries)
         self.concurrency = per_actor_concurrency(variant)
         self.where = where_am_i()
         self._rng = random.Random()
         self._client: httpx.AsyncClient | None = None
         self._gate: asyncio.Semaphore | None = None
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"http-{variant['label']}", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"http-{variant.label}", daemon=True)
         self._thread.start()
 
     @staticmethod
-    def ray_resources(variant: dict) -> dict:
+    def ray_resources(variant: ModelVariant) -> dict:
         """Ray resources of one actor: a quarter CPU (the work is waiting on the network)."""
         return {"num_cpus": 0.25}
 
@@ -210,10 +210,10 @@ class HTTPSampler:
     def sent_overrides(self, body: dict) -> str:
         """generation_overrides of a request: the variant's effort when ``body`` carries it at ``effort_path``,
         the body's chat_template_kwargs, and the extra_body keys as sent (chat_template_kwargs apart)."""
-        effort, sent = self.variant.get("effort"), body if self.effort_path else None
+        effort, sent = self.variant.effort, body if self.effort_path else None
         for part in self.effort_path:
             sent = sent.get(part) if isinstance(sent, dict) else None
-        extra = self.variant.get("extra_body") or {}
+        extra = self.variant.extra_body
         return generation_overrides(
             effort=effort if effort is not None and sent == effort else None,
             chat_template_kwargs=body.get("chat_template_kwargs") if isinstance(body.get("chat_template_kwargs"), dict)
@@ -263,7 +263,7 @@ class HTTPSampler:
         """The recordable headers of a request: provider headers plus the probe keys a tap logs by."""
         return {**self.provider_headers(), "X-Probe-Id": header_value(cell["probe_id"]),
                 "X-Probe-Sample": str(cell["sample"]), "X-Probe-Attempt": str(cell.get("attempt", 1)),
-                "X-Invocation-Id": header_value(str(self.run["invocation_id"]))}
+                "X-Invocation-Id": header_value(self.run.invocation_id)}
 
     async def _answer(self, cell: dict) -> dict:
         """One cell's row: attempts until an answer, a non-retryable failure or max_retries retries."""
@@ -278,7 +278,7 @@ class HTTPSampler:
         if self.key_env and self._key is None:
             return self._row(cell, error=f"MissingAPIKey: environment variable {self.key_env} is not set where the "
                              f"engine runs — fix: export {self.key_env}=<key> in the environment of the Ray workers, "
-                             f"or name another variable in models[{self.variant['label']}].api_key_env",
+                             f"or name another variable in models[{self.variant.label}].api_key_env",
                              **with_attempts(0))
         send = {**headers, **(self.auth_headers(self._key) if self._key else {})}
         base, ceiling, cap = self.backoff
@@ -295,7 +295,7 @@ class HTTPSampler:
                 if attempts <= self.max_retries:
                     await asyncio.sleep(backoff_s(attempts, base, ceiling, exc.retry_after, cap, self._rng))
                     continue
-                hint = (f" — fix: lower models[{self.variant['label']}].max_concurrency or raise max_retries"
+                hint = (f" — fix: lower models[{self.variant.label}].max_concurrency or raise max_retries"
                         if str(exc).startswith("HTTP 429") else "")
                 return self._row(cell, error=self._scrub(f"{exc} (gave up after {attempts} HTTP attempts, "
                                                          f"max_retries={self.max_retries}){hint}"),
@@ -327,18 +327,18 @@ class HTTPSampler:
             raise Retryable(text, parse_retry_after(response.headers.get("retry-after")))
         if status in (401, 403):
             raise Fatal(f"{text} — fix: check the key in environment variable {self.key_env or '(none set)'} "
-                        f"(models[{self.variant['label']}].api_key_env)")
+                        f"(models[{self.variant.label}].api_key_env)")
         name = param or rejected_field(message, body)
         if name is None:
-            raise Fatal(f"{text} — fix: check models[{self.variant['label']}] settings and extra_body against the "
+            raise Fatal(f"{text} — fix: check models[{self.variant.label}] settings and extra_body against the "
                         "provider's API")
         sent = body
         for part in name.split("."):
             sent = sent.get(part, "(not sent)") if isinstance(sent, dict) else "(not sent)"
         if name in ("temperature", "top_p"):
-            fix = SAMPLING_FIX.format(field=name, label=self.variant["label"])
+            fix = SAMPLING_FIX.format(field=name, label=self.variant.label)
         else:
-            fix = f"change or remove models[{self.variant['label']}].{name} (or extra_body.{name})"
+            fix = f"change or remove models[{self.variant.label}].{name} (or extra_body.{name})"
         raise Fatal(f"{text} — field: {name} (sent {json.dumps(sent)}) — fix: {fix}; nothing was changed or resent")
 
     def _scrub(self, text: str) -> str:

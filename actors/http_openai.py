@@ -54,14 +54,14 @@ class OpenAISampler(HTTPSampler):
         v = self.variant
         messages = ([{"role": "system", "content": cell["system_text"]}] if cell.get("system_text") else [])
         messages.append({"role": "user", "content": cell["user_text"]})
-        body = {"model": self.source, "messages": messages, "temperature": float(v["temperature"]),
-                "top_p": float(v["top_p"]), "max_tokens": int(v["max_tokens"]), "seed": int(cell["seed"]),
+        body = {"model": self.source, "messages": messages, "temperature": float(v.temperature),
+                "top_p": float(v.top_p), "max_tokens": int(v.max_tokens), "seed": int(cell["seed"]),
                 "stream": True, "stream_options": {"include_usage": True}}
-        if v.get("effort"):
-            body["reasoning_effort"] = v["effort"]
-        extra = v.get("extra_body") or {}
+        if v.effort:
+            body["reasoning_effort"] = v.effort
+        extra = v.extra_body
         body.update({k: value for k, value in extra.items() if k != "chat_template_kwargs"})
-        template = {**(v.get("chat_template_kwargs") or {}), **(extra.get("chat_template_kwargs") or {})}
+        template = {**v.chat_template_kwargs, **(extra.get("chat_template_kwargs") or {})}
         if template:
             body["chat_template_kwargs"] = template
         if "max_completion_tokens" in extra:

@@ -10,6 +10,8 @@ import json
 import socket
 from datetime import datetime, timezone
 
+from grid.records import ModelVariant, RunContext
+
 
 def where_am_i() -> dict:
     """Ray node id, actor id and host name of the calling process (ids are None outside Ray)."""
@@ -36,20 +38,20 @@ def generation_overrides(effort: str | None = None, chat_template_kwargs: dict |
     return json.dumps(overrides, sort_keys=True)
 
 
-def trace_row(variant: dict, run: dict, source: str, where: dict, cell: dict, **fields) -> dict:
+def trace_row(variant: ModelVariant, run: RunContext, source: str, where: dict, cell: dict, **fields) -> dict:
     """A trace row for ``cell`` carrying the run's identity, the coordinates, the variant's sampling
     parameters and ``fields`` (answer, tokens, timing, error …), which override the defaults. An engine passes
     ``generation_overrides`` (``generation_overrides(...)`` of what it sent); the default records none."""
     row = {
-        "invocation_id": run["invocation_id"], "experiment": run["experiment"],
-        "instrument": run["instrument"], "envelope_version": run.get("envelope_version"),
+        "invocation_id": run.invocation_id, "experiment": run.experiment,
+        "instrument": run.instrument, "envelope_version": run.envelope_version,
         "probe_id": cell["probe_id"], "sample": cell["sample"], "attempt": cell.get("attempt", 1),
-        "label": variant["label"], "model": variant["model"], "model_canonical": source,
-        "backend": variant.get("backend", "hf"),
+        "label": variant.label, "model": variant.model, "model_canonical": source,
+        "backend": variant.backend,
         "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
         "system_text": cell["system_text"], "user_text": cell["user_text"],
-        "temperature": float(variant["temperature"]), "top_p": float(variant["top_p"]),
-        "max_tokens": int(variant["max_tokens"]), "seed": cell["seed"],
+        "temperature": float(variant.temperature), "top_p": float(variant.top_p),
+        "max_tokens": int(variant.max_tokens), "seed": cell["seed"],
         "generation_overrides": generation_overrides(),
         "created_at": datetime.now(timezone.utc), **where,
     }

@@ -59,6 +59,7 @@ from actors.chat import render_chat, template_kwargs
 from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
+from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table
 
 ENGINE_SEED = 0
@@ -130,8 +131,8 @@ def _engine_host(engine_kwargs: dict) -> _EngineHost:
         return _HOSTS[key]
 
 
-def _config_file(run: dict) -> str:
-    return f"experiments/{run.get('experiment', '<experiment>')}/config.json"
+def _config_file(run: RunContext) -> str:
+    return f"experiments/{run.experiment}/config.json"
 
 
 class VLLMSampler:
@@ -141,10 +142,9 @@ class VLLMSampler:
     """Batches the pipeline may hand this actor at once: the next batch's requests join the engine while
     the last one's tail still streams (continuous batching), so the engine never idles between batches."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict):
-        """Build (or reuse, in this process) the engine. ``variant``: a ModelVariant as dict; ``run``:
-        invocation_id, experiment, instrument, envelope_version."""
-        device = variant.get("device", "cpu")
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+        """Build (or reuse, in this process) the engine of ``variant``, whose rows belong to ``run``."""
+        device = variant.device
         from actors.vllm_env import apply_vllm_env
 
         apply_vllm_env(device)
@@ -160,8 +160,8 @@ class VLLMSampler:
         self.extra, self.template_kwargs, self.extra_error = _split_extra_body(variant, _config_file(run))
         sent = self.extra_error is None
         self.overrides = generation_overrides(
-            effort=variant.get("effort") if sent else None, chat_template_kwargs=self.template_kwargs if sent else {},
-            extra_body=self.extra, engine_args=variant.get("engine_args"))
+            effort=variant.effort if sent else None, chat_template_kwargs=self.template_kwargs if sent else {},
+            extra_body=self.extra, engine_args=variant.engine_args)
         """generation_overrides of every row: what reaches the template, the sampling parameters and the engine."""
         self.host = _engine_host(self.engine_kwargs)
         self.engine_start_s = self.host.start_s
@@ -169,7 +169,7 @@ class VLLMSampler:
         self.where = where_am_i()
 
     @staticmethod
-    def ray_resources(variant: dict, timeout_s: float = PG_READY_TIMEOUT_S) -> dict:
+    def ray_resources(variant: ModelVariant, timeout_s: float = PG_READY_TIMEOUT_S) -> dict:
         """Ray remote args for one engine actor of ``variant``.
 
         CPU: one CPU. CUDA, tensor parallel 1: one CPU and one GPU. Tensor parallel k > 1: the actor takes
@@ -178,8 +178,8 @@ class VLLMSampler:
         finds the group (``ray.util.get_current_placement_group``) and puts one worker on each GPU bundle.
         Waits up to ``timeout_s`` seconds for the group; raises ConfigError when no node offers it.
         """
-        device = variant.get("device", "cpu")
-        tp = int(variant.get("tensor_parallel_size") or 1)
+        device = variant.device
+        tp = variant.tensor_parallel_size
         if not device.startswith("cuda"):
             return {"num_cpus": 1}
         if tp == 1:
@@ -189,10 +189,10 @@ class VLLMSampler:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         actor_bundle: dict = {"CPU": 1}
-        if variant.get("memory_gb"):   # the pipeline adds the actor's memory request; it must fit its bundle
-            actor_bundle["memory"] = int(variant["memory_gb"] * 2**30)
+        if variant.memory_gb:   # the pipeline adds the actor's memory request; it must fit its bundle
+            actor_bundle["memory"] = int(variant.memory_gb * 2**30)
         bundles = [actor_bundle] + [{"GPU": 1} for _ in range(tp)]
-        name = f"vllm-{variant.get('label')}-{uuid.uuid4().hex[:8]}"
+        name = f"vllm-{variant.label}-{uuid.uuid4().hex[:8]}"
         pg = placement_group(bundles, strategy="STRICT_PACK", name=name)
         try:
             ray.get(pg.ready(), timeout=timeout_s)
@@ -200,7 +200,7 @@ class VLLMSampler:
             remove_placement_group(pg)
             gpus = ray.cluster_resources().get("GPU", 0)
             raise ConfigError(
-                "", f"models[{variant.get('label')}].tensor_parallel_size",
+                "", f"models[{variant.label}].tensor_parallel_size",
                 f"no node offered {tp} GPUs and 1 CPU together within {timeout_s:g} s (cluster GPUs now: {gpus:g})",
                 "lower tensor_parallel_size to the GPUs of one node, or add a worker type with that many GPUs "
                 "to cluster.yaml") from None
@@ -240,13 +240,13 @@ class VLLMSampler:
         v = self.variant
         text, folded = render_chat(self.tokenizer, cell["system_text"], cell["user_text"], self.template_kwargs)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        sampling = float(v["temperature"]) != 0
+        sampling = float(v.temperature) != 0
         extra = dict(self.extra)
         if isinstance(extra.get("structured_outputs"), dict):
             extra["structured_outputs"] = StructuredOutputsParams(**extra["structured_outputs"])
         params = SamplingParams(
-            temperature=float(v["temperature"]), top_p=float(v["top_p"]) if sampling else 1.0,
-            max_tokens=int(v["max_tokens"]), seed=int(cell["seed"]) if sampling else None,
+            temperature=float(v.temperature), top_p=float(v.top_p) if sampling else 1.0,
+            max_tokens=int(v.max_tokens), seed=int(cell["seed"]) if sampling else None,
             stop_token_ids=sorted(self.stop_ids), output_kind=RequestOutputKind.DELTA, **extra)
         return ids, folded, params, _params_json(params)
 
@@ -254,7 +254,7 @@ class VLLMSampler:
         """Stream one cell through the engine and build its row (errors: an error row, never a raise)."""
         clock = StreamClock()
         request = (None, None, None, None)
-        timeout = float(self.variant.get("timeout_s") or 0) or None   # the variant's per-request limit (s)
+        timeout = float(self.variant.timeout_s) or None   # the variant's per-request limit (s)
         try:
             request = self._request(cell)
             return await asyncio.wait_for(self._stream(cell, *request, clock, batch_size), timeout)
@@ -308,36 +308,36 @@ class VLLMSampler:
 
 # ---- settings -------------------------------------------------------------------------------------------
 
-def engine_kwargs(variant: dict, model_source: str, config_file: str = "") -> dict:
+def engine_kwargs(variant: ModelVariant, model_source: str, config_file: str = "") -> dict:
     """AsyncEngineArgs keyword arguments for ``variant``: dtype from the variant, a fixed seed, CPU-safe
     settings on the CPU, the Ray executor for tensor parallel > 1, then the variant's engine_args (last)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    device = variant.get("device", "cpu")
-    tp = int(variant.get("tensor_parallel_size") or 1)
-    kwargs = {"model": model_source, "tokenizer": model_source, "dtype": variant.get("dtype", "float32"),
+    device = variant.device
+    tp = variant.tensor_parallel_size
+    kwargs = {"model": model_source, "tokenizer": model_source, "dtype": variant.dtype,
               "seed": ENGINE_SEED, "tensor_parallel_size": tp, "disable_log_stats": True}
     if tp > 1:
         kwargs["distributed_executor_backend"] = "ray"
     if not device.startswith("cuda"):
         kwargs.update(enforce_eager=True, enable_prefix_caching=False)   # no 2-min compile; same answers
-    overrides = dict(variant.get("engine_args") or {})
+    overrides = dict(variant.engine_args)
     known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     for key in overrides:
         if key not in known:
-            raise ConfigError(config_file, f"models[{variant.get('label')}].engine_args.{key}",
+            raise ConfigError(config_file, f"models[{variant.label}].engine_args.{key}",
                               "not an argument of vLLM's AsyncEngineArgs",
                               "use a vLLM engine argument name with underscores (e.g. max_model_len)")
     return {**kwargs, **overrides}
 
 
-def _split_extra_body(variant: dict, config_file: str) -> tuple[dict, dict, ConfigError | None]:
+def _split_extra_body(variant: ModelVariant, config_file: str) -> tuple[dict, dict, ConfigError | None]:
     """(SamplingParams keyword arguments, chat-template kwargs, the config error or None) from the variant."""
     from vllm.sampling_params import SamplingParams
 
-    label = variant.get("label")
+    label = variant.label
     template = template_kwargs(variant)   # effort's, chat_template_kwargs, extra_body.chat_template_kwargs
-    body = dict(variant.get("extra_body") or {})
+    body = dict(variant.extra_body)
     body.pop("chat_template_kwargs", None)
     allowed = sorted(f for f in SamplingParams.__struct_fields__ if not f.startswith("_") and f not in OWNED_SAMPLING)
     for key, value in body.items():

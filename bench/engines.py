@@ -49,13 +49,14 @@ from actors.vllm_env import apply_vllm_env  # noqa: E402
 apply_vllm_env("cpu")   # before vllm is imported anywhere in this process: CPU settings, in-process engine core
 
 from actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
+from grid.records import ModelVariant, RunContext  # noqa: E402
 from cluster.pipeline import render_block  # noqa: E402
 
 TARGET_PIPELINE = 0.85
 TARGET_STREAM_COST = 0.10
 TARGET_TAP = 0.10
-RUN = {"invocation_id": str(uuid.uuid4()), "experiment": "bench_engines", "instrument": "forced_choice",
-       "envelope_version": "bench"}
+RUN = RunContext(invocation_id=str(uuid.uuid4()), experiment="bench_engines", instrument="forced_choice",
+                 envelope_version="bench")
 
 
 def _bench_pipeline_module():
@@ -72,17 +73,16 @@ def rendered_cells(n: int) -> tuple[pa.Table, dict]:
     return render_block(cells, envelopes), envelopes
 
 
-def variant(max_tokens: int) -> dict:
+def variant(max_tokens: int) -> ModelVariant:
     """The demo model as a vLLM variant on the CPU: float32, greedy."""
-    return {"label": "smollm2-135m-instruct", "model": "packaged:smollm2-135m-instruct", "backend": "vllm",
-            "dtype": "float32", "device": "cpu", "temperature": 0.0, "top_p": 1.0, "max_tokens": max_tokens,
-            "tensor_parallel_size": 1, "engine_args": {}, "extra_body": {}, "chat_template_kwargs": {}}
+    return ModelVariant(label="smollm2-135m-instruct", model="packaged:smollm2-135m-instruct", backend="vllm",
+                        dtype="float32", device="cpu", temperature=0.0, top_p=1.0, max_tokens=max_tokens)
 
 
 class TimedVLLMSampler(VLLMSampler):
     """VLLMSampler that appends when its ``__init__`` ran (monotonic) to a file, to subtract the engine start."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict, timing_path: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, timing_path: str):
         start = time.monotonic()
         super().__init__(variant, model_source, run)
         with open(timing_path, "a") as fh:
@@ -109,7 +109,7 @@ def bare_generate(cells: pa.Table, v: dict, source: str) -> dict:
     started = time.monotonic()
     llm = LLM(**engine_kwargs(v, source))
     load_s = time.monotonic() - started
-    params = SamplingParams(temperature=0.0, max_tokens=v["max_tokens"], stop_token_ids=sorted(_stop_ids(source, tok)))
+    params = SamplingParams(temperature=0.0, max_tokens=v.max_tokens, stop_token_ids=sorted(_stop_ids(source, tok)))
     started = time.monotonic()
     outs = llm.generate(prompts, params, use_tqdm=False)
     gen_s = time.monotonic() - started
@@ -131,12 +131,12 @@ def pipeline_run(cells_raw: pa.Table, envelopes: dict, v: dict, source: str, bat
     kwargs = {"variant": v, "model_source": source, "run": RUN, "timing_path": str(timing)}
     started = time.monotonic()
     rows = sum(r for r, _ in run_model(cells_raw, TimedVLLMSampler, kwargs, envelopes, store_uri=store_dir,
-                                        experiment=RUN["experiment"], invocation_id=RUN["invocation_id"],
+                                        experiment=RUN.experiment, invocation_id=RUN.invocation_id,
                                         batch_size=batch_size, pool_size=1))
     wall = time.monotonic() - started
     init = json.loads(timing.read_text().splitlines()[0])
     load_s = init["init_end"] - init["init_start"]
-    stored = open_store(store_dir).read(RUN["experiment"], RUN["invocation_id"], ["probe_id", "response", "error"])
+    stored = open_store(store_dir).read(RUN.experiment, RUN.invocation_id, ["probe_id", "response", "error"])
     return {"rows": rows, "wall_s": wall, "load_s": load_s, "cells_s": cells_raw.num_rows / (wall - load_s),
             "stored": stored}
 

@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from actors.hf_sampler import HFSampler
+    from grid.records import ModelVariant, RunContext
 
     dtype = getattr(torch, args.dtype)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
@@ -159,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
               f"device {args.device} ({torch.cuda.get_device_name(0) if args.device.startswith('cuda') else 'cpu'})")
         cells = rendered_cells(args.cells)
         batches = [cells.slice(i, args.batch_size) for i in range(0, cells.num_rows, args.batch_size)]
-        variant = {"label": "random", "model": "random", "temperature": 0.0, "top_p": 1.0,
-                   "max_tokens": args.max_tokens, "dtype": args.dtype, "device": args.device}
-        run = {"invocation_id": "gpu-check", "experiment": "gpu_check", "instrument": "forced_choice",
-               "envelope_version": "bench"}
+        variant = ModelVariant(label="random", model="random", temperature=0.0, top_p=1.0,
+                               max_tokens=args.max_tokens, dtype=args.dtype, device=args.device)
+        run = RunContext(invocation_id="gpu-check", experiment="gpu_check", instrument="forced_choice",
+                         envelope_version="bench")
         started = time.monotonic()
         sampler = HFSampler(variant, str(work / "model"), run)
         print(f"HFSampler built in {time.monotonic() - started:.1f} s (model load)")

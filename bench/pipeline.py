@@ -76,7 +76,7 @@ from cluster.pipeline import render_block, run_model  # noqa: E402
 from cluster.store import open_store  # noqa: E402
 from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
 from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
-from grid.spec import ModelVariant  # noqa: E402
+from grid.records import ModelVariant, RunContext  # noqa: E402
 
 TARGET_RATIO = 0.8       # pipeline cells/s ÷ bare cells/s, medians
 EXPERIMENT = "bench_pipeline"
@@ -87,7 +87,7 @@ ROOT_SEED = 20261129
 class TimedSampler(HFSampler):
     """HFSampler that appends when its ``__init__`` and each ``__call__`` ran (monotonic) to a file."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict, timing_path: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, timing_path: str):
         start = time.monotonic()
         from transformers.utils import logging as hf_logging
 
@@ -120,7 +120,7 @@ def bench_cells(n: int) -> tuple[pa.Table, InstrumentRef]:
     return add_seeds(todo, ROOT_SEED).slice(0, n), ref
 
 
-def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: dict, source: str, run: dict, batch_size: int) -> dict:
+def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, source: str, run: RunContext, batch_size: int) -> dict:
     """One A run: a fresh HFSampler in this process, then every batch through it."""
     import torch
 
@@ -136,12 +136,12 @@ def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: dict, source: s
     return {"load": t1 - t0, "loop": t2 - t1, "cells_s": cells.num_rows / (t2 - t1), "rows": rows}
 
 
-def run_pipeline(cells: pa.Table, envelopes: dict, variant: dict, source: str, store_uri: str, catalog,
+def run_pipeline(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, source: str, store_uri: str, catalog,
                  batch_size: int, work: Path, settings: dict) -> dict:
     """One B run: a new invocation in the catalog, run_model through Ray Data, a catalog update per part."""
     invocation_id = str(uuid.uuid4())
-    run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-           "envelope_version": settings["envelope_version"]}
+    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+                     envelope_version=settings["envelope_version"])
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT,
                                "instrument": "forced_choice", "settings": settings, "settings_hash": "bench",
                                "status": "running", "counts": {"cells": cells.num_rows},
@@ -235,12 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())
     cells, envelopes = bench_cells(args.cells)
     variant = ModelVariant(label=LABEL, model=DEMO_MODEL_ALIAS, temperature=0.0, top_p=1.0,
-                           max_tokens=args.max_tokens).as_dict()
+                           max_tokens=args.max_tokens)
     env_version = envelopes.instrument.wrapper_version(envelopes.spec)
     settings = {"bench": "pipeline", "cells": args.cells, "max_tokens": args.max_tokens,
                 "batch_size": args.batch_size, "model": source, "envelope_version": env_version}
-    bare_run = {"invocation_id": "bare", "experiment": EXPERIMENT, "instrument": "forced_choice",
-                "envelope_version": env_version}
+    bare_run = RunContext(invocation_id="bare", experiment=EXPERIMENT, instrument="forced_choice",
+                          envelope_version=env_version)
     print(f"{cells.num_rows} cells, batch {args.batch_size}, max_tokens {args.max_tokens}, model {source}, "
           f"torch threads {torch.get_num_threads()}")
 

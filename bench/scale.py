@@ -55,7 +55,7 @@ import pyarrow as pa  # noqa: E402
 
 from actors.rows import trace_row, where_am_i  # noqa: E402
 from grid.instrument import InstrumentRef  # noqa: E402
-from grid.spec import ModelVariant  # noqa: E402
+from grid.records import ModelVariant, RunContext  # noqa: E402
 from grid.trace_schema import to_trace_table  # noqa: E402
 
 TARGET_EFFICIENCY = 0.9   # at N = 8
@@ -67,7 +67,7 @@ FAKE_GPU = "fake_gpu"
 class SleepEngine:
     """Stand-in engine: sleeps per batch, answers "A", appends each batch's start and end to a file."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict, sleep_s: float, timing_dir: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, sleep_s: float, timing_dir: str):
         self.variant, self.source, self.run, self.sleep_s = variant, model_source, run, sleep_s
         self.where = where_am_i()
         self.timing_path = f"{timing_dir}/actor-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
@@ -115,15 +115,16 @@ def steady_rate(events: list[dict]) -> tuple[float, float, int]:
     return cells / (hi - lo), hi - lo, len(by_actor)
 
 
-def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: dict, *, store_uri: str, catalog, dsn: str,
+def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, *, store_uri: str, catalog, dsn: str,
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
     from cluster.store import open_store
     from cluster.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
-    run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-           "envelope_version": envelopes.instrument.wrapper_version(envelopes.spec), "catalog_dsn": dsn, "store_uri": store_uri}
+    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
+                     store_uri=store_uri)
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
                                "settings": {"bench": "scale", "actors": n_actors}, "settings_hash": "bench",
                                "status": "running", "counts": {"cells": cells.num_rows}, "store_uri": store_uri})
@@ -168,7 +169,7 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
             "first_batch": min(e["start"] for e in events) - t0}
 
 
-def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: dict, batch_size: int, reps: int) -> dict:
+def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: ModelVariant, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
     from cluster.catalog import Catalog
@@ -180,8 +181,8 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: dict,
 
     store = open_store(store_uri)
     invocation_id = str(uuid.uuid4())
-    run = {"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-           "envelope_version": envelopes.instrument.wrapper_version(envelopes.spec)}
+    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec))
     cells, _ = bench_cells(batch_size)
     schema = trace_schema(envelopes.instrument.columns)
     rendered = render_block(cells, envelopes)
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cells, envelopes = bench_cells(args.cells)
     variant = ModelVariant(label=LABEL, model="standin", backend="standin", temperature=0.0, top_p=1.0,
-                           max_tokens=4).as_dict()
+                           max_tokens=4)
     work = Path(tempfile.mkdtemp(prefix="mirrorscan-bench-scale-"))
     work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
     pg_root, store_uri = work / "catalog", str(work / "store")

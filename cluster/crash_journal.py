@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from cluster.store import TraceStore
+from grid.records import ModelVariant, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
 
 
 def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, cells: pa.Table, *,
-           variant: dict, run: dict, source: str, instrument) -> pa.Table:
+           variant: ModelVariant, run: RunContext, source: str, instrument) -> pa.Table:
     """Turn the round's leftover markers into error rows and delete them.
 
     ``cells``: the round's cells (unrendered, with seed and attempt). A marker's cell gets an error row

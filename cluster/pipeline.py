@@ -23,6 +23,7 @@ from cluster.crash_journal import in_flight
 from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
 from cluster.store import open_store
 from grid.instrument import InstrumentRef
+from grid.records import ModelVariant
 from grid.trace_schema import conform, trace_schema
 
 LIGHT_TASK_CPUS = 0.25
@@ -52,8 +53,8 @@ class StoringEngine:
         self.store = open_store(store_uri)
         self.experiment, self.invocation_id = experiment, invocation_id
         self.writer = f"a{os.getpid()}"
-        run = engine_kwargs.get("run") or {}   # no catalog_dsn (a bare run_model): log rows are spilled
-        self.log = InferenceLogWriter(run.get("catalog_dsn"), store_uri, experiment, invocation_id, self.writer)
+        run = engine_kwargs.get("run")   # no catalog_dsn (a bare run_model): log rows are spilled
+        self.log = InferenceLogWriter(run.catalog_dsn if run is not None else None, store_uri, experiment, invocation_id, self.writer)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Answer ``batch``, store the rows as a part, return (rows, error rows) for it; meanwhile the
@@ -118,17 +119,17 @@ def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Ta
     return [cells.slice(i, rows) for i in range(0, cells.num_rows, rows)]
 
 
-def engine_resources(engine_cls: type, variant: dict) -> dict:
+def engine_resources(engine_cls: type, variant: ModelVariant) -> dict:
     """Ray resources of one engine actor of ``variant``: the engine class's own ``ray_resources`` when it
     has one (vLLM: GPUs, placement groups), else one CPU; plus the model's memory request."""
     if hasattr(engine_cls, "ray_resources"):
         resources = dict(engine_cls.ray_resources(variant))
     else:
         resources = {"num_cpus": 1}
-        if variant.get("num_gpus"):
-            resources["num_gpus"] = variant["num_gpus"]
-    if variant.get("memory_gb"):
-        resources["memory"] = int(variant["memory_gb"] * 2**30)
+        if variant.num_gpus:
+            resources["num_gpus"] = variant.num_gpus
+    if variant.memory_gb:
+        resources["memory"] = int(variant.memory_gb * 2**30)
     return resources
 
 

@@ -1,7 +1,8 @@
 """Driver runs and their liveness lease: who is running an invocation now, seen from every host.
 
 Each driver start of an invocation (the first run, or a resume) appends a row to the catalog table
-``scan_runs`` (migration 0003): host, pid, user, the execution settings it used, and a lease. While it runs,
+``scan_runs`` (migrations 0003, 0004): host, pid, user, the execution settings it used, the config as
+submitted, and a lease. While it runs,
 a background thread renews the lease (``heartbeat_at``) every ``ttl/6`` seconds on its own connection. A
 lease is *fresh* while ``heartbeat_at`` is within ``lease_ttl_s`` of the server's clock, so hosts need no
 synchronised clocks.
@@ -119,8 +120,10 @@ class DriverRun:
 
 
 def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, config_file: str = "",
-            ttl_s: float | None = None, host: str | None = None, pid: int | None = None) -> DriverRun:
-    """Record a driver start of ``invocation_id`` holding its lease, or refuse while another's is fresh."""
+            submitted: dict | None = None, ttl_s: float | None = None, host: str | None = None,
+            pid: int | None = None) -> DriverRun:
+    """Record a driver start of ``invocation_id`` holding its lease, or refuse while another's is fresh.
+    ``submitted`` is the config as the user submitted it (no secrets: the caller redacts the DSN's password)."""
     ttl_s = lease_ttl_s() if ttl_s is None else ttl_s
     host, pid = host or socket.gethostname(), pid or os.getpid()
     run_id = str(uuid.uuid4())
@@ -144,8 +147,9 @@ def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, conf
             took_over = str(other_run)
         catalog.execute(
             "INSERT INTO scan_runs (run_id, invocation_id, host, pid, username, resumed, took_over, execution, "
-            "lease_ttl_s) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
-            [run_id, invocation_id, host, pid, _user(), resumed, took_over, json.dumps(execution), ttl_s])
+            "lease_ttl_s, submitted_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb)",
+            [run_id, invocation_id, host, pid, _user(), resumed, took_over, json.dumps(execution), ttl_s,
+             None if submitted is None else json.dumps(submitted)])
     return DriverRun(run_id, invocation_id, catalog.dsn, ttl_s, took_over)
 
 

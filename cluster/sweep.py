@@ -20,6 +20,7 @@ from cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks
 from cluster.pipeline import engine_resources, run_model
 from cluster.store import open_store
 from grid.instrument import InstrumentRef
+from grid.records import ModelVariant, RunContext
 
 log = logging.getLogger("cluster.crash_journal")   # one logger for the journal and its rounds
 
@@ -27,7 +28,7 @@ log = logging.getLogger("cluster.crash_journal")   # one logger for the journal 
 def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument, *, store_uri: str,
                         experiment: str, invocation_id: str, batch_size: int, pool_size: int,
                         max_pool_size: int | None = None, engine_resources: dict | None = None,
-                        max_attempts: int = 3, variant: dict | None = None, run: dict | None = None,
+                        max_attempts: int = 3, variant: ModelVariant | None = None, run: RunContext | None = None,
                         source: str | None = None, summary: dict | None = None) -> Iterator[tuple[int, int]]:
     """``cluster.pipeline.run_model`` in rounds under the in-flight journal (see the module docstring).
 
@@ -49,7 +50,7 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
     while todo.num_rows or alone.num_rows:
         if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
             stats["left_missing"] = todo.num_rows + alone.num_rows
-            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant["label"],
+            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant.label,
                         stats["left_missing"], stats["rounds"])
             break
         stats["rounds"] += 1
@@ -81,12 +82,12 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
         stats["given_up"] += given_up
         if died.num_rows:
             log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
-                        "%d given up after %d attempts", variant["label"], batches, died.num_rows, retry.num_rows,
+                        "%d given up after %d attempts", variant.label, batches, died.num_rows, retry.num_rows,
                         given_up, max_attempts)
             yield given_up, died.num_rows
         if landed + died.num_rows == 0:
             stats["left_missing"] = not_started.num_rows
-            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant["label"],
+            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant.label,
                         not_started.num_rows)
             break
         retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
@@ -95,8 +96,8 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
         todo, alone = not_started, retry
 
 
-def run_grid(cells: pa.Table, variants: list[dict], sources: dict[str, str], run: dict, instrument: InstrumentRef, *,
-             store_uri: str, batch_size: int, pool_size: int,
+def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], run: RunContext,
+             instrument: InstrumentRef, *, store_uri: str, batch_size: int, pool_size: int,
              on_part: Callable[[int, int], None], max_attempts: int = 3) -> None:
     """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part.
     Batches whose actor died are journaled as error rows and their cells retried one per batch, up to
@@ -104,16 +105,16 @@ def run_grid(cells: pa.Table, variants: list[dict], sources: dict[str, str], run
     from actors.registry import engine_class
 
     for variant in variants:
-        mine = cells.filter(pc.equal(cells.column("label"), variant["label"]))
+        mine = cells.filter(pc.equal(cells.column("label"), variant.label))
         if mine.num_rows == 0:
             continue
-        kwargs = {"variant": variant, "model_source": sources[variant["label"]], "run": run}
-        engine_cls = engine_class(variant.get("backend", "hf"), instrument.instrument.engine_kind)
+        kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
+        engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
         for rows, errors in run_model_journaled(mine, engine_cls, kwargs, instrument,
-                                                store_uri=store_uri, experiment=run["experiment"],
-                                                invocation_id=run["invocation_id"], batch_size=batch_size,
-                                                pool_size=variant.get("min_actors") or pool_size,
-                                                max_pool_size=variant.get("max_actors") or pool_size,
+                                                store_uri=store_uri, experiment=run.experiment,
+                                                invocation_id=run.invocation_id, batch_size=batch_size,
+                                                pool_size=variant.min_actors or pool_size,
+                                                max_pool_size=variant.max_actors or pool_size,
                                                 engine_resources=engine_resources(engine_cls, variant),
                                                 max_attempts=max_attempts):
             on_part(rows, errors)

@@ -11,8 +11,10 @@ and nothing else:
     render(block, spec)           request columns of its engine kind for a block of cells
     columns                       extra trace columns (Arrow fields with a ``doc``), beside the core schema
     annotate(rows, spec)          optional, in the actor after the engine, before the rows are stored
-    stages                        optional later stages (each built from the previous stage's rows)
-    done_cells(...)               optional widening of "already done" beyond the invocation
+    stages                        optional later stages (``Stage``: each built from the previous stage's
+                                  successful rows; ``cluster.stages`` runs them)
+    done_cells(spec, earlier)     optional: (probe_id, sample) keys that earlier invocations of the experiment
+                                  hold (``earlier``: their successful rows); they leave this invocation's grid
     analyze(traces, settings)     numbers, tables, charts and text, with no I/O
 
 and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
@@ -42,6 +44,10 @@ from grid.errors import ConfigError
 
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
+
+REQUIRED_HOOKS = ("name", "engine_kind", "columns", "load_spec", "frozen", "from_frozen", "n_items", "cells",
+                  "render", "analyze")
+"""What every instrument must have; the rest of the protocol is optional (the engine checks before calling)."""
 
 REGISTRY: dict[str, str] = {
     "forced_choice": "instruments.forced_choice:INSTRUMENT",
@@ -94,9 +100,11 @@ class Stage:
     probe_id's item_key."""
 
     name: str
-    """Short name, used in the probe_id (no '|')."""
+    """Short name, appended to the item_key of the stage's cells as ``<item_key>~<name>`` (no '|' or '~')."""
     cells: Callable[[Any, pa.Table], pa.Table]
-    """(instrument spec, previous stage's successful rows) → this stage's cells (same columns as ``cells``)."""
+    """(instrument spec, previous stage's successful rows of the invocation, all trace columns) → this
+    stage's cells: the columns ``Instrument.cells`` returns (item_key as in the previous stage: the engine
+    appends the stage name), plus any column its ``render`` reads (e.g. the previous answer)."""
 
 
 @runtime_checkable
@@ -177,8 +185,7 @@ def resolve(name: str) -> Instrument:
     except AttributeError as exc:
         raise ConfigError("", "instrument", f"{module_name!r} has no attribute {attr!r}",
                           "name the object that implements the Instrument protocol") from exc
-    missing = [hook for hook in ("name", "engine_kind", "columns", "load_spec", "frozen", "from_frozen",
-                                 "cells", "render", "analyze") if not hasattr(instrument, hook)]
+    missing = [hook for hook in REQUIRED_HOOKS if not hasattr(instrument, hook)]
     if missing:
         raise ConfigError("", "instrument", f"{ref} lacks {', '.join(missing)} of the Instrument protocol",
                           "implement them (see grid/instrument.py)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from grid.errors import ConfigError
 from grid.ids import check_component
 from grid.instrument import Instrument, SpecContext, resolve
+from grid.records import ModelVariant
 from grid.secrets import check_endpoint_url, reject_secrets
 from grid.settings import FORMAT
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
@@ -78,52 +79,6 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
-
-
-@dataclass
-class ModelVariant:
-    """One model variant of an experiment (model + effort/overrides), named by a unique label."""
-
-    label: str
-    """Unique in the experiment; the first probe_id component."""
-    model: str
-    """As written in config.json: local path, hub id or packaged alias."""
-    backend: str = "hf"
-    dtype: str = "float32"
-    device: str = "cpu"
-    effort: str | None = None
-    extra_body: dict = field(default_factory=dict)
-    chat_template_kwargs: dict = field(default_factory=dict)
-    temperature: float = 0.0
-    """Resolved: the model's override or the experiment's value."""
-    top_p: float = 1.0
-    max_tokens: int = 64
-    api_key_env: str | None = None
-    """Name of the environment variable holding the API key (never the key itself)."""
-    endpoint: str | None = None
-    """API base URL for HTTP backends (resolved to the provider's default); None for in-process engines."""
-    max_concurrency: int = 8
-    """Requests in flight per endpoint (HTTP backends), shared by the model's actor pool."""
-    timeout_s: float = 120.0
-    """Per-request timeout in seconds; a stream that stalls this long is cut and retried."""
-    max_retries: int = 4
-    """Retries of 429/5xx responses and cut streams (exponential backoff with jitter)."""
-    tensor_parallel_size: int = 1
-    """vLLM: GPUs one engine spans; > 1 runs the engine in a placement group of that many GPU bundles."""
-    engine_args: dict = field(default_factory=dict)
-    """vLLM engine arguments for this model (e.g. max_model_len), recorded verbatim."""
-    num_gpus: float | None = None
-    """GPUs requested per engine actor (resolved: tensor_parallel_size for vLLM on cuda, else 0)."""
-    memory_gb: float | None = None
-    """Memory (GiB) requested per engine actor, so the scheduler packs big models onto big nodes."""
-    min_actors: int | None = None
-    """Lower bound of this model's actor pool (resolved: actor_pool_size)."""
-    max_actors: int | None = None
-    """Upper bound of this model's actor pool (resolved: actor_pool_size); > min lets the pool autoscale."""
-
-    def as_dict(self) -> dict:
-        """Plain-JSON form for settings (no secret values: api_key_env is only a variable name)."""
-        return dict(self.__dict__)
 
 
 @dataclass

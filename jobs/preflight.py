@@ -33,8 +33,7 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
 
     tokenizers: dict[str, object] = {}
     for i, m in enumerate(spec.models):
-        variant = m.as_dict()
-        if m.backend in API_BACKENDS or (m.effort is None and not template_kwargs(variant, with_effort=False)):
+        if m.backend in API_BACKENDS or (m.effort is None and not template_kwargs(m, with_effort=False)):
             continue
         field = f"models[{i}].model"
         if not prepare and m.model == DEMO_MODEL_ALIAS and not (demo_model_dir() / "config.json").is_file():
@@ -50,7 +49,7 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
                                   f"({' '.join(str(exc).split())[:200]})",
                                   "point the model at a folder or hub id with a tokenizer") from None
         try:
-            unapplied = unapplied_overrides(tokenizers[source], variant)
+            unapplied = unapplied_overrides(tokenizers[source], m)
         except Exception as exc:   # the template fails with every override in place
             raise ConfigError(spec.config_path, field, f"{m.model}'s chat template fails with this entry's effort and "
                               f"chat-template kwargs ({type(exc).__name__}: {' '.join(str(exc).split())})",

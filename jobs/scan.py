@@ -25,6 +25,7 @@ from cluster.runs import pid_alive
 from grid.cells import add_seeds, plan_attempts, with_probe_ids
 from grid.errors import CatalogError, ConfigError
 from grid.instrument import InstrumentRef
+from grid.records import ModelVariant, RunContext
 from grid.settings import execution, settings_hash, shaping_differences
 from grid.spec import API_BACKENDS, Spec, load_spec
 from jobs.errors import reports_user_errors
@@ -148,8 +149,9 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                 spec.values["store"] = inv["store_uri"]
                 settings = spec.settings()
                 trace_store = open_store(spec.values["store"])
+            # before touching the store: refused while another driver runs it
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
-                                  config_file=spec.config_path)   # before touching the store: refused while another runs
+                                  config_file=spec.config_path, submitted=submitted_config(spec))
             removed, quarantined = trace_store.cleanup(spec.experiment, invocation_id)
             if not quiet and (removed or quarantined):
                 print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable part(s)",
@@ -166,7 +168,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
             trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources})
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
-                                  config_file=spec.config_path)
+                                  config_file=spec.config_path, submitted=submitted_config(spec))
         # one machine-readable line before any work, so a submitted job's log names its invocation at once
         print(f"mirrorscan-invocation: {invocation_id} experiment={spec.experiment} "
               f"{'resumed' if resume else 'new'}", file=sys.stderr, flush=True)
@@ -179,6 +181,17 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
         finally:
             driver.end(catalog)
     return result
+
+
+def submitted_config(spec: Spec) -> dict:
+    """The config as submitted, for the driver run's record: its path and JSON as parsed, a catalog_dsn's
+    password removed (every other secret was refused when the config was validated)."""
+    from cluster.catalog import redact_dsn
+
+    config = dict(spec.raw)
+    if isinstance(config.get("catalog_dsn"), str):
+        config["catalog_dsn"] = redact_dsn(config["catalog_dsn"])
+    return {"file": str(Path(spec.config_path).resolve()), "config": config}
 
 
 def content_hashes(spec: Spec) -> dict:
@@ -204,32 +217,34 @@ def grid_cells(settings: dict) -> pa.Table:
 
 def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet,
              dsn: str | None = None, driver=None) -> ScanResult:
-    """Expand the grid from frozen ``settings``, run what is left, and record the outcome."""
+    """Expand the grid from frozen ``settings``, run what is left stage by stage (``cluster.stages``), and
+    record the outcome."""
+    from cluster.stages import stage_grids
+
     experiment = spec.experiment
-    cells = grid_cells(settings)
-    prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
-    todo, given_up = plan_attempts(cells, prior, max_attempts)
-    todo = add_seeds(todo, settings["seed"])
+    n_cells, given_up, held = 0, 0, 0
     status = "running"
     try:
-        if todo.num_rows:
-            before = (loggable_rows(trace_store, experiment, invocation_id),
-                      logged_rows(trace_store, catalog, experiment, invocation_id))
-            _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
-                       max_attempts, driver)
-            missing = await_inference_log(trace_store, catalog, experiment, invocation_id, before)
-            if missing:
-                print(f"warning: {missing} inference_log row(s) of invocation {invocation_id} were neither in the "
-                      f"catalog nor spilled {LOG_SETTLE_S:.0f} s after the run; the engine actors keep trying "
-                      f"while they live", file=sys.stderr)
-        counts = cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
-        counts["given_up"] = given_up.num_rows
+        for stage in stage_grids(instrument_ref(settings), grid_cells(settings), trace_store, experiment,
+                                 invocation_id):
+            n_cells += stage.cells.num_rows
+            held += stage.held_elsewhere
+            prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
+            todo, gave_up = plan_attempts(stage.cells, prior, max_attempts)
+            given_up += gave_up.num_rows
+            if todo.num_rows:
+                _run_stage(add_seeds(todo, settings["seed"]), settings, sources, invocation_id, trace_store,
+                           catalog, quiet, ray_address, dsn, max_attempts, driver, stage.name)
+        counts = cell_counts(trace_store, experiment, invocation_id, n_cells)
+        counts["given_up"] = given_up
+        if held:
+            counts["held_elsewhere"] = held
         status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
     except KeyboardInterrupt:
-        status, counts = "interrupted", cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
+        status, counts = "interrupted", cell_counts(trace_store, experiment, invocation_id, n_cells)
         raise
     except BaseException:
-        status, counts = "failed", cell_counts(trace_store, experiment, invocation_id, cells.num_rows)
+        status, counts = "failed", cell_counts(trace_store, experiment, invocation_id, n_cells)
         raise
     finally:
         if status != "running":
@@ -237,6 +252,21 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
                            raise_on_failure=status in ("complete", "incomplete"))
     return ScanResult(invocation_id, experiment, status,
                       trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts)
+
+
+def _run_stage(todo, settings, sources, invocation_id, trace_store, catalog, quiet, ray_address, dsn, max_attempts,
+               driver, stage: str) -> None:
+    """Run one stage's cells, then wait (bounded) for their inference_log rows."""
+    experiment = settings["experiment"]
+    before = (loggable_rows(trace_store, experiment, invocation_id),
+              logged_rows(trace_store, catalog, experiment, invocation_id))
+    _run_cells(todo, settings, sources, invocation_id, experiment, catalog, quiet, ray_address, dsn,
+               max_attempts, driver, stage)
+    missing = await_inference_log(trace_store, catalog, experiment, invocation_id, before)
+    if missing:
+        print(f"warning: {missing} inference_log row(s) of invocation {invocation_id} were neither in the "
+              f"catalog nor spilled {LOG_SETTLE_S:.0f} s after the run; the engine actors keep trying "
+              f"while they live", file=sys.stderr)
 
 
 def loggable_rows(trace_store, experiment: str, invocation_id: str) -> int:
@@ -324,7 +354,7 @@ def record_outcome(catalog, trace_store, spec: Spec, invocation_id: str, status:
 
 def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str, experiment: str, catalog,
                quiet: bool, ray_address: str | None, dsn: str | None = None, max_attempts: int = 3,
-               driver=None) -> None:
+               driver=None, stage: str = "") -> None:
     from tqdm import tqdm
 
     from cluster.ray_session import ensure_ray
@@ -333,12 +363,12 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     ensure_ray(ray_address)
     ref = instrument_ref(settings)
     wrapper_version = getattr(ref.instrument, "wrapper_version", None)
-    run = {"invocation_id": invocation_id, "experiment": experiment, "instrument": ref.instrument.name,
-           "envelope_version": wrapper_version(ref.spec) if wrapper_version else None,
-           "catalog_dsn": dsn, "store_uri": settings["execution"]["store"]}   # actors write inference_log rows there
+    run = RunContext(invocation_id=invocation_id, experiment=experiment, instrument=ref.instrument.name,
+                     envelope_version=wrapper_version(ref.spec) if wrapper_version else None,
+                     catalog_dsn=dsn, store_uri=settings["execution"]["store"])   # actors write inference_log rows there
     done = {"rows": 0, "errors": 0}
     last_update = [time.monotonic()]
-    bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}", disable=quiet, file=sys.stderr,
+    bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}" + (f" ({stage})" if stage else ""), disable=quiet, file=sys.stderr,
                dynamic_ncols=True, smoothing=0.1)
 
     def on_part(rows: int, errors: int) -> None:
@@ -358,7 +388,7 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
             except CatalogError:
                 pass   # progress is advisory; the final status is written at the end (record_outcome)
     try:
-        run_grid(todo, settings["models"], sources, run, ref,
+        run_grid(todo, [ModelVariant.from_settings(m) for m in settings["models"]], sources, run, ref,
                  store_uri=settings["execution"]["store"], batch_size=settings["batch_size"],
                  pool_size=settings["execution"]["actor_pool_size"], on_part=on_part, max_attempts=max_attempts)
     finally:

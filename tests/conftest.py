@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -90,6 +91,11 @@ os.environ.setdefault("MIRRORSCAN_HOME", str(REPO / ".mirrorscan"))   # where ma
 os.environ["MIRRORSCAN_HOME"] = str(Path(os.environ["MIRRORSCAN_HOME"]).resolve())
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Test-only instruments (tests/plugin) are importable here and in every Ray worker the tests start, as a
+# user's own instrument is through PYTHONPATH (workers inherit the raylet's environment, made from ours).
+PLUGIN_DIR = str(Path(__file__).resolve().parent / "plugin")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_DIR, os.environ.get("PYTHONPATH")) if p)
+sys.path.insert(0, PLUGIN_DIR)
 
 
 @pytest.fixture(scope="session")

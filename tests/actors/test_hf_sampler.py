@@ -12,9 +12,10 @@ from actors.chat import FOLD_SEPARATOR, render_chat
 from actors.hf_sampler import HFSampler
 from fc_grid import fc_rendered
 from grid.ids import cell_seed
+from grid.records import ModelVariant, RunContext
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
-RUN = {"invocation_id": "inv-1", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
+RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
 NO_SYSTEM_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
     "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -31,8 +32,9 @@ def cells(samples: int = 1, seed: int = 11) -> pa.Table:
     return fc_rendered(["tiny"], PAIRS, ["english_strict", "json_schema"], ["AB", "BA"], samples, seed)
 
 
-def variant(**kw) -> dict:
-    return {"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 8, "dtype": "float32", **kw}
+def variant(**kw) -> ModelVariant:
+    return ModelVariant(**{"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 8,
+                           "dtype": "float32", **kw})
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,19 @@ from actors.registry import engine_class
 from actors.streaming import timing_problems
 from grid.errors import ConfigError
 from anthropic_server import ANSWER_PIECES, THINKING_PIECES, FaultServer
+from grid.records import ModelVariant, RunContext
 
-RUN = {"invocation_id": "inv-anth", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
+RUN = RunContext(invocation_id="inv-anth", experiment="exp", instrument="forced_choice", envelope_version="t")
 ANSWER = "".join(ANSWER_PIECES)
 KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-test-7f3c9d1e2b4a5f60-secret"
 FAST = {"backoff_base_s": 0.01, "backoff_ceiling_s": 0.05}
 
 
-def variant(url: str, **kw) -> dict:
-    return {"label": "claude", "model": "claude-test", "backend": "anthropic", "temperature": 0.0, "top_p": 1.0,
+def variant(url: str, **kw) -> ModelVariant:
+    return ModelVariant(**{"label": "claude", "model": "claude-test", "backend": "anthropic", "temperature": 0.0, "top_p": 1.0,
             "max_tokens": 32, "endpoint": url, "api_key_env": KEY_ENV, "max_concurrency": 8, "timeout_s": 2.0,
-            "max_retries": 2, "effort": None, "extra_body": {}, **kw}
+            "max_retries": 2, "effort": None, "extra_body": {}, **kw})
 
 
 def cells(probe_ids: list[str], samples: int = 1) -> pa.Table:
@@ -192,10 +193,10 @@ def test_backoff_retry_after_and_shares_are_bounded():
     assert backoff_s(1, 0.5, 4.0, 7.0, 60.0, rng) == 7.0   # Retry-After obeyed …
     assert backoff_s(1, 0.5, 4.0, 600.0, 60.0, rng) == 60.0   # … up to the cap
     assert parse_retry_after("3") == 3.0 and parse_retry_after(None) is None and parse_retry_after("soon") is None
-    assert per_actor_concurrency({"max_concurrency": 8, "max_actors": 3}) == 2
-    assert per_actor_concurrency({"max_concurrency": 2, "max_actors": 4}) == 1
+    assert per_actor_concurrency(ModelVariant(label="a", model="m", max_concurrency=8, max_actors=3)) == 2
+    assert per_actor_concurrency(ModelVariant(label="a", model="m", max_concurrency=2, max_actors=4)) == 1
 
 
 def test_registry_and_resources():
     cls = engine_class("anthropic")
-    assert cls is AnthropicSampler and cls.ray_resources({}) == {"num_cpus": 0.25}
+    assert cls is AnthropicSampler and cls.ray_resources(variant("http://127.0.0.1:9")) == {"num_cpus": 0.25}

@@ -15,8 +15,9 @@ from actors.http_openai import OpenAISampler
 from actors.registry import engine_class
 from actors.streaming import timing_problems
 from fc_grid import fc_rendered
+from grid.records import ModelVariant, RunContext
 
-RUN = {"invocation_id": "inv-oai", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
+RUN = RunContext(invocation_id="inv-oai", experiment="exp", instrument="forced_choice", envelope_version="t")
 PAIRS = pa.table({"pair_id": ["cd", "tc"], "word_a": ["cat", "tea"], "word_b": ["dog", "coffee"]})
 KEY_ENV = "MIRRORSCAN_TEST_OPENAI_KEY"
 KEY = "sk-proj-test-91ab2cd3ef45-secret"
@@ -32,14 +33,14 @@ VLLM_KEY_ENV = "MIRRORSCAN_TEST_VLLM_KEY"
 """Where the session ``vllm_server`` fixture keeps its API key (tests/conftest.py)."""
 
 
-def variant(endpoint: str, **kw) -> dict:
-    return {"label": "smollm2", "model": "smollm2", "backend": "openai", "temperature": 0.0, "top_p": 1.0,
+def variant(endpoint: str, **kw) -> ModelVariant:
+    return ModelVariant(**{"label": "smollm2", "model": "smollm2", "backend": "openai", "temperature": 0.0, "top_p": 1.0,
             "max_tokens": 12, "endpoint": endpoint, "api_key_env": None, "max_concurrency": 4, "timeout_s": 60.0,
-            "max_retries": 2, "effort": None, "extra_body": {}, **kw}
+            "max_retries": 2, "effort": None, "extra_body": {}, **kw})
 
 
-def answer(v: dict, table: pa.Table) -> list[dict]:
-    sampler = OpenAISampler(v, v["model"], RUN, **FAST)
+def answer(v: ModelVariant, table: pa.Table) -> list[dict]:
+    sampler = OpenAISampler(v, v.model, RUN, **FAST)
     try:
         return sampler(table).to_pylist()
     finally:
@@ -165,4 +166,4 @@ def test_chat_template_kwargs_are_sent_and_recorded_as_sent(server):
 
 def test_registry_and_resources():
     cls = engine_class("openai")
-    assert cls is OpenAISampler and cls.ray_resources({}) == {"num_cpus": 0.25}
+    assert cls is OpenAISampler and cls.ray_resources(variant("http://127.0.0.1:9/v1")) == {"num_cpus": 0.25}

@@ -23,12 +23,13 @@ import pytest
 from actors.streaming import timing_problems
 from fc_grid import fc_rendered
 from grid.errors import ConfigError
+from grid.records import ModelVariant, RunContext
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
 ENVELOPES = ["english_strict", "json_schema", "english_casual", "bare_vs"]
-RUN = {"invocation_id": "inv-1", "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t"}
+RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
 
 
 def cells(samples: int = 1, seed: int = 11, envelopes: list[str] = ENVELOPES) -> pa.Table:
@@ -36,9 +37,9 @@ def cells(samples: int = 1, seed: int = 11, envelopes: list[str] = ENVELOPES) ->
     return fc_rendered(["demo"], PAIRS, envelopes, ["AB", "BA"], samples, seed)
 
 
-def variant(**kw) -> dict:
-    return {"label": "demo", "model": "demo", "backend": "vllm", "temperature": 0.0, "top_p": 1.0, "max_tokens": 24,
-            "dtype": "float32", "device": "cpu", "timeout_s": 300.0, **kw}
+def variant(**kw) -> ModelVariant:
+    return ModelVariant(**{"label": "demo", "model": "demo", "backend": "vllm", "temperature": 0.0, "top_p": 1.0,
+                           "max_tokens": 24, "dtype": "float32", "device": "cpu", "timeout_s": 300.0, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_greedy_answers_equal_the_hf_sampler_and_every_row_streams_honestly(engi
     started = time.monotonic()
     rows = engine(batch).to_pylist()
     vllm_s = time.monotonic() - started
-    hf = HFSampler({**variant(), "backend": "hf"}, str(demo_dir), RUN)
+    hf = HFSampler(variant(backend="hf"), str(demo_dir), RUN)
     hf_rows = hf(batch).to_pylist()
     del hf
     assert [r["probe_id"] for r in rows] == batch["probe_id"].to_pylist()

@@ -22,7 +22,7 @@ from actors.rows import trace_row, where_am_i
 from fc_grid import fc_cells, fc_ref
 from grid.instrument import InstrumentRef
 from instruments.forced_choice.envelopes import PACKAGED, load_bearing_ids, load_envelopes
-from grid.spec import ModelVariant
+from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -33,17 +33,17 @@ FAKE_GPU = "fake_gpu"
 class SleepEngine:
     """Answers every cell "A" after sleeping ``sleep_s`` per batch; dies on a batch holding the poison probe."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """No model: remember the run identity and where this actor runs."""
         self.variant, self.source, self.run = variant, model_source, run
-        args = variant.get("engine_args") or {}
+        args = variant.engine_args
         self.sleep_s, self.poison = float(args.get("sleep_s", 0.05)), args.get("poison")
         self.where = where_am_i()
 
     @staticmethod
-    def ray_resources(variant: dict) -> dict:
+    def ray_resources(variant: ModelVariant) -> dict:
         """One CPU, and the variant's num_gpus as the custom resource ``fake_gpu``."""
-        gpus = variant.get("num_gpus") or 0
+        gpus = variant.num_gpus or 0
         return {"num_cpus": 1, **({"resources": {FAKE_GPU: gpus}} if gpus else {})}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -60,10 +60,10 @@ class SleepEngine:
                                for c in cells])
 
 
-def standin_variant(label: str, **fields) -> dict:
+def standin_variant(label: str, **fields) -> ModelVariant:
     """A resolved variant of the stand-in backend (``fields`` override ModelVariant fields)."""
     return ModelVariant(label=label, model="standin", backend="standin", temperature=0.0, top_p=1.0,
-                        max_tokens=4, **fields).as_dict()
+                        max_tokens=4, **fields)
 
 
 def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Table, InstrumentRef]:
@@ -75,10 +75,10 @@ def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Ta
     return fc_cells(labels, pairs, env_ids, ["AB", "BA"], samples, seed=7), fc_ref(env_ids)
 
 
-def run_identity(invocation_id: str, experiment: str) -> dict:
-    """The ``run`` dict an engine gets (no catalog: inference-log rows are spilled beside the traces)."""
-    return {"invocation_id": invocation_id, "experiment": experiment, "instrument": "forced_choice",
-            "envelope_version": load_envelopes(PACKAGED).version}
+def run_identity(invocation_id: str, experiment: str) -> RunContext:
+    """The run an engine gets (no catalog: inference-log rows are spilled beside the traces)."""
+    return RunContext(invocation_id=invocation_id, experiment=experiment, instrument="forced_choice",
+                      envelope_version=load_envelopes(PACKAGED).version)
 
 
 def descendants() -> set:

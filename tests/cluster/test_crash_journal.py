@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pyarrow as pa
@@ -52,7 +53,7 @@ def test_settle_turns_died_batches_into_error_rows_except_cells_already_stored(s
     store, invocation_id, cells, instrument, variant, run, folder = setup
     died_batch, raised_batch = cells.slice(0, 8), cells.slice(8, 4)
     # the actor died after storing the first two cells of its batch (as if in a part of their own)
-    engine = standin.SleepEngine({**variant, "engine_args": {"sleep_s": 0}}, "standin", run)
+    engine = standin.SleepEngine(dataclasses.replace(variant, engine_args={"sleep_s": 0}), "standin", run)
     store.write_part(engine(render_block(died_batch.slice(0, 2), instrument)), EXPERIMENT, invocation_id, "a1")
     in_flight(store, folder, "a1", died_batch).__enter__()   # entered, never left: the process died
     with pytest.raises(ValueError):

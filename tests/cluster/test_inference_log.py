@@ -22,6 +22,7 @@ from cluster.catalog import Catalog
 from cluster.inference_log import LOG_COLUMNS, SPILL_SCHEMA, InferenceLogWriter, log_rows_from_traces
 from cluster.store import open_store
 from grid.errors import CatalogError
+from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table
 from jobs import sql
 
@@ -272,10 +273,9 @@ def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_
     cells = fc_cells(["tiny"], pairs, ["english_strict"], ["AB", "BA"], 2, seed=3)
     instrument = fc_ref(["english_strict"])
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
-    run = {"invocation_id": inv, "experiment": "exp", "instrument": "forced_choice", "envelope_version": "t",
-           "catalog_dsn": closed_dsn(), "store_uri": store}
-    variant = {"label": "tiny", "model": "tiny", "temperature": 0.0, "top_p": 1.0, "max_tokens": 6,
-               "dtype": "float32"}
+    run = RunContext(invocation_id=inv, experiment="exp", instrument="forced_choice", envelope_version="t",
+                     catalog_dsn=closed_dsn(), store_uri=store)
+    variant = ModelVariant(label="tiny", model="tiny", temperature=0.0, top_p=1.0, max_tokens=6, dtype="float32")
     kwargs = {"variant": variant, "model_source": str(tiny_dir), "run": run}
     done = sum(rows for rows, _ in run_model(cells, HFSampler, kwargs, instrument, store_uri=store,
                                              experiment="exp", invocation_id=inv, batch_size=4, pool_size=1))
@@ -294,11 +294,11 @@ def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_
 class StandInEngine:
     """Answers every cell with a fixed trace row (no model): the engine interface, for StoringEngine."""
 
-    def __init__(self, variant: dict, model_source: str, run: dict):
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         self.run = run
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return to_trace_table([{"invocation_id": self.run["invocation_id"], "experiment": self.run["experiment"],
+        return to_trace_table([{"invocation_id": self.run.invocation_id, "experiment": self.run.experiment,
                                 "probe_id": p, "sample": s, "attempt": 1, "label": "stand-in", "response": "A",
                                 "ttft_ms": 1.0, "total_ms": 2.0, "timing_scope": "request"}
                                for p, s in zip(batch["probe_id"].to_pylist(), batch["sample"].to_pylist())])
@@ -310,8 +310,9 @@ def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp
 
     monkeypatch.setattr(pipeline, "LOG_CLOSE_S", 4.0)   # teardown spills after half of it (30 s in a run)
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
-    run = {"invocation_id": inv, "experiment": "exp", "catalog_dsn": closed_dsn()}
-    engine = StoringEngine(StandInEngine, {"variant": {}, "model_source": "", "run": run}, store, "exp", inv)
+    run = RunContext(invocation_id=inv, experiment="exp", instrument="forced_choice", catalog_dsn=closed_dsn())
+    variant = ModelVariant(label="stand-in", model="stand-in")
+    engine = StoringEngine(StandInEngine, {"variant": variant, "model_source": "", "run": run}, store, "exp", inv)
     engine.log.retry_s = 600.0   # the thread alone would keep retrying: only teardown can spill
     for first in (0, 5):
         batch = pa.table({"probe_id": [f"s|w{i}|x|e|AB" for i in range(first, first + 5)], "sample": [0] * 5})

@@ -60,7 +60,7 @@ def standin_backend(monkeypatch):
     monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
 
 
-def run_sweep(tmp_path, variant: dict, cells: pa.Table, instrument, *, batch_size: int = 8,
+def run_sweep(tmp_path, variant, cells: pa.Table, instrument, *, batch_size: int = 8,
               on_part=None) -> tuple[object, str]:
     """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
     from cluster.sweep import run_grid
@@ -68,7 +68,7 @@ def run_sweep(tmp_path, variant: dict, cells: pa.Table, instrument, *, batch_siz
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
     run = standin.run_identity(invocation_id, EXPERIMENT)
-    run_grid(cells, [variant], {variant["label"]: "standin"}, run, instrument, store_uri=store_uri,
+    run_grid(cells, [variant], {variant.label: "standin"}, run, instrument, store_uri=store_uri,
              batch_size=batch_size, pool_size=1, on_part=on_part or (lambda rows, errors: None), max_attempts=3)
     return open_store(store_uri), invocation_id
 

@@ -30,6 +30,8 @@ import pytest
 
 import overfit   # tests/jobs/overfit.py, beside this file
 
+from grid.records import ModelVariant, RunContext
+
 CLASSES = {   # pair → classes of (E1 AB, E1 BA, E2 AB, E2 BA), as in the module docstring
     "gin_rum": "A A A A", "rum_sake": "A A A A", "gin_sake": "B B B B", "tea_coffee": "A A A A",
     "red_blue": "A B A B", "cat_dog": "REF UNCLEAR B B", "sun_moon": "A A A B", "up_down": "A A B B",
@@ -50,10 +52,9 @@ def overfit_model(tmp_path_factory, demo_dir):
     print(f"overfit: {facts['steps']} steps, {facts['seconds']:.1f} s, loss {facts['loss']:.4f}, "
           f"min margin {facts['min_margin']:.2f} nats")
     assert facts["min_margin"] >= overfit.MARGIN, f"training stopped at MAX_STEPS short of the margin: {facts}"
-    variant = {"label": "fit", "model": str(folder), "temperature": 0.0, "top_p": 1.0, "max_tokens": MAX_TOKENS,
-               "dtype": "float32"}
-    sampler = HFSampler(variant, str(folder), {"invocation_id": "check", "experiment": "check",
-                                               "instrument": "forced_choice", "envelope_version": "check"})
+    variant = ModelVariant(label="fit", model=str(folder), temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS)
+    sampler = HFSampler(variant, str(folder), RunContext(invocation_id="check", experiment="check",
+                                                         instrument="forced_choice", envelope_version="check"))
     cells, wanted = overfit.rendered_cells("fit"), overfit.expected_responses()
     pair_of = dict(zip(cells["probe_id"].to_pylist(), cells["pair_id"].to_pylist()))   # engines see cells, not pairs
     n = cells.num_rows

@@ -75,6 +75,20 @@ def test_scan_stores_every_cell_once_and_records_the_invocation(scanned):
     assert inv["content_hashes"]["probe_set"] == inv["settings"]["instrument_settings"]["probe_set_sha256"]
     manifest = json.loads((Path(setup["store"]) / "fc" / result.invocation_id / "invocation.json").read_text())
     assert manifest["settings"] == inv["settings"]
+    with Catalog(setup["dsn"]) as catalog:
+        (submitted,), = catalog.execute("SELECT submitted_config FROM scan_runs WHERE invocation_id = %s",
+                                        [result.invocation_id])
+    assert submitted["config"] == json.loads((setup["exp"] / "config.json").read_text())
+    assert submitted["file"] == str((setup["exp"] / "config.json").resolve())
+
+
+def test_the_config_as_submitted_keeps_no_catalog_password(tmp_path, tiny_dir):
+    from grid.spec import load_spec
+    from jobs.scan import submitted_config
+
+    exp = write_experiment(tmp_path / "fc", tiny_dir, catalog_dsn="postgresql://scanner:hunter2-pw@db.internal/mirror")
+    recorded = json.dumps(submitted_config(load_spec(exp)))
+    assert "hunter2-pw" not in recorded and "postgresql://scanner@db.internal/mirror" in recorded
 
 
 def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tmp_path, tiny_dir):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.instrument import Analysis, SpecContext
+from grid.instrument import Analysis, SpecContext, Stage
 from grid.trace_schema import doc_field
 
 
@@ -93,3 +94,38 @@ class Echo:
 
 
 ECHO = Echo()
+
+
+class EchoTwice(Echo):
+    """Echo with a second stage (ask again, quoting the first answer) and cells held across invocations:
+    a new invocation of the experiment runs only the items no earlier invocation answered."""
+
+    name = "echo_twice"
+    FAIL_ENV = "ECHO_TWICE_FAIL_STAGE"
+    """When set, building the second stage fails (a driver that dies between stages)."""
+
+    def __init__(self):
+        self.stages = (Stage("again", self.again_cells),)
+
+    def again_cells(self, spec: EchoSpec, previous: pa.Table) -> pa.Table:
+        """One cell per answered first-stage cell, carrying its answer for ``render``."""
+        if os.environ.get(self.FAIL_ENV):
+            raise RuntimeError("second stage refused by " + self.FAIL_ENV)
+        keep = ["label", "item_key", "echo_item", "envelope", "ordering", "sample"]
+        return previous.select(keep).append_column("first_answer", previous.column("response"))
+
+    def render(self, block: pa.Table, spec: EchoSpec) -> pa.Table:
+        """First stage as Echo; the second quotes the first answer."""
+        if "first_answer" not in block.column_names:
+            return super().render(block, spec)
+        user = [f"You were asked to repeat {i!r} and answered {a!r}. Repeat {i!r} once more."
+                for i, a in zip(block.column("echo_item").to_pylist(), block.column("first_answer").to_pylist())]
+        return block.append_column("system_text", pa.array([""] * block.num_rows, pa.string())) \
+                    .append_column("user_text", pa.array(user, pa.string()))
+
+    def done_cells(self, spec: EchoSpec, earlier: pa.Table) -> pa.Table:
+        """Every cell an earlier invocation answered is held: never asked again in this experiment."""
+        return earlier.select(["probe_id", "sample"])
+
+
+ECHO_TWICE = EchoTwice()
