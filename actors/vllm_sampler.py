@@ -56,6 +56,7 @@ import uuid
 import pyarrow as pa
 
 from actors.chat import render_chat, template_kwargs
+from actors.placement import tensor_parallel_group
 from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
@@ -173,10 +174,10 @@ class VLLMSampler:
         """Ray remote args for one engine actor of ``variant``.
 
         CPU: one CPU. CUDA, tensor parallel 1: one CPU and one GPU. Tensor parallel k > 1: the actor takes
-        no GPU itself; it runs in a new placement group (STRICT_PACK: one node) of a CPU bundle for the actor
-        (plus its memory request) and k ``{GPU: 1}`` bundles, capturing child tasks, so vLLM's Ray executor
-        finds the group (``ray.util.get_current_placement_group``) and puts one worker on each GPU bundle.
-        Waits up to ``timeout_s`` seconds for the group; raises ConfigError when no node offers it.
+        no GPU itself; it runs in a new placement group of k ``{GPU: 1}`` bundles (``actors.placement``), so
+        vLLM's Ray executor finds the group (``ray.util.get_current_placement_group``) and puts one worker
+        on each GPU bundle. Waits up to ``timeout_s`` seconds for the group; raises ConfigError when no node
+        offers it. The sweep removes the group when the model's pool ends.
         """
         device = variant.device
         tp = variant.tensor_parallel_size
@@ -184,28 +185,7 @@ class VLLMSampler:
             return {"num_cpus": 1}
         if tp == 1:
             return {"num_cpus": 1, "num_gpus": 1}
-        import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        actor_bundle: dict = {"CPU": 1}
-        if variant.memory_gb:   # the pipeline adds the actor's memory request; it must fit its bundle
-            actor_bundle["memory"] = int(variant.memory_gb * 2**30)
-        bundles = [actor_bundle] + [{"GPU": 1} for _ in range(tp)]
-        name = f"vllm-{variant.label}-{uuid.uuid4().hex[:8]}"
-        pg = placement_group(bundles, strategy="STRICT_PACK", name=name)
-        try:
-            ray.get(pg.ready(), timeout=timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            remove_placement_group(pg)
-            gpus = ray.cluster_resources().get("GPU", 0)
-            raise ConfigError(
-                "", f"models[{variant.label}].tensor_parallel_size",
-                f"no node offered {tp} GPUs and 1 CPU together within {timeout_s:g} s (cluster GPUs now: {gpus:g})",
-                "lower tensor_parallel_size to the GPUs of one node, or add a worker type with that many GPUs "
-                "to cluster.yaml") from None
-        return {"num_cpus": 1, "num_gpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
-            pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)}
+        return tensor_parallel_group(variant, "GPU", timeout_s)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Answer every cell of ``batch`` (rendered cells), all in flight at once; one trace row per cell."""

@@ -133,6 +133,17 @@ def engine_resources(engine_cls: type, variant: ModelVariant) -> dict:
     return resources
 
 
+def release_engine_resources(resources: dict) -> None:
+    """Remove the placement group that ``engine_resources`` reserved for a model's pool (tensor-parallel
+    engines, ``actors.placement``), once that pool has ended: until then its accelerators stay reserved
+    and the autoscaler cannot remove their node. Nothing to do for other resources."""
+    group = getattr(resources.get("scheduling_strategy"), "placement_group", None)
+    if group is not None:
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(group)
+
+
 def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument: InstrumentRef, *, store_uri: str,
               experiment: str, invocation_id: str, batch_size: int, pool_size: int, max_pool_size: int | None = None,
               engine_resources: dict | None = None, journal: str | None = None) -> Iterator[tuple[int, int]]:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
                                    round_folder, settle, stored_keys)
-from cluster.pipeline import engine_resources, run_model
+from cluster.pipeline import engine_resources, release_engine_resources, run_model
 from cluster.store import open_store
 from grid.instrument import InstrumentRef
 from grid.records import ModelVariant, RunContext
@@ -99,7 +99,9 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
 def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], run: RunContext,
              instrument: InstrumentRef, *, store_uri: str, batch_size: int, pool_size: int,
              on_part: Callable[[int, int], None], max_attempts: int = 3) -> None:
-    """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part.
+    """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part; a
+    pool's placement group (tensor-parallel engines) is removed when the pool ends, so the next model can
+    have its accelerators.
     Batches whose actor died are journaled as error rows and their cells retried one per batch, up to
     ``max_attempts`` attempts per cell (``cluster.crash_journal``)."""
     from actors.registry import engine_class
@@ -110,11 +112,14 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, s
             continue
         kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
         engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
-        for rows, errors in run_model_journaled(mine, engine_cls, kwargs, instrument,
-                                                store_uri=store_uri, experiment=run.experiment,
-                                                invocation_id=run.invocation_id, batch_size=batch_size,
-                                                pool_size=variant.min_actors or pool_size,
-                                                max_pool_size=variant.max_actors or pool_size,
-                                                engine_resources=engine_resources(engine_cls, variant),
-                                                max_attempts=max_attempts):
-            on_part(rows, errors)
+        resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
+        try:
+            for rows, errors in run_model_journaled(mine, engine_cls, kwargs, instrument,
+                                                    store_uri=store_uri, experiment=run.experiment,
+                                                    invocation_id=run.invocation_id, batch_size=batch_size,
+                                                    pool_size=variant.min_actors or pool_size,
+                                                    max_pool_size=variant.max_actors or pool_size,
+                                                    engine_resources=resources, max_attempts=max_attempts):
+                on_part(rows, errors)
+        finally:
+            release_engine_resources(resources)

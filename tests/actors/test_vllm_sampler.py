@@ -293,6 +293,6 @@ def test_a_placement_group_that_cannot_be_placed_is_a_clear_error(ray_two_gpus):
 
     from actors.vllm_sampler import VLLMSampler
 
-    with pytest.raises(ConfigError, match=r"models\[demo\]\.tensor_parallel_size.*4 GPUs.*fix: lower"):
+    with pytest.raises(ConfigError, match=r"models\[demo\]\.tensor_parallel_size.*4 × GPU.*fix: lower"):
         VLLMSampler.ray_resources(variant(device="cuda", tensor_parallel_size=4), timeout_s=3)
     assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())   # nothing left pending

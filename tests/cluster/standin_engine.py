@@ -18,6 +18,7 @@ import time
 import pyarrow as pa
 import ray.cloudpickle
 
+from actors.placement import tensor_parallel_group
 from actors.rows import trace_row, where_am_i
 from fc_grid import fc_cells, fc_ref
 from grid.instrument import InstrumentRef
@@ -28,6 +29,8 @@ from grid.trace_schema import to_trace_table
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 FAKE_GPU = "fake_gpu"
 """Custom Ray resource standing in for a GPU."""
+TP_GROUP_TIMEOUT_S = 45.0
+"""How long a tensor-parallel stand-in waits for its placement group (s)."""
 
 
 class SleepEngine:
@@ -42,7 +45,10 @@ class SleepEngine:
 
     @staticmethod
     def ray_resources(variant: ModelVariant) -> dict:
-        """One CPU, and the variant's num_gpus as the custom resource ``fake_gpu``."""
+        """One CPU, and the variant's num_gpus as the custom resource ``fake_gpu``; a tensor-parallel
+        variant gets a placement group of ``fake_gpu`` bundles, as vLLM's engine gets one of GPUs."""
+        if variant.tensor_parallel_size > 1:
+            return tensor_parallel_group(variant, FAKE_GPU, timeout_s=TP_GROUP_TIMEOUT_S)
         gpus = variant.num_gpus or 0
         return {"num_cpus": 1, **({"resources": {FAKE_GPU: gpus}} if gpus else {})}
 

@@ -8,7 +8,8 @@ through ``cluster.sweep.run_grid`` exactly as a scan does (registered as backend
 (a) the grid spreads over both nodes and every row says which node and actor answered it;
 (c) an actor that dies on a poison cell: that cell ends as error rows (one per attempt), its
     batch-mates and the rest of the grid finish, nothing loops;
-(b) a worker node removed mid-run (last: it leaves one node): the run still finishes every cell.
+(b) a worker node removed mid-run (it leaves one node): the run still finishes every cell;
+(d) two tensor-parallel models in one sweep: each pool's placement group is removed when it ends.
 """
 
 from __future__ import annotations
@@ -168,3 +169,29 @@ def test_b_node_removed_mid_run_every_cell_once(tmp_path, cluster, standin_backe
     assert counts[workers[0].node_id] > cells.num_rows / 2   # the survivor finished what the lost node held
     todo, _ = plan_attempts(cells.drop_columns(["attempt", "seed"]), rows.select(["probe_id", "sample", "error"]), 3)
     assert todo.num_rows == 0
+
+
+def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluster, standin_backend):
+    """Two tensor-parallel models (2 fake GPUs each, packed on one node) on a node that holds one group at
+    a time: the second model is placed only if the first model's group was removed when its pool ended;
+    afterwards no group is left reserving the node's fake GPUs."""
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    from cluster.sweep import run_grid
+
+    c, _ = cluster
+    c.add_node(num_cpus=2, resources={standin.FAKE_GPU: 2})
+    c.wait_for_nodes(timeout=120)
+    variants = [standin.standin_variant(label, tensor_parallel_size=2, min_actors=1, max_actors=1,
+                                        engine_args={"sleep_s": 0.02}) for label in ("tp-first", "tp-second")]
+    cells, instrument = standin.grid_cells([v.label for v in variants], n_pairs=4)
+    invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
+    run_grid(cells, variants, {v.label: "standin" for v in variants}, standin.run_identity(invocation_id, EXPERIMENT),
+             instrument, store_uri=store_uri, batch_size=8, pool_size=1, on_part=lambda rows, errors: None)
+    rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
+    assert_every_cell_once(rows, cells)
+    assert {"tp-first", "tp-second"} == set(rows.column("label").unique().to_pylist())
+    groups = [g for g in placement_group_table().values() if g["name"].startswith("engine-tp-")]
+    assert len(groups) == 2 and all(g["state"] == "REMOVED" for g in groups)
+    assert ray.available_resources().get(standin.FAKE_GPU, 0) >= 2   # the node's fake GPUs are free again
