@@ -1,7 +1,9 @@
 """Benchmark: the vLLM engine paths, each against its own baseline in the same process (one run, ratios).
 
-1. pipeline vs bare   ``cluster.pipeline.run_model`` with the vLLM sampler actor (Ray Data → actor → Parquet
-                      parts) against a bare ``vllm.LLM.generate`` over the same cells in this process.
+1. pipeline vs bare   the path a scan runs: ``cluster.sweep.run_model_journaled`` (in-flight journal, Ray Data
+                      → vLLM sampler actor → Parquet parts, inference_log rows into a real catalog: an
+                      embedded PostgreSQL in a temp folder) against a bare ``vllm.LLM.generate`` over the
+                      same cells in this process.
                       Rate = cells ÷ time; the pipeline's time is its wall minus the actor's engine start
                       (model load, reported apart), the bare one's is the generate call alone. Target ≥ 0.85.
 2. streaming cost     the same in-process engine (``VLLMSampler``'s AsyncLLM), the same cells submitted
@@ -121,24 +123,45 @@ def bare_generate(cells: pa.Table, v: dict, source: str) -> dict:
     return {"load_s": load_s, "gen_s": gen_s, "cells_s": cells.num_rows / gen_s, "texts": texts}
 
 
-def pipeline_run(cells_raw: pa.Table, envelopes: dict, v: dict, source: str, batch_size: int) -> dict:
-    """``run_model`` with the timed vLLM sampler, one actor; rate = cells ÷ (wall − engine start)."""
-    from cluster.pipeline import run_model
-    from cluster.store import open_store
+def pipeline_run(cells_raw: pa.Table, envelopes, v: ModelVariant, source: str, batch_size: int) -> dict:
+    """``run_model_journaled`` with the timed vLLM sampler, one actor, inference_log rows into a temp
+    catalog; rate = cells ÷ (wall − engine start). Also returns the catalog's inference_log row count."""
+    import dataclasses
+    import shutil
 
-    store_dir = tempfile.mkdtemp(prefix="bench-engines-")
-    timing = Path(store_dir) / "timing.jsonl"
-    kwargs = {"variant": v, "model_source": source, "run": RUN, "timing_path": str(timing)}
-    started = time.monotonic()
-    rows = sum(r for r, _ in run_model(cells_raw, TimedVLLMSampler, kwargs, envelopes, store_uri=store_dir,
-                                        experiment=RUN.experiment, invocation_id=RUN.invocation_id,
-                                        batch_size=batch_size, pool_size=1))
-    wall = time.monotonic() - started
-    init = json.loads(timing.read_text().splitlines()[0])
-    load_s = init["init_end"] - init["init_start"]
-    stored = open_store(store_dir).read(RUN.experiment, RUN.invocation_id, ["probe_id", "response", "error"])
+    from cluster import embedded_pg
+    from cluster.catalog import Catalog
+    from cluster.store import open_store
+    from cluster.sweep import run_model_journaled
+
+    work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
+    store_dir, timing = str(work / "store"), work / "timing.jsonl"
+    try:
+        catalog = Catalog(embedded_pg.ensure_running(work / "catalog"))
+        run = dataclasses.replace(RUN, catalog_dsn=catalog.dsn, store_uri=store_dir)
+        kwargs = {"variant": v, "model_source": source, "run": run, "timing_path": str(timing)}
+        started = time.monotonic()
+        rows = sum(r for r, _ in run_model_journaled(cells_raw, TimedVLLMSampler, kwargs, envelopes,
+                                                      store_uri=store_dir, experiment=run.experiment,
+                                                      invocation_id=run.invocation_id, batch_size=batch_size,
+                                                      pool_size=1, source=source))
+        wall = time.monotonic() - started
+        deadline, logged = time.monotonic() + 60, 0   # the actor's log writer may still be closing
+        while logged < cells_raw.num_rows and time.monotonic() < deadline:
+            logged = catalog.execute("SELECT count(*) FROM inference_log WHERE invocation_id = %s",
+                                     [run.invocation_id])[0][0]
+            time.sleep(0.5)
+        catalog.close()
+        init = json.loads(timing.read_text().splitlines()[0])
+        load_s = init["init_end"] - init["init_start"]
+        stored = open_store(store_dir).read(run.experiment, run.invocation_id, ["probe_id", "response", "error"])
+    finally:
+        if (work / "catalog").exists():
+            embedded_pg.stop(work / "catalog")
+        shutil.rmtree(work, ignore_errors=True)
     return {"rows": rows, "wall_s": wall, "load_s": load_s, "cells_s": cells_raw.num_rows / (wall - load_s),
-            "stored": stored}
+            "stored": stored, "logged": logged}
 
 
 # ---- 2. streaming cost ---------------------------------------------------------------------------------
@@ -278,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
                                           sorted(zip(pipe["stored"].column("probe_id").to_pylist(),
                                                      pipe["stored"].column("response").to_pylist()))))
         print(f"    pipeline: wall {pipe['wall_s']:.1f} s, actor engine start {pipe['load_s']:.1f} s, "
-              f"{pipe['cells_s']:.2f} cells/s; rows {pipe['rows']}; answers equal to bare: {same}/{cells.num_rows}")
+              f"{pipe['cells_s']:.2f} cells/s; rows {pipe['rows']}; answers equal to bare: {same}/{cells.num_rows}; "
+              f"inference_log rows in the catalog {pipe['logged']}/{cells.num_rows}")
         print(f"    ratio pipeline/bare = {ratio:.3f} (target ≥ {TARGET_PIPELINE})")
-        failed |= pipe["rows"] != cells.num_rows
+        failed |= pipe["rows"] != cells.num_rows or pipe["logged"] != cells.num_rows
     if 2 in parts:
         s = streaming_cost(cells, v, source, args.batch_size, args.repeats)
         print(f"[2] engine start {s['engine_start_s']:.1f} s; streamed {['%.2f' % x for x in s['streamed_s']]} s, "

@@ -2,11 +2,12 @@
 
 A (bare)      ``actors.hf_sampler.HFSampler`` constructed in this process and called directly on the
               rendered cells, ``--batch-size`` cells per call, one torch thread.
-B (pipeline)  ``cluster.pipeline.run_model``: Ray Data (render tasks → an actor pool of size 1 holding
-              the same HFSampler class → Parquet parts written through ``cluster.store`` into a temp
-              store, wherever run_model writes them), and the driver updating a catalog invocation
-              per landed part through ``cluster.catalog.Catalog.update_progress`` on an embedded
-              PostgreSQL in a temp folder.
+B (pipeline)  the path a scan runs for one model: ``cluster.sweep.run_model_journaled`` (the in-flight
+              journal around ``cluster.pipeline.run_model``: Ray Data render tasks → an actor pool of
+              size 1 holding the same HFSampler class → Parquet parts written through ``cluster.store``
+              into a temp store), the actor inserting each batch's inference_log rows into the catalog
+              (an embedded PostgreSQL in a temp folder), and the driver updating the catalog invocation
+              per landed part through ``cluster.catalog.Catalog.update_progress``.
 
 Both sides: the demo model (``cluster.models.prepare_demo_model()``, float32), greedy, the same
 ``--max-tokens``, left padding, the same batches (contiguous ``--batch-size`` slices of the same
@@ -21,8 +22,8 @@ machine, so times taken in the actor and in this driver can be subtracted):
 
 A   load     = HFSampler(...) construction, a fresh instance each run (not in the rate).
     cells/s  = cells ÷ (first call start → last call end); the first call of a fresh model is in it.
-B   wall     = run_model called → its iterator exhausted (every part written, every catalog update
-               done). The actor is a subclass of HFSampler (``TimedSampler``) that only appends its
+B   wall     = run_model_journaled called → its iterator exhausted (every part written, the journal
+               settled, every catalog update done). The actor is a subclass of HFSampler (``TimedSampler``) that only appends its
                ``__init__`` and each ``__call__``'s start and end to a JSON-lines file.
     load     = the actor's ``__init__`` (imports of torch/transformers in the fresh worker + weights).
     cells/s  = cells ÷ (wall − load)             ← the figure compared with A (target B/A ≥ 0.8)
@@ -36,8 +37,8 @@ B   wall     = run_model called → its iterator exhausted (every part written, 
     together at the end, as they do while run_model feeds the whole grid as one block).
 
 Ray start (``ensure_ray``) and catalog server start are timed once and reported apart from all rates.
-B's stored rows are checked (every cell once, no error rows, batch sizes) and compared with A's
-answers; the script exits 1 when a check fails (``--check-target`` also exits 3 when B/A < 0.8).
+B's stored rows are checked (every cell once, no error rows, batch sizes, one inference_log row each in
+the catalog) and compared with A's answers; the script exits 1 when a check fails (``--check-target`` also exits 3 when B/A < 0.8).
 
 Run from the repository root: ``python bench/pipeline.py`` (``--help`` for options).
 """
@@ -72,8 +73,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from actors.hf_sampler import HFSampler  # noqa: E402
-from cluster.pipeline import render_block, run_model  # noqa: E402
+from cluster.pipeline import render_block  # noqa: E402
 from cluster.store import open_store  # noqa: E402
+from cluster.sweep import run_model_journaled  # noqa: E402
 from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
 from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
 from grid.records import ModelVariant, RunContext  # noqa: E402
@@ -138,10 +140,11 @@ def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, s
 
 def run_pipeline(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, source: str, store_uri: str, catalog,
                  batch_size: int, work: Path, settings: dict) -> dict:
-    """One B run: a new invocation in the catalog, run_model through Ray Data, a catalog update per part."""
+    """One B run: a new invocation in the catalog, run_model_journaled through Ray Data (inference_log rows
+    into the catalog), a catalog update per part."""
     invocation_id = str(uuid.uuid4())
     run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
-                     envelope_version=settings["envelope_version"])
+                     envelope_version=settings["envelope_version"], catalog_dsn=catalog.dsn, store_uri=store_uri)
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT,
                                "instrument": "forced_choice", "settings": settings, "settings_hash": "bench",
                                "status": "running", "counts": {"cells": cells.num_rows},
@@ -150,9 +153,9 @@ def run_pipeline(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVarian
     kwargs = {"variant": variant, "model_source": source, "run": run, "timing_path": str(timing)}
     parts, done, catalog_s = [], {"rows": 0, "errors": 0}, 0.0
     t_start = time.monotonic()
-    for rows, errors in run_model(cells, TimedSampler, kwargs, envelopes, store_uri=store_uri,
-                                  experiment=EXPERIMENT, invocation_id=invocation_id,
-                                  batch_size=batch_size, pool_size=1):
+    for rows, errors in run_model_journaled(cells, TimedSampler, kwargs, envelopes, store_uri=store_uri,
+                                            experiment=EXPERIMENT, invocation_id=invocation_id,
+                                            batch_size=batch_size, pool_size=1, source=source):
         landed = time.monotonic()
         parts.append((landed, rows))
         done["rows"] += rows
@@ -190,9 +193,18 @@ def check_rows(problems: list[str], what: str, ok: bool, detail: str) -> None:
         problems.append(what)
 
 
-def verify(store_uri: str, b: dict, a_rows: pa.Table, n: int, batch_size: int) -> list[str]:
-    """B's stored rows: every cell once, no errors, the same batches and answers as A."""
+def verify(store_uri: str, catalog, b: dict, a_rows: pa.Table, n: int, batch_size: int) -> list[str]:
+    """B's stored rows: every cell once, no errors, the same batches and answers as A, and one
+    inference_log row per cell in the catalog (the actor's writer may still be closing: waits ≤ 60 s)."""
     problems: list[str] = []
+    deadline, logged = time.monotonic() + 60, 0
+    while time.monotonic() < deadline:
+        logged = catalog.execute("SELECT count(*) FROM inference_log WHERE invocation_id = %s",
+                                 [b["invocation_id"]])[0][0]
+        if logged >= n:
+            break
+        time.sleep(0.5)
+    check_rows(problems, "inference_log rows in the catalog", logged == n, f"{logged}/{n}")
     rows = open_store(store_uri).read(EXPERIMENT, b["invocation_id"])
     keys = {(p, s) for p, s in zip(rows["probe_id"].to_pylist(), rows["sample"].to_pylist())}
     check_rows(problems, "rows stored", rows.num_rows == n and len(keys) == n, f"{rows.num_rows} rows, {len(keys)} distinct cells")
@@ -272,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"catalog {b['catalog'] * 1000:.0f} ms]   in-actor {b['actor_cells_s']:.2f} cells/s   "
                   f"{b['parts']} part(s), first at {b['first_part_at']:.1f} s, first→last part {part}")
             print("   checks:")
-            problems += verify(store_uri, b, a["rows"], cells.num_rows, args.batch_size)
+            problems += verify(store_uri, catalog, b, a["rows"], cells.num_rows, args.batch_size)
         catalog.close()
 
         med_a = statistics.median(a["cells_s"] for a in a_runs)

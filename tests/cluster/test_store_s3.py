@@ -3,7 +3,9 @@
 The store tests run twice, on a local folder and on ``s3://bucket/<prefix>``, through the same
 TraceStore. S3 only: If-None-Match refusals, multipart uploads invisible until complete and aborted on
 failure, a lost answer to a put that landed (detected, never a duplicate), a server restart in the
-middle of a write, settings only from the AWS environment (never in the URI), refused credentials,
+middle of a write (a lone write; a sweep whose actors are writing, restarted by a hook when its first part
+lands; a multipart upload, restarted between its upload parts), settings only from the AWS environment
+(never in the URI), refused credentials,
 and ``mirrorscan sql`` over an S3 store.
 """
 
@@ -370,3 +372,85 @@ def test_sql_reads_traces_from_s3(s3_uri, catalog_dsn):
                       "FROM traces t JOIN scan_invocations si ON si.invocation_id::text = t.experiment_version "
                       "GROUP BY 1", store_uri=s3_uri, catalog_dsn=catalog_dsn)
     assert table.to_pylist() == [{"experiment_version": inv, "n": 5, "mt": "6"}]
+
+
+def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path, monkeypatch):
+    """Engine actors write parts (and spill their log rows) to S3; when the first part lands, the driver's
+    hook restarts the server, while the actors go on answering and writing. Every cell ends stored once."""
+    import ray
+    import standin_engine as standin
+
+    from actors import registry
+    from cluster.ray_session import ensure_ray
+    from cluster.sweep import run_grid
+    from conftest import own_ray
+    from tests.s3_server import WeedMini
+
+    server = WeedMini(tmp_path / "weed").start()
+    own_ray()   # a Ray whose workers carry this server's AWS settings (ensure_ray forwards them)
+    try:
+        point_env_at(monkeypatch, server)
+        server.create_bucket("sweep")
+        ensure_ray(num_cpus=2)
+        monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
+        variant = standin.standin_variant("s3", engine_args={"sleep_s": 0.05})
+        cells, instrument = standin.grid_cells(["s3"], n_pairs=24)
+        invocation_id, store_uri = str(uuid.uuid4()), "s3://sweep/run"
+        landed = {"before": 0, "after": 0, "restarted": False}
+
+        def restart_after_first_part(rows: int, errors: int) -> None:
+            if not landed["restarted"]:
+                landed["before"] += rows
+                server.stop()
+                server.start()   # same data folder and ports
+                landed["restarted"] = True
+            else:
+                landed["after"] += rows
+
+        run_grid(cells, [variant], {"s3": "standin"}, standin.run_identity(invocation_id, "s3sweep"), instrument,
+                 store_uri=store_uri, batch_size=4, pool_size=1, on_part=restart_after_first_part)
+    finally:
+        ray.shutdown()
+    try:
+        assert landed["restarted"] and landed["after"] > 0, landed
+        stored = open_store(store_uri).read("s3sweep", invocation_id)
+        keys = list(zip(stored.column("probe_id").to_pylist(), stored.column("sample").to_pylist()))
+        assert stored.column("error").null_count == stored.num_rows   # no error rows
+        assert sorted(keys) == sorted(zip(cells.column("probe_id").to_pylist(), cells.column("sample").to_pylist()))
+    finally:
+        server.stop()
+
+
+def test_a_multipart_write_survives_a_restart_between_its_parts(tmp_path, monkeypatch):
+    """A part written as a multipart upload (threshold lowered so it takes several upload parts); the
+    server restarts right after the first upload part (a hook on that call). The part is stored whole,
+    once, and no unfinished upload is left."""
+    from tests.s3_server import WeedMini
+
+    server = WeedMini(tmp_path / "weed").start()
+    try:
+        point_env_at(monkeypatch, server)
+        server.create_bucket("multipart")
+        store = open_store("s3://multipart/run")
+        store.objects.multipart_threshold = store.objects.part_size = 5 << 20
+        table = to_trace_table([{**r, "response": secrets.token_hex(2000)} for r in rows(4000)])   # ~8 MB zstd
+        client = store.objects.client
+        calls = {"upload_parts": 0}
+
+        def restart_after_first_upload_part(**_):
+            calls["upload_parts"] += 1
+            if calls["upload_parts"] == 1:
+                server.stop()
+                server.start()
+
+        client.meta.events.register("after-call.s3.UploadPart", restart_after_first_upload_part)
+        path = store.write_part(table, "exp", "inv", "big")
+        client.meta.events.unregister("after-call.s3.UploadPart", restart_after_first_upload_part)
+        assert calls["upload_parts"] >= 2
+        assert store.list_parts("exp", "inv") == [path]
+        stored = store.read("exp", "inv", columns=["probe_id", "response"])
+        assert stored.column("probe_id").to_pylist() == table.column("probe_id").to_pylist()
+        assert stored.column("response").to_pylist() == table.column("response").to_pylist()
+        assert server.client().list_multipart_uploads(Bucket="multipart").get("Uploads", []) == []
+    finally:
+        server.stop()
