@@ -80,6 +80,8 @@ class HFSampler:
         stop = self.model.generation_config.eos_token_id
         stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
         self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}
+        self.context = getattr(self.model.config, "max_position_embeddings", None)
+        """The model's context window (tokens, prompt and answer together), or None when it does not say."""
         self.where = where_am_i()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -117,6 +119,15 @@ class HFSampler:
             prompts.append(text)
             folded.append(was_folded)
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        lengths = [int(n) for n in enc["attention_mask"].sum(dim=1)]
+        too_long = [i for i, n in enumerate(lengths) if self.context and n + v.max_tokens > self.context]
+        if too_long:   # the model cannot take them: an error row each, the rest of the batch goes on
+            rows = [self._row(cells[i], prompt_tokens=lengths[i], batch_size=len(cells),
+                              error=f"ContextExceeded: a prompt of {lengths[i]} tokens + max_tokens {v.max_tokens} "
+                                    f"exceeds the model's context window of {self.context} tokens")
+                    for i in too_long]
+            rest = [c for i, c in enumerate(cells) if i not in too_long]
+            return rows + (self._generate(rest) if rest else [])
         sampling = v.temperature != 0
         config = GenerationConfig(
             max_new_tokens=int(v.max_tokens), do_sample=sampling,

@@ -345,14 +345,54 @@ def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0) -
 # Config entries
 
 
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+"""config.json keys that hold a model's context window (tokens), in the order they are read."""
+
+
+def context_length(source: str) -> int | None:
+    """The context window (tokens, prompt and answer together) of a resolved local model source or cached hub
+    id, from its config.json (``CONTEXT_KEYS``); None when it does not say."""
+    folder = Path(source)
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download
+
+        try:
+            folder = Path(snapshot_download(source, local_files_only=True))
+        except Exception:   # noqa: BLE001 - not cached: resolve_model_source refuses it before this
+            return None
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = {**config.get("text_config", {}), **config}
+    return next((int(config[k]) for k in CONTEXT_KEYS if isinstance(config.get(k), int)), None)
+
+
+def _check_cached(repo_id: str, config_file: str, field: str) -> None:
+    """ConfigError unless hub model ``repo_id`` is in the local Hugging Face cache with its config.json:
+    engines load it offline (HF_HUB_OFFLINE), so a model missing there would fail only after Ray started."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        folder = None
+    if folder is None or not (folder / "config.json").is_file():
+        raise ConfigError(config_file, field, f"hub model {repo_id!r} is not in the local Hugging Face cache "
+                          f"({constants.HF_HUB_CACHE}); runs load models offline",
+                          f"download it into that cache first (huggingface-cli download {repo_id}) or point at a "
+                          f"local folder")
+
+
 def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> str:
     """What a model entry's path in an experiment config points at, as something ``from_pretrained`` takes.
 
     - ``packaged:smollm2-135m-instruct`` → the prepared demo folder (converted now if needed);
     - an existing folder → its absolute path; a relative one is looked up next to ``config_file`` first,
       then in the current directory; it must hold ``config.json``;
-    - ``org/name`` that is not a local folder → returned as is (a hub id; loading reads the local cache
-      only, HF_HUB_OFFLINE);
+    - ``org/name`` that is not a local folder → returned as is (a hub id) once it is found in the local
+      Hugging Face cache (loading reads only that cache, HF_HUB_OFFLINE), else ConfigError;
     - anything else → ConfigError naming ``config_file`` and ``field``.
     """
     text = entry.strip() if isinstance(entry, str) else ""
@@ -383,6 +423,7 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
             raise ConfigError(config_file, field, f"{candidate.resolve()} is a file, not a model folder",
                               "point at the folder that holds the model's config.json and weights")
     if _HUB_ID.match(text) and ".." not in text:
+        _check_cached(text, config_file, field)
         return text
     looked = " or ".join(str(c) for c in candidates)
     raise ConfigError(config_file, field, f"no model folder at {looked}",

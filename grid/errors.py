@@ -27,3 +27,28 @@ class ConfigError(Exception):
 
 class CatalogError(Exception):
     """The catalog refused or failed an operation; the message says which and why, in plain words."""
+
+
+def unknown_key(file: str, field: str, key: str, known) -> ConfigError:
+    """The ConfigError for an unknown ``key`` at ``field``: suggests the closest known key (a typo such as
+    ``max_token``) and lists them all."""
+    import difflib
+
+    known = list(known)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    fix = f"remove it or use one of: {', '.join(known)}"
+    return ConfigError(file, field, "unknown key", f"did you mean {close[0]}? Otherwise {fix}" if close else fix)
+
+
+def refuse_duplicate_keys(file: str):
+    """A ``json.loads`` ``object_pairs_hook`` that refuses an object holding one key twice (JSON lets the
+    last one win silently), naming the key."""
+    def hook(pairs: list[tuple[str, object]]) -> dict:
+        seen: dict = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ConfigError(file, key, "appears twice in one object (the last would silently win)",
+                                  "keep one of them")
+            seen[key] = value
+        return seen
+    return hook

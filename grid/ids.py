@@ -9,11 +9,14 @@ for resume and deduplication is (invocation_id, probe_id, sample).
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 
 from grid.errors import ConfigError
 
 SEP = "|"
 """Separator between probe_id components; forbidden inside any component."""
+MAX_COMPONENT_CHARS = 200
+"""Longest id component (label, item, word) accepted: a probe_id is a key, not a prompt."""
 MISSING = "-"
 """Stands for a coordinate the instrument does not have (e.g. no ordering in open_scan)."""
 
@@ -27,6 +30,13 @@ def check_component(value: str, file: str, field: str) -> str:
                           "remove or replace the '|' character")
     if value != value.strip():
         raise ConfigError(file, field, f"{value!r} has leading or trailing whitespace", "strip it")
+    control = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if control is not None:
+        raise ConfigError(file, field, f"{value[:40]!r} holds the control character U+{ord(control):04X}",
+                          "remove it (ids and words are single-line printable text)")
+    if len(value) > MAX_COMPONENT_CHARS:
+        raise ConfigError(file, field, f"is {len(value)} characters long (at most {MAX_COMPONENT_CHARS})",
+                          "shorten it")
     return value
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from typing import Any
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
 from grid.ids import check_component
 from grid.instrument import Instrument, SpecContext, resolve
 from grid.records import ModelVariant
@@ -151,7 +151,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
         _check_type(file, where, entry, (dict,))
         for key in entry:
             if key not in MODEL_KEYS:
-                raise ConfigError(file, f"{where}.{key}", "unknown key", f"remove it or use one of: {', '.join(MODEL_KEYS)}")
+                raise unknown_key(file, f"{where}.{key}", key, MODEL_KEYS)
         if "model" not in entry:
             raise ConfigError(file, f"{where}.model", "missing", "name a local path, hub id or packaged:smollm2-135m-instruct")
         resolved = {}
@@ -275,7 +275,7 @@ def load_spec(path: str | Path) -> Spec:
     if not config_path.is_file():
         raise ConfigError(file, "(file)", "not found", "create experiments/<name>/config.json or check the path")
     try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
+        raw = json.loads(config_path.read_text(encoding="utf-8"), object_pairs_hook=refuse_duplicate_keys(file))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(file, "(file)", f"is not valid JSON ({exc})", "fix the JSON syntax") from exc
     _check_type(file, "(top level)", raw, (dict,))
@@ -287,7 +287,7 @@ def load_spec(path: str | Path) -> Spec:
     instrument_keys = {instrument.name, *getattr(instrument, "legacy_keys", ())}
     for key in raw:
         if key not in TOP_LEVEL and key not in instrument_keys:
-            raise ConfigError(file, key, "unknown key", f"remove it or use one of: {', '.join(TOP_LEVEL)}")
+            raise unknown_key(file, key, key, TOP_LEVEL)
     values = {}
     for key, (default, types) in TOP_LEVEL.items():
         if key not in raw:

@@ -22,6 +22,21 @@ def check_engines(spec: Spec) -> None:
         check_engine(spec.instrument.engine_kind, m.backend, spec.config_path, f"models[{i}].backend")
 
 
+def check_context(spec: Spec, sources: dict[str, str]) -> None:
+    """ConfigError when a local model's ``max_tokens`` leaves no room in its context window (config.json:
+    ``cluster.models.context_length``), which holds the prompt and the answer together."""
+    from cluster.models import context_length
+
+    for i, m in enumerate(spec.models):
+        if m.backend in API_BACKENDS:
+            continue
+        context = context_length(sources[m.label])
+        if context is not None and m.max_tokens >= context:
+            field = f"models[{i}].max_tokens" if "max_tokens" in spec.raw["models"][i] else "max_tokens"
+            raise ConfigError(spec.config_path, field, f"is {m.max_tokens}, but {m.model}'s context window holds "
+                              f"{context} tokens, prompt included", f"use fewer than {context}")
+
+
 def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
     """ConfigError when an in-process model's (hf, vllm) effort or chat-template kwarg leaves its rendered
     prompt byte-identical (``actors.chat.unapplied_overrides`` on a probe conversation): it would be recorded

@@ -29,7 +29,7 @@ from grid.records import ModelVariant, RunContext
 from grid.settings import execution, settings_hash, shaping_differences
 from grid.spec import API_BACKENDS, Spec, load_spec
 from jobs.errors import reports_user_errors
-from jobs.preflight import check_engines, check_template_overrides, resolve_catalog, resolve_store
+from jobs.preflight import check_context, check_engines, check_template_overrides, resolve_catalog, resolve_store
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 OUTCOME_WAIT_S = 120.0
@@ -136,6 +136,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
                else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
                for i, m in enumerate(spec.models)}
+    check_context(spec, sources)
     trace_store = open_store(spec.values["store"])
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:

@@ -58,7 +58,9 @@ def load_pairs(path: str | Path) -> PairSet:
         raise ConfigError(shown, "(file)", f"is not UTF-8 ({exc})", "save the CSV as UTF-8") from exc
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
-    if header is None or [h.strip() for h in header] != list(PAIR_COLUMNS):
+    if header is None:
+        raise ConfigError(shown, "(file)", "is empty", "write the header pair_id,word_a,word_b, then one pair per line")
+    if [h.strip() for h in header] != list(PAIR_COLUMNS):
         raise ConfigError(shown, "line 1", f"header is {header!r}", "make the first line exactly: pair_id,word_a,word_b")
     ids, words_a, words_b = [], [], []
     seen_ids: dict[str, int] = {}

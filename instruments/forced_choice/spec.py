@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, unknown_key
 from instruments.forced_choice.cells import ORDERINGS
 from grid.instrument import SpecContext
 from instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
@@ -77,7 +77,8 @@ def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
     """Validate a forced_choice section (unknown keys, types, files, envelope ids, orderings) and freeze it."""
     for key in section:
         if key not in SECTION_KEYS:
-            raise ctx.error(key, "unknown key", f"remove it or use one of: {', '.join(SECTION_KEYS)}")
+            error = unknown_key(ctx.file, key, key, SECTION_KEYS)
+            raise ctx.error(key, error.problem, error.fix)
     values = {}
     for key, (default, types) in SECTION_KEYS.items():
         value = section.get(key, default)

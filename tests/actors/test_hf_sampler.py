@@ -173,3 +173,36 @@ def test_unapplied_overrides_are_those_that_leave_the_rendered_bytes_unchanged(t
     shadowed = variant(chat_template_kwargs={"reasoning_effort": "low"},
                        extra_body={"chat_template_kwargs": {"reasoning_effort": "high"}})
     assert unapplied_overrides(reads, shadowed) == ["chat_template_kwargs.reasoning_effort"]
+
+
+def test_a_prompt_longer_than_the_context_is_an_error_row_and_its_batch_goes_on(greedy):
+    batch = cells().slice(0, 3)
+    long_text = " ".join(["word"] * (greedy.context + 10))
+    user = batch.column("user_text").to_pylist()
+    batch = batch.set_column(batch.schema.get_field_index("user_text"), "user_text",
+                             pa.array([user[0], long_text, user[2]], pa.string()))
+    rows = greedy(batch).to_pylist()
+    assert [r["probe_id"] for r in rows] == batch.column("probe_id").to_pylist()
+    assert rows[1]["error"].startswith("ContextExceeded:") and f"{greedy.context} tokens" in rows[1]["error"]
+    assert rows[1]["prompt_tokens"] > greedy.context
+    assert rows[0]["error"] is None and rows[2]["error"] is None and rows[0]["response"] is not None
+
+
+def test_max_tokens_that_leave_no_room_in_the_context_are_refused(tmp_path, tiny_dir):
+    import json
+
+    from grid.errors import ConfigError
+    from grid.spec import load_spec
+    from jobs.preflight import check_context
+
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "pairs.csv").write_text("pair_id,word_a,word_b\np1,cat,dog\n")
+    (folder / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "probe_set": "pairs.csv", "max_tokens": 100_000_000,
+        "models": [{"model": str(tiny_dir), "label": "tiny"}]}))
+    spec = load_spec(folder)
+    with pytest.raises(ConfigError, match="context window holds 2048 tokens") as info:
+        check_context(spec, {"tiny": str(tiny_dir)})
+    assert info.value.field == "max_tokens" and info.value.fix == "use fewer than 2048"
+    check_context(load_spec(folder), {"tiny": str(tmp_path)})   # a folder that does not say: not checked

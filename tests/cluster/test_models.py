@@ -233,8 +233,20 @@ def test_local_folders_resolve_next_to_the_config_first(tmp_path, monkeypatch, t
     assert resolve_model_source("weights") == str(cwd / "weights")  # no config: cwd
 
 
-def test_hub_ids_pass_through():
-    assert resolve_model_source("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+def test_hub_ids_pass_through_when_cached_and_are_refused_when_not(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--SomeOrg--Cached-Model" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (cache / "models--SomeOrg--Cached-Model" / "refs").mkdir()
+    (cache / "models--SomeOrg--Cached-Model" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    assert resolve_model_source("SomeOrg/Cached-Model") == "SomeOrg/Cached-Model"
+    with pytest.raises(ConfigError, match="'SomeOrg/Not-Here' is not in the local Hugging Face cache") as err:
+        resolve_model_source("SomeOrg/Not-Here", "exp/config.json", "models[0].model")
+    assert err.value.field == "models[0].model" and "huggingface-cli download SomeOrg/Not-Here" in err.value.fix
 
 
 @pytest.mark.parametrize("entry, problem", [

@@ -91,11 +91,38 @@ def test_bad_config_names_file_field_and_fix(tmp_path, config, field):
     ("pair_id,word_a,word_b\np1,vodka,whiskey\np2,whiskey,vodka\n", "line 3", "already appears"),
     ("id,a,b\np1,vodka,whiskey\n", "line 1", "header"),
     ("pair_id,word_a,word_b\np1,vodka\n", "line 2", "columns"),
+    ("", "(file)", "is empty"),
+    ("pair_id,word_a,word_b\np1,vod\x00ka,whiskey\n", "line 2:word_a", "U+0000"),
+    ("pair_id,word_a,word_b\np1,\"vod\nka\",whiskey\n", "line 2:word_a", "U+000A"),
+    ("pair_id,word_a,word_b\np1,vodka,whis\tkey\n", "line 2:word_b", "U+0009"),
+    ("pair_id,word_a,word_b\np1,vodka," + "w" * 40000 + "\n", "line 2:word_b", "40000 characters"),
 ])
 def test_bad_pair_sets(tmp_path, pairs, field_part, problem_part):
     err = error_for(tmp_path, base_config(), pairs)
     assert err.file.endswith("pairs.csv")
     assert err.field == field_part and problem_part in err.problem
+
+
+@pytest.mark.parametrize("config, field, suggestion", [
+    (base_config(max_token=5), "max_token", "did you mean max_tokens?"),
+    (base_config(models=[{"model": "x", "labl": "typo"}]), "models[0].labl", "did you mean label?"),
+    ({**base_config(), "forced_choice": {"envelope": ["json_schema"]}}, "forced_choice.envelope",
+     "did you mean envelopes?"),
+])
+def test_a_mistyped_key_is_unknown_with_the_key_it_resembles(tmp_path, config, field, suggestion):
+    if "forced_choice" in config:
+        config = {k: v for k, v in config.items() if k not in ("probe_set", "envelopes")}
+    err = error_for(tmp_path, config)
+    assert (err.field, err.problem) == (field, "unknown key") and err.fix.startswith(suggestion)
+
+
+def test_a_key_written_twice_is_refused_not_last_one_wins(tmp_path):
+    folder = make_experiment(tmp_path, base_config())
+    text = (folder / "config.json").read_text()
+    (folder / "config.json").write_text(text[:-1] + ', "seed": 1, "seed": 2}')
+    with pytest.raises(ConfigError, match="appears twice") as info:
+        load_spec(folder)
+    assert info.value.field == "seed"
 
 
 def test_envelope_without_both_placeholders(tmp_path):
