@@ -343,19 +343,34 @@ UUID_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 """An invocation id as text (lower-case, hyphenated)."""
 
 
+ID_PREFIX_PATTERN = re.compile(r"^[0-9a-f]{6}[0-9a-f-]{0,30}$")
+"""The start of an invocation id (at least 6 hex digits) that ``resolve_invocation`` accepts when unique."""
+
+
 def resolve_invocation(target: str, catalog: Catalog) -> dict:
-    """The catalog row of ``target``: an invocation id, or an experiment (folder or name) → its newest
-    invocation. ConfigError (naming what to run) when there is none."""
+    """The catalog row of ``target``: an invocation id, the unique start of one (6+ hex digits), or an
+    experiment (folder or name) → its newest invocation. ConfigError (naming what to run) when there is none
+    or a start is ambiguous."""
     from pathlib import Path
 
     from grid.errors import ConfigError
 
+    listing = "list them with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\""
     if UUID_PATTERN.match(target.strip().lower()):
         inv = catalog.get_invocation(target.strip().lower())
         if inv is None:
-            raise ConfigError("", "invocation", f"no invocation {target} in the catalog",
-                              "check the id with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\"")
+            raise ConfigError("", "invocation", f"no invocation {target} in the catalog", listing)
         return inv
+    prefix = target.strip().lower()
+    if ID_PREFIX_PATTERN.match(prefix) and not os.path.isdir(target):
+        found = [row[0] for row in catalog.execute(
+            "SELECT invocation_id::text FROM scan_invocations WHERE invocation_id::text LIKE %s "
+            "ORDER BY invocation_id LIMIT 4", [prefix + "%"])]
+        if len(found) == 1:
+            return catalog.get_invocation(found[0])
+        if found:
+            raise ConfigError("", "invocation", f"{target!r} is the start of several invocation ids "
+                              f"({', '.join(found[:3])}{', …' if len(found) > 3 else ''})", "give more of the id")
     name = Path(target).resolve().name if os.path.isdir(target) else Path(target).name
     inv = catalog.newest(name)
     if inv is None:

@@ -52,3 +52,13 @@ def refuse_duplicate_keys(file: str):
             seen[key] = value
         return seen
     return hook
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with "…" where it was cut (error
+    messages quote values; a value cut mid-word reads as a different value)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, shorten
 
 SEP = "|"
 """Separator between probe_id components; forbidden inside any component."""
@@ -32,7 +32,7 @@ def check_component(value: str, file: str, field: str) -> str:
         raise ConfigError(file, field, f"{value!r} has leading or trailing whitespace", "strip it")
     control = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
     if control is not None:
-        raise ConfigError(file, field, f"{value[:40]!r} holds the control character U+{ord(control):04X}",
+        raise ConfigError(file, field, f"{shorten(value, 40)!r} holds the control character U+{ord(control):04X}",
                           "remove it (ids and words are single-line printable text)")
     if len(value) > MAX_COMPONENT_CHARS:
         raise ConfigError(file, field, f"is {len(value)} characters long (at most {MAX_COMPONENT_CHARS})",

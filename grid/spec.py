@@ -19,7 +19,7 @@ from pathlib import Path
 
 from typing import Any
 
-from grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
+from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
 from grid.ids import check_component
 from grid.instrument import Instrument, SpecContext, resolve
 from grid.records import ModelVariant
@@ -134,7 +134,7 @@ def _type_ok(value: object, types: tuple[type, ...]) -> bool:
 def _check_type(file: str, name: str, value: object, types: tuple[type, ...]) -> None:
     if not _type_ok(value, types):
         wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-        raise ConfigError(file, name, f"is {json.dumps(value)[:60]}, not {wanted}", f"write {wanted}")
+        raise ConfigError(file, name, f"is {shorten(json.dumps(value))}, not {wanted}", f"write {wanted}")
 
 
 def _check_range(file: str, name: str, ok: bool, problem: str, fix: str) -> None:

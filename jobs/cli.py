@@ -32,11 +32,21 @@ VERBS = {
 }
 
 
+def verb_first(argv: list[str]) -> list[str]:
+    """``argv`` with the verb first: options written before it (``mirrorscan --store X sql …``) are the
+    verb's options, as if written after it."""
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        verb = next((i for i, a in enumerate(argv) if a in VERBS), None)
+        if verb is not None:
+            return [argv[verb], *argv[:verb], *argv[verb + 1:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a verb's ``main``; returns the exit code."""
     import importlib
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = verb_first(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
         print(__doc__.strip(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
         print("\nverbs:", file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)

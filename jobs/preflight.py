@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from cluster.home import default_store_uri
-from grid.errors import ConfigError
+from grid.errors import ConfigError, shorten
 from grid.spec import API_BACKENDS, Spec
 
 
@@ -61,7 +61,7 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
                 tokenizers[source] = AutoTokenizer.from_pretrained(source)
             except (OSError, ValueError) as exc:
                 raise ConfigError(spec.config_path, field, f"no tokenizer loads from {source} "
-                                  f"({' '.join(str(exc).split())[:200]})",
+                                  f"({shorten(' '.join(str(exc).split()), 200)})",
                                   "point the model at a folder or hub id with a tokenizer") from None
         try:
             unapplied = unapplied_overrides(tokenizers[source], m)

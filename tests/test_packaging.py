@@ -53,3 +53,11 @@ def test_help_explains(argv, expected):
 def test_unknown_verb_exits_2():
     proc = subprocess.run([MIRRORSCAN, "frobnicate"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
+
+
+def test_options_before_the_verb_belong_to_the_verb():
+    from jobs.cli import verb_first
+
+    assert verb_first(["--store", "/s", "sql", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
+    assert verb_first(["sql", "--store", "/s", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
+    assert verb_first(["--help"]) == ["--help"] and verb_first(["--store", "/s"]) == ["--store", "/s"]

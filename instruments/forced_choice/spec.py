@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.errors import ConfigError, unknown_key
+from grid.errors import ConfigError, shorten, unknown_key
 from instruments.forced_choice.cells import ORDERINGS
 from grid.instrument import SpecContext
 from instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
@@ -83,7 +83,7 @@ def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
     for key, (default, types) in SECTION_KEYS.items():
         value = section.get(key, default)
         if not isinstance(value, types) or isinstance(value, bool):
-            raise ctx.error(key, f"is {json.dumps(value)[:60]}", f"write {' or '.join(t.__name__ for t in types)}")
+            raise ctx.error(key, f"is {shorten(json.dumps(value))}", f"write {' or '.join(t.__name__ for t in types)}")
         values[key] = value
     orderings = values["orderings"]
     if not (orderings and all(o in ORDERINGS for o in orderings) and len(set(orderings)) == len(orderings)):

@@ -116,6 +116,20 @@ def test_create_twice_is_refused(catalog, stored):
         catalog.create_invocation(stored)
 
 
+def test_an_invocation_is_found_by_the_unique_start_of_its_id(catalog):
+    from cluster.catalog import resolve_invocation
+    from grid.errors import ConfigError
+
+    a, b = (catalog.create_invocation(r) or r for r in (
+        record(invocation_id="abcdef01-0000-4000-8000-000000000001", experiment="pre"),
+        record(invocation_id="abcdef02-0000-4000-8000-000000000002", experiment="pre")))
+    assert resolve_invocation("abcdef01", catalog)["invocation_id"] == a["invocation_id"]
+    assert resolve_invocation("ABCDEF02-00", catalog)["invocation_id"] == b["invocation_id"]
+    with pytest.raises(ConfigError, match="start of several invocation ids"):
+        resolve_invocation("abcdef0", catalog)
+    assert resolve_invocation("pre", catalog)["experiment"] == "pre"   # a name is still an experiment
+
+
 def test_update_progress(catalog, stored):
     iid = stored["invocation_id"]
     catalog.update_progress(iid, "running", {"planned": 10, "done": 4})

@@ -255,3 +255,14 @@ def test_overrides_a_backend_sends_are_accepted(tmp_path):
         {"model": "local", "backend": "vllm", "effort": "low", "extra_body": {"top_k": 5}},
         {"model": "local", "label": "local-hf", "effort": "low", "chat_template_kwargs": {"enable_thinking": False}}])))
     assert [m.label for m in spec.models] == ["gpt-x@high", "claude-x@high", "local@low", "local-hf"]
+
+
+def test_a_quoted_value_is_cut_at_a_word_boundary(tmp_path):
+    from grid.errors import shorten
+
+    description = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    err = error_for(tmp_path, base_config(samples=description))
+    assert "…" in err.problem
+    quoted = err.problem.split("is ", 1)[1].split(", not", 1)[0]
+    assert quoted.rstrip("…").split()[-1] in description.split() + ['"alpha']
+    assert shorten("short") == "short" and len(shorten("x" * 500, 60)) == 60
