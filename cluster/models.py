@@ -46,7 +46,18 @@ DEMO_FOLDER_NAME = "smollm2-135m-instruct"
 # float32 keeps the GGUF's dequantized weights exactly (see the module docstring).
 DEMO_DTYPE = "float32"
 # Bump when the conversion changes what it writes, so existing folders are redone.
-CONVERSION_FORMAT = 1
+CONVERSION_FORMAT = 2
+"""2: the folder also holds REFERENCE_NAME, what the GGUF-loaded model answered (format 1 did not)."""
+REFERENCE_NAME = "gguf-reference.json"
+"""Written by the conversion from the GGUF-loaded model: its chat-template renderings and greedy token ids
+for REFERENCE_CHATS, so a check of the converted folder needs no second (~30 s) GGUF load."""
+REFERENCE_CHATS = (
+    ({"role": "user", "content": "What is the capital of France?"},),
+    ({"role": "user", "content": "Which do you prefer, cats or dogs? Answer with one word."},),
+    ({"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "Say hi."}),
+)
+"""Conversations the reference answers are taken on (greedy, REFERENCE_NEW_TOKENS tokens each)."""
+REFERENCE_NEW_TOKENS = 12
 # Written last into a finished folder; a folder without a matching one is converted again.
 MARKER_NAME = "mirrorscan-conversion.json"
 # Files that make up a Hugging Face tokenizer; whichever exist are copied for the tiny model.
@@ -205,6 +216,23 @@ def demo_model_dir() -> Path:
     return subdir("models") / DEMO_FOLDER_NAME
 
 
+def greedy_reference(model, tokenizer, chats=REFERENCE_CHATS, max_new_tokens: int = REFERENCE_NEW_TOKENS) -> dict:
+    """What ``model`` answers to ``chats``: each chat-template rendering (generation prompt added) and the
+    greedy new token ids (at most ``max_new_tokens``)."""
+    import torch
+
+    renderings, answers = [], []
+    with torch.no_grad():
+        for chat in chats:
+            chat = [dict(turn) for turn in chat]
+            renderings.append(tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False))
+            enc = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+            answers.append(ids[0, enc["input_ids"].shape[1]:].tolist())
+    return {"chats": [[dict(turn) for turn in chat] for chat in chats], "renderings": renderings,
+            "greedy_ids": answers, "max_new_tokens": max_new_tokens}
+
+
 def _convert_gguf(gguf: Path, out: Path) -> dict:
     """Write model + tokenizer from ``gguf`` to ``out`` as safetensors in DEMO_DTYPE; returns marker fields."""
     import torch
@@ -240,6 +268,7 @@ def _convert_gguf(gguf: Path, out: Path) -> dict:
         drift = (model(**probe).logits - gguf_model(**probe).logits).abs().max().item()
     if drift > 1e-4:
         raise RuntimeError(f"converted demo model differs from the GGUF-loaded one (max |Δlogit| {drift:.3g})")
+    reference = {"gguf_sha256": _sha256(gguf), **greedy_reference(gguf_model, tokenizer)}
     del gguf_model
 
     _progress(f"[4/4] writing safetensors ({DEMO_DTYPE}) and the tokenizer")
@@ -248,6 +277,7 @@ def _convert_gguf(gguf: Path, out: Path) -> dict:
     # GGUF metadata carries no length limit; the model's context is the honest one.
     tokenizer.model_max_length = model.config.max_position_embeddings
     tokenizer.save_pretrained(out)
+    (out / REFERENCE_NAME).write_text(json.dumps(reference, indent=1, ensure_ascii=False), encoding="utf-8")
     return {"seconds": round(time.monotonic() - started, 1), "transformers": transformers.__version__,
             "torch": torch.__version__, "gguf_file": DEMO_GGUF_NAME,
             "source": f"{DEMO_DISTRIBUTION}=={DEMO_VERSION}"}

@@ -41,14 +41,23 @@ QUARANTINE = "quarantine"
 MANIFEST = "invocation.json"
 
 
-def open_store(uri: str) -> "TraceStore":
+def open_store(uri: str, create: bool = True) -> "TraceStore":
     """A TraceStore for a local folder (absolute or relative path, or ``file://``) or ``s3://bucket/prefix``.
 
-    For S3 the bucket is checked once (a missing bucket or refused credentials raise ConfigError)."""
+    A local folder is created unless ``create`` is False (readers: a folder that does not exist is a
+    ConfigError, not an empty store). For S3 the bucket is checked once (a missing bucket or refused
+    credentials raise ConfigError)."""
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
     if scheme in ("", "file"):
         path = os.path.abspath(uri.split("://", 1)[1] if scheme else uri)
-        os.makedirs(path, exist_ok=True)
+        if not create and not os.path.isdir(path):
+            raise ConfigError("", "store", f"{path} does not exist (or is not a folder)",
+                              "name the store a scan wrote to (its `traces:` line shows it), or leave --store out")
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError("", "store", f"{path} cannot be created ({exc.strerror or exc})",
+                              "choose a folder you can write (store in config.json, --store or $MIRRORSCAN_STORE)") from None
         return TraceStore(uri=path, fs=pafs.LocalFileSystem(), root=path, objects=LocalObjects())
     if scheme != "s3":
         raise ConfigError("", "store", f"unsupported store URI scheme {scheme!r} in {uri!r}",
@@ -123,6 +132,18 @@ class TraceStore:
     def is_local(self) -> bool:
         """True for a local folder."""
         return isinstance(self.objects, LocalObjects)
+
+    def check_writable(self) -> None:
+        """ConfigError unless an object can be written here (a scan checks before anything is recorded):
+        writes and removes a small probe object."""
+        probe = f"{self.root}/.write-check-{uuid.uuid4().hex[:12]}"
+        try:
+            self.objects.put(probe, b"mirrorscan write check")
+            self.objects.delete(probe)
+        except OSError as exc:
+            raise ConfigError("", "store", f"{self.display(self.root)} cannot be written "
+                              f"({getattr(exc, 'strerror', None) or exc})",
+                              "choose a store you can write (store in config.json, --store or $MIRRORSCAN_STORE)") from None
 
     def invocation_dir(self, experiment: str, invocation_id: str) -> str:
         """Folder of one invocation (filesystem path, not URI)."""

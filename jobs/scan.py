@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -138,6 +139,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                for i, m in enumerate(spec.models)}
     check_context(spec, sources)
     trace_store = open_store(spec.values["store"])
+    trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:
         if resume:
@@ -362,6 +364,8 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     from cluster.sweep import run_grid
 
     ensure_ray(ray_address)
+    if _SIGTERM_INTERRUPTS:
+        signal.signal(signal.SIGTERM, _terminated)
     ref = instrument_ref(settings)
     wrapper_version = getattr(ref.instrument, "wrapper_version", None)
     run = RunContext(invocation_id=invocation_id, experiment=experiment, instrument=ref.instrument.name,
@@ -407,6 +411,17 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
           file=out)
 
 
+_SIGTERM_INTERRUPTS = False
+"""Set by the CLI: SIGTERM stops the scan as Ctrl-C does (re-armed after Ray starts, whose core worker
+installs a SIGTERM handler of its own)."""
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM handler: stop the scan the way Ctrl-C does (the catalog records ``interrupted``)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends the process at once
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     """CLI entry point; returns the exit code."""
@@ -416,6 +431,9 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
 
         dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
         return EXIT_OK
+    global _SIGTERM_INTERRUPTS
+    _SIGTERM_INTERRUPTS = True   # a job stopped by its scheduler ends `interrupted`, like Ctrl-C
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet)

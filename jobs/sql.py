@@ -60,9 +60,33 @@ SANDBOX = {
 """DuckDB settings of every sql connection; ``lock_configuration`` is set once the views exist."""
 
 
-def connect(store_uri: str, catalog_dsn: str | None):
+def trace_stores(store_uri: str | None, invocations: pa.Table, default_store: str) -> tuple[list, list[str]]:
+    """The stores ``sql`` reads: ``store_uri`` alone when given (it must exist); else the default store and
+    every store the catalog's invocations name. Returns (open stores, notes about stores left out)."""
+    from cluster.store import open_store
+
+    if store_uri is not None:
+        return [open_store(store_uri, create=False)], []
+    named = [u for u in dict.fromkeys(invocations.column("store_uri").to_pylist()) if u] \
+        if "store_uri" in invocations.column_names else []
+    stores, notes, seen = [], [], set()
+    for uri in [default_store, *named]:
+        try:
+            store = open_store(uri, create=False)
+        except ConfigError as exc:
+            if uri != default_store:
+                notes.append(f"store {uri} named by an invocation is not readable here ({exc.problem})")
+            continue
+        if store.uri not in seen:
+            seen.add(store.uri)
+            stores.append(store)
+    return stores, notes
+
+
+def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str | None = None):
     """A sandboxed in-memory DuckDB connection with the ``traces``, ``scan_invocations`` and
-    ``inference_log`` views registered.
+    ``inference_log`` views registered, over the stores ``trace_stores`` picks (``store_uri`` alone when
+    given, else ``default_store`` and every store an invocation names).
 
     External access is off (DuckDB opens no file: no COPY … TO, ATTACH, INSTALL/LOAD, read_csv, glob)
     and the configuration is locked, so no statement can turn it back on. The store is read by pyarrow
@@ -71,24 +95,40 @@ def connect(store_uri: str, catalog_dsn: str | None):
 
     from cluster import inference_log
     from cluster.catalog import Catalog, resolve_dsn
-    from cluster.store import open_store
-    from grid.instrument import registered
+    import pyarrow.dataset as pads
+
+    from cluster.home import default_store_uri
+    from grid.instrument import known_trace_schema, registered
     from grid.trace_schema import trace_schema
 
-    con = duckdb.connect(config=dict(SANDBOX))
-    store = open_store(store_uri)
-    instruments = registered()
-    con.register("traces_parts", store.dataset())   # core + every registered instrument's columns
-    con.execute("CREATE VIEW traces AS SELECT *, invocation_id AS experiment_version FROM traces_parts")
-    for inst in instruments:   # every column of one instrument, its rows only
-        con.register(f"traces_{inst.name}_parts", store.dataset(schema=trace_schema(inst.columns)))
-        con.execute(f"CREATE VIEW traces_{inst.name} AS SELECT *, invocation_id AS experiment_version "
-                    f"FROM traces_{inst.name}_parts WHERE instrument = '{inst.name}'")
     with Catalog(resolve_dsn(catalog_dsn)) as catalog:
         invocations = catalog.invocations_arrow()
         log_rows = inference_log.catalog_arrow(catalog.execute)
+    stores, notes = trace_stores(store_uri, invocations, default_store or default_store_uri())
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if len(stores) > 1:
+        print("note: traces read from " + ", ".join(s.display(s.root) for s in stores), file=sys.stderr)
+    con = duckdb.connect(config=dict(SANDBOX))
+    instruments = registered()
+
+    def union(datasets: list, schema: pa.Schema):
+        """One dataset over the stores' datasets (an empty one when no store exists yet)."""
+        if not datasets:
+            return pads.dataset([], schema=schema, format="parquet")
+        return datasets[0] if len(datasets) == 1 else pads.dataset(datasets)
+
+    core = known_trace_schema()
+    con.register("traces_parts", union([s.dataset() for s in stores], core))   # core + registered instruments' columns
+    con.execute("CREATE VIEW traces AS SELECT *, invocation_id AS experiment_version FROM traces_parts")
+    for inst in instruments:   # every column of one instrument, its rows only
+        schema = trace_schema(inst.columns)
+        con.register(f"traces_{inst.name}_parts", union([s.dataset(schema=schema) for s in stores], schema))
+        con.execute(f"CREATE VIEW traces_{inst.name} AS SELECT *, invocation_id AS experiment_version "
+                    f"FROM traces_{inst.name}_parts WHERE instrument = '{inst.name}'")
     con.register("inference_log_catalog", log_rows)
-    con.register("inference_log_spill", inference_log.spill_dataset(store))
+    con.register("inference_log_spill", union([inference_log.spill_dataset(s) for s in stores],
+                                              inference_log.SPILL_SCHEMA))
     con.execute(inference_log.view_sql("inference_log_catalog", "inference_log_spill"))
     con.register("scan_invocations_arrow", invocations)
     casts = ", ".join(f"CAST({c} AS JSON) AS {c}" for c in JSON_COLUMNS if c in invocations.column_names)
@@ -120,14 +160,14 @@ def check_statement(con, sql: str) -> None:
                           f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
 
 
-def query(sql: str, store_uri: str, catalog_dsn: str | None) -> pa.Table:
+def query(sql: str, store_uri: str | None, catalog_dsn: str | None, default_store: str | None = None) -> pa.Table:
     """Run one read-only SQL statement over the views; the result as an Arrow table.
 
     ConfigError (one line) for zero or several statements, a statement that is not a query, and any
     error DuckDB reports (syntax, unknown column, a refused file access)."""
     import duckdb
 
-    con = connect(store_uri, catalog_dsn)
+    con = connect(store_uri, catalog_dsn, default_store)
     try:
         check_statement(con, sql)
         try:
@@ -252,7 +292,8 @@ def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
     """The sql command's argument parser."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("query", help="one SQL statement (DuckDB dialect) over traces, scan_invocations and inference_log")
-    p.add_argument("--store", help="trace store URI (default: $MIRRORSCAN_STORE, else the one make demo used)")
+    p.add_argument("--store", help="read only this trace store (default: $MIRRORSCAN_STORE, else the home "
+                   "store, plus every store the catalog's invocations name; a note on stderr says which)")
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="table (aligned, long cells cut), csv, or json (one object per line, nothing cut). "
@@ -269,9 +310,9 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     from cluster.home import default_store_uri
 
     args = build_parser(prog).parse_args(argv)
-    store = args.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
+    default = os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     dsn = args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")
-    table = query(args.query, store, dsn)
+    table = query(args.query, args.store, dsn, default)
     table, renames = with_unique_names(table)
     if renames:
         print("note: repeated column names renamed: " + ", ".join(f"{old} → {new}" for old, new in renames)

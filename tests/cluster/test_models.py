@@ -93,21 +93,21 @@ def test_chat_template_injects_a_default_system_turn(demo_dir):
 
 @pytest.mark.slow
 def test_converted_model_generates_what_the_gguf_model_does(demo_dir):
+    """The conversion recorded what the GGUF-loaded model (transformers' own GGUF reader) rendered and
+    answered greedily (``gguf-reference.json``, taken from the GGUF model before it was dropped); the
+    converted folder must render and answer exactly the same, and the answers must be the model's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = demo_gguf_path()
-    gguf_tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    reference = json.loads((demo_dir / models.REFERENCE_NAME).read_text(encoding="utf-8"))
+    assert reference["gguf_sha256"] == models.DEMO_GGUF_SHA256
     tokenizer = AutoTokenizer.from_pretrained(demo_dir)
     model = AutoModelForCausalLM.from_pretrained(demo_dir, dtype=torch.float32).eval()
-
-    for chat in CHATS:
-        assert (tokenizer.apply_chat_template(chat, add_generation_prompt=True)
-                == gguf_tokenizer.apply_chat_template(chat, add_generation_prompt=True))
-    expected = _greedy(gguf_model, gguf_tokenizer, CHATS)
-    assert _greedy(model, tokenizer, CHATS) == expected
-    assert all(expected), "every prompt produced some text"
-    assert tokenizer.decode(expected[0], skip_special_tokens=True) == "The capital of France is Paris."
+    ours = models.greedy_reference(model, tokenizer)
+    assert ours["renderings"] == reference["renderings"]
+    assert ours["greedy_ids"] == reference["greedy_ids"]
+    assert all(reference["greedy_ids"]), "every prompt produced some text"
+    assert tokenizer.decode(reference["greedy_ids"][0], skip_special_tokens=True) == "The capital of France is Paris."
+    assert [turn["content"] for turn in reference["chats"][2]] == ["You are a pirate.", "Say hi."]
 
 
 # --- where the GGUF is found --------------------------------------------------------------------------

@@ -104,3 +104,33 @@ def test_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir
     with Catalog(catalog_dsn) as catalog:
         inv = catalog.get_invocation(invocation_id)
     assert inv["status"] == "complete" and inv["counts"]["ok"] == n_cells
+
+
+def test_sigterm_mid_run_ends_the_scan_interrupted(tmp_path, tiny_dir, catalog_dsn):
+    """A scheduler stops a job with SIGTERM: the scan stops as Ctrl-C stops it, exit code 130, and the
+    catalog says ``interrupted`` (not ``failed``)."""
+    exp = tmp_path / "termme"
+    exp.mkdir()
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "echo_instrument:ECHO", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "echo": {"items": [f"beta{i}" for i in range(80)]}, "max_tokens": 12, "batch_size": 4}))
+    store_dir = tmp_path / "store"
+    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(store_dir),
+           "PYTHONPATH": os.pathsep.join([str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.scan", str(exp), "--quiet"], cwd=REPO, env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    store = open_store(str(store_dir))
+    try:
+        deadline, parts = time.monotonic() + 240, []
+        while time.monotonic() < deadline and proc.poll() is None and len(parts) < 2:
+            parts = store.list_parts("termme")
+            time.sleep(0.1)
+        assert proc.poll() is None and len(parts) >= 2, "no parts landed while the scan ran"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        kill_session(proc) if proc.poll() is None else None
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted: finished parts are kept" in stderr
+    with Catalog(catalog_dsn) as catalog:
+        assert catalog.get_invocation(parts[0].split("/")[-3])["status"] == "interrupted"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -201,3 +202,46 @@ def test_intervals_print_as_duckdb_worded_durations(world, capsys):
                      "--catalog-dsn", world["dsn"], "--format", "csv"]) == 0
     out, _ = capsys.readouterr()
     assert out.splitlines() == ['"i","l"', '"01:30:00","[1, 2]"']
+
+
+def test_sql_reads_every_store_the_invocations_name_and_refuses_a_missing_one(world, tmp_path, capsys):
+    """An experiment whose config named its own store: the query sql runs without --store finds its rows
+    (the catalog names that store) beside the default store's; an explicit store that does not exist is an
+    error, not an empty result."""
+    other_dir, inv = tmp_path / "elsewhere", str(uuid.uuid4())
+    open_store(str(other_dir)).write_part(to_trace_table([
+        {"invocation_id": inv, "experiment": "own", "probe_id": "m|x|y|e|AB", "sample": 0, "attempt": 1,
+         "created_at": datetime(2025, 1, 2, tzinfo=timezone.utc)}]), "own", inv, "w1")
+    with Catalog(world["dsn"]) as catalog:
+        catalog.create_invocation({"invocation_id": inv, "experiment": "own", "instrument": "forced_choice",
+                                   "settings": {}, "settings_hash": "h", "status": "complete",
+                                   "store_uri": str(other_dir)})
+    counts = sql.query("SELECT invocation_id, count(*) AS n FROM traces GROUP BY 1 ORDER BY 1", None, world["dsn"],
+                       default_store=world["store"])
+    assert dict(zip(*counts.to_pydict().values())) == {world["inv"]: 2, inv: 1}
+    assert f"traces read from {world['store']}, {other_dir}" in capsys.readouterr().err
+    only = sql.query("SELECT count(*) AS n FROM traces", world["store"], world["dsn"])
+    assert only["n"].to_pylist() == [2]
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        sql.query("SELECT 1", str(tmp_path / "nonexistent"), world["dsn"])
+    assert info.value.field == "store" and not (tmp_path / "nonexistent").exists()
+
+
+def test_a_scan_refuses_a_store_it_cannot_write_before_recording_anything(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match="cannot be created") as info:
+        open_store(str(blocker / "store"))
+    assert info.value.field == "store"
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    try:
+        store = open_store(str(readonly))
+        if not os.access(readonly, os.W_OK):   # root writes anywhere: the permission case needs a user
+            with pytest.raises(ConfigError, match="cannot be written"):
+                store.check_writable()
+        with pytest.raises(ConfigError, match="cannot be created|cannot be written"):
+            open_store("/proc/mirrorscan-store").check_writable()
+    finally:
+        readonly.chmod(0o755)
