@@ -230,6 +230,23 @@ class Catalog:
         rows = self._select("WHERE experiment = %s ORDER BY started_at DESC LIMIT 1", [experiment])
         return rows[0] if rows else None
 
+    def config_files(self, experiment: str) -> list[str]:
+        """The config.json paths that driver runs of ``experiment`` were started from (recorded from migration
+        0004 on), most recent first."""
+        rows = self.execute(
+            "SELECT r.submitted_config->>'file' AS file, max(r.started_at) AS last FROM scan_runs r "
+            "JOIN scan_invocations i ON i.invocation_id = r.invocation_id WHERE i.experiment = %s "
+            "AND r.submitted_config ? 'file' GROUP BY 1 ORDER BY 2 DESC", [experiment])
+        return [row[0] for row in rows]
+
+    def newest_from(self, config_file: str) -> dict | None:
+        """The most recently started invocation whose driver runs were started from ``config_file``, or None."""
+        rows = self.execute(
+            "SELECT i.invocation_id::text FROM scan_runs r JOIN scan_invocations i ON i.invocation_id = "
+            "r.invocation_id WHERE r.submitted_config->>'file' = %s ORDER BY i.started_at DESC LIMIT 1",
+            [config_file])
+        return self.get_invocation(rows[0][0]) if rows else None
+
     def invocations_arrow(self):
         """All invocations as a ``pyarrow.Table`` (columns in table order) for DuckDB and reports.
 
@@ -371,6 +388,10 @@ def resolve_invocation(target: str, catalog: Catalog) -> dict:
         if found:
             raise ConfigError("", "invocation", f"{target!r} is the start of several invocation ids "
                               f"({', '.join(found[:3])}{', …' if len(found) > 3 else ''})", "give more of the id")
+    if os.path.isdir(target):   # that folder's own invocations (another folder may share its name)
+        inv = catalog.newest_from(str((Path(target) / "config.json").resolve()))
+        if inv is not None:
+            return inv
     name = Path(target).resolve().name if os.path.isdir(target) else Path(target).name
     inv = catalog.newest(name)
     if inv is None:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from cluster.runs import pid_alive
 from grid.cells import add_seeds, plan_attempts, with_probe_ids
 from grid.errors import CatalogError, ConfigError
+from grid.ids import check_component
 from grid.instrument import InstrumentRef
 from grid.records import ModelVariant, RunContext
 from grid.settings import execution, settings_hash, shaping_differences
@@ -72,6 +73,9 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="the experiment's name (default: the folder's name). A folder whose name already belongs "
+                        "to another folder's runs is refused; --as names it explicitly")
     p.add_argument("--dry-run", action="store_true",
                    help="validate and print the cells per model, a bound on generated tokens and what --resume "
                         "would run; start nothing (no Ray, no engine, no catalog server) and write nothing")
@@ -119,8 +123,11 @@ def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
 
 
 def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
-             catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False) -> ScanResult:
-    """Run (or resume) an experiment's grid; return the invocation id, final status, counts and traces path."""
+             catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False,
+             as_name: str | None = None) -> ScanResult:
+    """Run (or resume) an experiment's grid; return the invocation id, final status, counts and traces path.
+    ``as_name`` names the experiment explicitly (default: its folder's name, which must not already belong
+    to another folder's runs)."""
     from cluster import runs
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
@@ -130,6 +137,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     if max_attempts < 1:
         raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
     spec = load_spec(experiment)
+    if as_name is not None:
+        spec.experiment = check_component(as_name, "", "--as")
     check_engines(spec)
     check_template_overrides(spec)
     spec.values["store"] = resolve_store(store, spec)
@@ -142,6 +151,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:
+        if as_name is None:
+            check_experiment_home(catalog, spec)
         if resume:
             inv = _resume_target(catalog, spec, settings)
             invocation_id = str(inv["invocation_id"])
@@ -184,6 +195,18 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
         finally:
             driver.end(catalog)
     return result
+
+
+def check_experiment_home(catalog, spec: Spec) -> None:
+    """ConfigError when the experiment's name already belongs to runs started from another folder's
+    config.json: two folders of one name would mix their invocations (``--as`` names one explicitly)."""
+    this = str(Path(spec.config_path).resolve())
+    files = catalog.config_files(spec.experiment)
+    if files and this not in files:
+        raise ConfigError(spec.config_path, "(experiment folder name)",
+                          f"experiment {spec.experiment!r} already holds runs of {files[0]}",
+                          f"rename this folder, or pass --as NAME (a new name; or --as {spec.experiment} if this "
+                          f"folder is that experiment, moved)")
 
 
 def submitted_config(spec: Spec) -> dict:
@@ -436,7 +459,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     signal.signal(signal.SIGTERM, _terminated)
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
-                          catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet)
+                          catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
+                          as_name=args.as_name)
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -96,9 +96,17 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tm
     store = open_store(scanned["store"])
     parts_before = store.list_parts("fc", first.invocation_id)
     rerun = write_experiment(tmp_path / "fc", tiny_dir, batch_size=5)   # experiment "fc" again, other batch mixes
-    second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
+    with pytest.raises(ConfigError, match="experiment 'fc' already holds runs of .*scanned.*fc/config.json") as info:
+        run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)   # another folder
+    assert "--as NAME" in info.value.fix and len(parts_before) == len(store.list_parts("fc", first.invocation_id))
+    second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True, as_name="fc")
     assert second.invocation_id != first.invocation_id and second.status == "complete"
     assert store.list_parts("fc", first.invocation_id) == parts_before
+    from cluster.catalog import resolve_invocation
+
+    with Catalog(scanned["dsn"]) as catalog:   # `analyze DIR` picks that folder's newest invocation
+        assert resolve_invocation(str(rerun), catalog)["invocation_id"] == second.invocation_id
+        assert resolve_invocation(str(scanned["exp"]), catalog)["invocation_id"] == first.invocation_id
     a = {(r["probe_id"], r["sample"]): r["response"] for r in store.read("fc", first.invocation_id).to_pylist()}
     b = {(r["probe_id"], r["sample"]): r["response"] for r in store.read("fc", second.invocation_id).to_pylist()}
     assert a.keys() == b.keys()
