@@ -98,12 +98,14 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
 
 def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], run: RunContext,
              instrument: InstrumentRef, *, store_uri: str, batch_size: int, pool_size: int,
-             on_part: Callable[[int, int], None], max_attempts: int = 3) -> None:
+             on_part: Callable[[int, int], None], max_attempts: int = 3,
+             on_model: Callable[[ModelVariant], None] | None = None) -> None:
     """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part; a
     pool's placement group (tensor-parallel engines) is removed when the pool ends, so the next model can
     have its accelerators.
     Batches whose actor died are journaled as error rows and their cells retried one per batch, up to
-    ``max_attempts`` attempts per cell (``cluster.crash_journal``)."""
+    ``max_attempts`` attempts per cell (``cluster.crash_journal``). ``on_model(variant)``, when given, is
+    called as each model's pool starts (before its engines load)."""
     from actors.registry import engine_class
 
     for variant in variants:
@@ -112,6 +114,8 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, s
             continue
         kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
         engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
+        if on_model is not None:
+            on_model(variant)
         resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
         try:
             for rows, errors in run_model_journaled(mine, engine_cls, kwargs, instrument,

@@ -386,6 +386,9 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     from cluster.ray_session import ensure_ray
     from cluster.sweep import run_grid
 
+    title = f"scan {experiment}" + (f" ({stage})" if stage else "")
+    bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=quiet, file=sys.stderr,
+               dynamic_ncols=True, smoothing=0.1)   # the bar says what it waits for until cells land
     ensure_ray(ray_address)
     if _SIGTERM_INTERRUPTS:
         signal.signal(signal.SIGTERM, _terminated)
@@ -396,10 +399,17 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
                      catalog_dsn=dsn, store_uri=settings["execution"]["store"])   # actors write inference_log rows there
     done = {"rows": 0, "errors": 0}
     last_update = [time.monotonic()]
-    bar = tqdm(total=todo.num_rows, unit="cell", desc=f"scan {experiment}" + (f" ({stage})" if stage else ""), disable=quiet, file=sys.stderr,
-               dynamic_ncols=True, smoothing=0.1)
+    waiting = [False]
+
+    def on_model(variant: ModelVariant) -> None:
+        engine = {"vllm": "vLLM engine start", "hf": "transformers"}.get(variant.backend, variant.backend)
+        bar.set_description(f"{title} · loading {variant.label} ({engine})")
+        waiting[0] = True
 
     def on_part(rows: int, errors: int) -> None:
+        if waiting[0]:
+            bar.set_description(title, refresh=False)
+            waiting[0] = False
         if driver is not None:
             driver.check()   # a driver whose lease lapsed stops: another may have taken the invocation over
         done["rows"] += rows
@@ -418,7 +428,8 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     try:
         run_grid(todo, [ModelVariant.from_settings(m) for m in settings["models"]], sources, run, ref,
                  store_uri=settings["execution"]["store"], batch_size=settings["batch_size"],
-                 pool_size=settings["execution"]["actor_pool_size"], on_part=on_part, max_attempts=max_attempts)
+                 pool_size=settings["execution"]["actor_pool_size"], on_part=on_part, max_attempts=max_attempts,
+                 on_model=on_model)
     finally:
         bar.close()
 

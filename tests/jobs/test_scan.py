@@ -91,7 +91,7 @@ def test_the_config_as_submitted_keeps_no_catalog_password(tmp_path, tiny_dir):
     assert "hunter2-pw" not in recorded and "postgresql://scanner@db.internal/mirror" in recorded
 
 
-def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tmp_path, tiny_dir):
+def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tmp_path, tiny_dir, capsys):
     first = scanned["result"]
     store = open_store(scanned["store"])
     parts_before = store.list_parts("fc", first.invocation_id)
@@ -99,7 +99,10 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tm
     with pytest.raises(ConfigError, match="experiment 'fc' already holds runs of .*scanned.*fc/config.json") as info:
         run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)   # another folder
     assert "--as NAME" in info.value.fix and len(parts_before) == len(store.list_parts("fc", first.invocation_id))
-    second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True, as_name="fc")
+    capsys.readouterr()
+    second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=False, as_name="fc")
+    bar = capsys.readouterr().err   # the progress bar says what it waits for before cells land
+    assert "scan fc · loading tiny (transformers)" in bar and "scan fc · loading tiny@hot (transformers)" in bar
     assert second.invocation_id != first.invocation_id and second.status == "complete"
     assert store.list_parts("fc", first.invocation_id) == parts_before
     from cluster.catalog import resolve_invocation
