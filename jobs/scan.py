@@ -197,10 +197,21 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     return result
 
 
+CONFIG_ORIGIN_ENV = "MIRRORSCAN_CONFIG_ORIGIN"
+"""Set by ``mirrorscan submit`` for its job: the config.json path it was submitted from (the job itself
+runs from an uploaded copy of the working_dir, at a new path each time)."""
+
+
+def config_origin(spec: Spec) -> str:
+    """Where the experiment's config.json lives, as recorded in ``scan_runs.submitted_config.file``: the
+    submitting machine's path for a submitted job, else this one's."""
+    return os.environ.get(CONFIG_ORIGIN_ENV) or str(Path(spec.config_path).resolve())
+
+
 def check_experiment_home(catalog, spec: Spec) -> None:
     """ConfigError when the experiment's name already belongs to runs started from another folder's
     config.json: two folders of one name would mix their invocations (``--as`` names one explicitly)."""
-    this = str(Path(spec.config_path).resolve())
+    this = config_origin(spec)
     files = catalog.config_files(spec.experiment)
     if files and this not in files:
         raise ConfigError(spec.config_path, "(experiment folder name)",
@@ -217,7 +228,7 @@ def submitted_config(spec: Spec) -> dict:
     config = dict(spec.raw)
     if isinstance(config.get("catalog_dsn"), str):
         config["catalog_dsn"] = redact_dsn(config["catalog_dsn"])
-    return {"file": str(Path(spec.config_path).resolve()), "config": config}
+    return {"file": config_origin(spec), "config": config}
 
 
 def content_hashes(spec: Spec) -> dict:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from grid.errors import ConfigError
 from jobs.errors import reports_user_errors
+from jobs.scan import CONFIG_ORIGIN_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ENV_FILE = REPO_ROOT / "runtime_env.yaml"
@@ -319,6 +320,9 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     rel = _experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
     entrypoint = scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                                  catalog_dsn=args.catalog_dsn, progress=args.progress)
+    # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
+    runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
+                               CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
     client = connect(address)
     job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,

@@ -167,6 +167,8 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
         inv = catalog.get_invocation(invocation_id)
     assert inv["status"] == "complete" and inv["counts"]["ok"] == 4 and inv["experiment"] == "fc"
     assert inv["store_uri"] == store
+    with Catalog(catalog_dsn) as catalog:   # the job ran from an uploaded copy; it records where it came from
+        assert catalog.config_files("fc") == [str((exp / "config.json").resolve())]
     rows = open_store(store).read("fc", invocation_id)
     assert rows.num_rows == 4 and pc.all(pc.is_null(rows.column("error"))).as_py()
     assert set(rows.column("invocation_id").to_pylist()) == {invocation_id}
