@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 
 from grid.errors import ConfigError
 from jobs.errors import reports_user_errors
-from jobs.scan import CONFIG_ORIGIN_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ENV_FILE = REPO_ROOT / "runtime_env.yaml"
@@ -321,6 +320,8 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     entrypoint = scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                                  catalog_dsn=args.catalog_dsn, progress=args.progress)
     # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
+    from jobs.scan import CONFIG_ORIGIN_ENV
+
     runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
                                CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
     client = connect(address)
