@@ -14,6 +14,7 @@ through ``cluster.sweep.run_grid`` exactly as a scan does (registered as backend
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pyarrow as pa
@@ -194,4 +195,7 @@ def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluste
     assert {"tp-first", "tp-second"} == set(rows.column("label").unique().to_pylist())
     groups = [g for g in placement_group_table().values() if g["name"].startswith("engine-tp-")]
     assert len(groups) == 2 and all(g["state"] == "REMOVED" for g in groups)
+    deadline = time.monotonic() + 60   # the resource view catches up with a removal asynchronously
+    while ray.available_resources().get(standin.FAKE_GPU, 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert ray.available_resources().get(standin.FAKE_GPU, 0) >= 2   # the node's fake GPUs are free again
