@@ -41,6 +41,7 @@ test: demo-model
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: demo-model
+	$(PIP) install -q -e '.[cpu,dev,bench]'
 	$(PY) bench/grid.py
 	$(PY) bench/pipeline.py
 	$(PY) bench/engines.py
