@@ -136,9 +136,16 @@ def ray_local(_ray_local_session):
     yield ray
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Modules marked ``own_ray`` (they shut the shared local Ray down for one of their own) run after all
+    the others, so that the shared Ray starts once instead of once after each of them. Order within each
+    module, and among the modules of each kind, is kept."""
+    items.sort(key=lambda item: item.get_closest_marker("own_ray") is not None)
+
+
 def own_ray() -> None:
     """Make way for a Ray of the caller's own (a multi-node test cluster, logical GPUs): shut the shared
-    local Ray down if it runs."""
+    local Ray down if it runs. A module that calls it carries ``pytestmark = pytest.mark.own_ray``."""
     import ray
 
     if ray.is_initialized():

@@ -27,6 +27,8 @@ from grid.records import ModelVariant, RunContext
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
+pytestmark = pytest.mark.own_ray   # the tensor-parallel tests start a Ray with logical GPUs
+
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
 ENVELOPES = ["english_strict", "json_schema", "english_casual", "bare_vs"]
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")

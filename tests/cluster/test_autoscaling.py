@@ -28,7 +28,7 @@ import standin_engine as standin
 from actors import registry
 from cluster.store import open_store
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.own_ray]
 EXPERIMENT = "autoscale"
 IDLE_TIMEOUT_MIN = 0.1
 """Idle minutes before the autoscaler removes a worker node (6 s)."""

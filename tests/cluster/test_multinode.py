@@ -27,7 +27,7 @@ from cluster.crash_journal import DIED, INFLIGHT
 from cluster.store import open_store
 from grid.cells import plan_attempts
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.own_ray]
 EXPERIMENT = "multinode"
 
 

@@ -31,6 +31,8 @@ from grid.errors import ConfigError
 from grid.instrument import known_trace_schema
 from grid.trace_schema import to_trace_table
 
+pytestmark = pytest.mark.own_ray   # the sweep-restart test starts a Ray whose workers carry its own S3 settings
+
 BUCKET = "mirrorscan-test"
 
 
