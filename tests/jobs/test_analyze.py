@@ -15,21 +15,25 @@ from cluster.store import open_store
 from jobs.analyze import analyze_invocation, format_report
 from jobs.compare import compare
 from jobs.scan import run_scan
+from conftest import new_database
 
 REPO = Path(__file__).resolve().parents[2]
 MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
 
 
-@pytest.fixture
-def scanned(tmp_path, tiny_dir, catalog_dsn, ray_local):
-    exp = tmp_path / "fc2"
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
+    """One finished scan of 2 pairs × 3 envelopes × AB/BA (12 cells), shared by the module's tests (a scan
+    starts an engine actor: ~15 s). The compare test, last in the file, adds a newer invocation."""
+    base, catalog_dsn = tmp_path_factory.mktemp("analyze"), new_database(pg_dsn)
+    exp = base / "fc2"
     exp.mkdir()
     (exp / "pairs.csv").write_text(PAIRS)
     (exp / "config.json").write_text(json.dumps({
         "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}], "probe_set": "pairs.csv",
         "envelopes": ["english_strict", "json_schema", "python_typed"], "max_tokens": 6, "batch_size": 8}))
-    store = str(tmp_path / "store")
+    store = str(base / "store")
     result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     return {"exp": exp, "store": store, "dsn": catalog_dsn, "result": result}
 
@@ -70,13 +74,6 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
     assert all(Path(p).is_file() for p in report.outputs + again.outputs)
 
 
-def test_compare_two_greedy_reruns_agree_completely(scanned):
-    second = run_scan(str(scanned["exp"]), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
-    result = compare(scanned["result"].invocation_id, second.invocation_id, catalog_dsn=scanned["dsn"]).detail
-    assert result.n_pairs == 2 and result.hamming == 0
-    assert result.agreement == (1.0 if result.n_committed_either else None)   # undefined when nothing committed
-
-
 def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):
     env = {"MIRRORSCAN_CATALOG_DSN": catalog_dsn, "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([MIRRORSCAN, "analyze", "never_scanned"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -100,3 +97,11 @@ def test_statistics_read_an_invocations_traces_and_store_beside_it(scanned, monk
     assert stats.main(["gstudy", "--input", str(scanned["exp"]), "--score", "no_such", "--object", "pair_id",
                        "--facets", "envelope"]) == 2
     assert "no_such" in capsys.readouterr().err
+
+
+def test_compare_two_greedy_reruns_agree_completely(scanned):
+    # last in the file: the rerun is the experiment's newest invocation from here on
+    second = run_scan(str(scanned["exp"]), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
+    result = compare(scanned["result"].invocation_id, second.invocation_id, catalog_dsn=scanned["dsn"]).detail
+    assert result.n_pairs == 2 and result.hamming == 0
+    assert result.agreement == (1.0 if result.n_committed_either else None)   # undefined when nothing committed

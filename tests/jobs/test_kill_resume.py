@@ -25,7 +25,7 @@ PLUGIN_DIR = REPO / "tests" / "plugin"
 
 
 def kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the scan and everything in its session (its local Ray head, raylet and workers)."""
+    """SIGKILL the scan and everything in its session (a local Ray it started: head, raylet and workers)."""
     sid = os.getsid(proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -56,9 +56,10 @@ def cell_keys(table) -> set:
 
 def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_path, tiny_dir, catalog_dsn,
                                                                            ray_local):
-    """The CLI scan is stopped with SIGTERM (a scheduler's stop: exit 130, status ``interrupted``), resumed
-    from the CLI and killed with -9 mid-run (status stays ``running``, a half-written part is left), then
-    resumed to the end: every cell exactly once among successful rows, nothing written twice."""
+    """The CLI scan, on a local Ray of its own, is stopped with SIGTERM (a scheduler's stop: exit 130, status
+    ``interrupted``); resumed from the CLI as a driver joined to a running Ray (as on a cluster) and killed
+    with -9 mid-run (status stays ``running``, a half-written part is left); then resumed to the end: every
+    cell exactly once among successful rows, nothing written twice."""
     exp = tmp_path / "killme"
     exp.mkdir()
     items = [f"alpha{i}" for i in range(120)]
@@ -88,8 +89,10 @@ def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_p
         assert catalog.get_invocation(invocation_id)["status"] == "interrupted"
     after_term = store.read("killme", invocation_id)
 
-    # 2. resumed from the command line, then kill -9 mid-run
-    proc = subprocess.Popen(cmd + ["--resume"], cwd=REPO, env=env, start_new_session=True,
+    # 2. resumed from the command line by a driver that joins the running (shared) Ray, then kill -9 mid-run:
+    #    the driver dies; Ray ends the job's engine actors
+    joined = {**env, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
+    proc = subprocess.Popen(cmd + ["--resume"], cwd=REPO, env=joined, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_parts(store, "killme", proc, len(store.list_parts("killme")) + 3)
     kill_session(proc)
