@@ -57,7 +57,7 @@ def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
             exists = conn.execute("SELECT to_regclass('public.scan_invocations') IS NOT NULL AS ok").fetchone()
             if not exists["ok"]:
                 return None
-            return conn.execute("SELECT invocation_id, status, settings, store_uri FROM scan_invocations "
+            return conn.execute("SELECT invocation_id, status, settings, store_uri, content_hashes FROM scan_invocations "
                                 "WHERE experiment = %s AND status <> 'complete' ORDER BY started_at DESC LIMIT 1",
                                 [experiment]).fetchone()
     except psycopg.Error as exc:
@@ -67,15 +67,18 @@ def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
 
 
 def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int) -> tuple[int, int, list[str]]:
-    """(cells a resume would run, cells it would give up, shaping fields that differ and block it)."""
+    """(cells a resume would run, cells it would give up, what blocks it: input files whose content changed,
+    else shaping fields that differ)."""
     from cluster.store import open_store
     from grid.cells import plan_attempts
     from grid.settings import shaping_differences
-    from jobs.scan import grid_cells
+    from jobs.scan import changed_inputs, changed_inputs_detail, grid_cells
 
+    if changed_inputs(inv, spec):
+        return 0, 0, [f"file content changed ({changed_inputs_detail(inv, spec)})"]
     diffs = shaping_differences(inv["settings"], settings)
     if diffs:
-        return 0, 0, diffs
+        return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"]
     store = open_store(inv["store_uri"] or settings["execution"]["store"])
     cells = grid_cells(settings)
     prior = store.read(spec.experiment, str(inv["invocation_id"]), columns=["probe_id", "sample", "error"]) \
@@ -122,8 +125,8 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
         return
     todo, given_up, diffs = resume_plan(spec, settings, inv, max_attempts)
     if diffs:
-        print(f"resume: refused — {', '.join(diffs)} differ from the frozen settings of invocation "
-              f"{inv['invocation_id']} ({inv['status']})", file=out)
+        print(f"resume: refused — {'; '.join(diffs)}; invocation {inv['invocation_id']} ({inv['status']})",
+              file=out)
         return
     print(f"resume: invocation {inv['invocation_id']} ({inv['status']}) would run {todo} cell(s); "
           f"{given_up} given up after {max_attempts} attempts", file=out)

@@ -109,6 +109,12 @@ def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
     if inv is None:
         raise ConfigError(spec.config_path, "--resume", f"experiment {spec.experiment!r} has no unfinished invocation",
                           "run scan without --resume to start a new invocation")
+    changed = changed_inputs(inv, spec)
+    if changed:
+        raise ConfigError(spec.config_path, ", ".join(changed),
+                          f"file content changed since invocation {inv['invocation_id']} started "
+                          f"({changed_inputs_detail(inv, spec)})",
+                          "put the file back as it was, or start a new invocation without --resume")
     diffs = shaping_differences(inv["settings"], settings)
     if diffs:
         raise ConfigError(spec.config_path, ", ".join(diffs),
@@ -238,6 +244,22 @@ def content_hashes(spec: Spec) -> dict:
         return hashes(spec.instrument_spec)
     frozen = json.dumps(spec.instrument.frozen(spec.instrument_spec), sort_keys=True, ensure_ascii=False)
     return {"instrument_settings": hashlib.sha256(frozen.encode()).hexdigest()}
+
+
+def changed_inputs(inv: dict, spec: Spec) -> list[str]:
+    """Names of the inputs (item sets, templates) whose content differs from what invocation ``inv`` read at
+    its start, by the hashes the catalog recorded; none for an instrument that hashes no input files. A
+    changed file also changes fields derived from it (counts, hashes): those are not what the user edits."""
+    if getattr(spec.instrument, "content_hashes", None) is None:
+        return []
+    before, now = inv.get("content_hashes") or {}, content_hashes(spec)
+    return [name for name in sorted(now) if name in before and before[name] != now[name]]
+
+
+def changed_inputs_detail(inv: dict, spec: Spec) -> str:
+    """``name: old… → new…`` (SHA-256 prefixes) for each input of ``changed_inputs``."""
+    before, now = inv["content_hashes"], content_hashes(spec)
+    return "; ".join(f"{name} SHA-256 {before[name][:12]}… → {now[name][:12]}…" for name in changed_inputs(inv, spec))
 
 
 def instrument_ref(settings: dict) -> InstrumentRef:

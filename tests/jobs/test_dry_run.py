@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-
+import pytest
 
 from cluster.catalog import Catalog
 from cluster.store import open_store
@@ -96,7 +96,34 @@ def test_dry_run_reads_an_unfinished_invocation_and_says_what_resume_would_run(t
 
     (exp / "config.json").write_text((exp / "config.json").read_text().replace('"samples": 2', '"samples": 3'))
     dry_run(str(exp), store=store, catalog_dsn=catalog_dsn)
-    assert "resume: refused — samples differ" in capsys.readouterr().out
+    assert "resume: refused — samples differ from the frozen settings" in capsys.readouterr().out
+
+
+def test_a_changed_pair_file_blocks_resume_naming_the_file_not_the_fields_derived_from_it(tmp_path, tiny_dir,
+                                                                                          catalog_dsn, capsys):
+    """The refusal names the input whose content changed (the config key of the file), not the frozen
+    fields computed from it, and does not tell the user to restore values that are not in config.json."""
+    from grid.errors import ConfigError
+    from jobs.scan import content_hashes, run_scan
+
+    exp, store = experiment(tmp_path, tiny_dir), str(tmp_path / "store")
+    spec = load_spec(exp)
+    spec.values["store"] = store
+    invocation_id = str(uuid.uuid4())
+    with Catalog(catalog_dsn) as catalog:
+        catalog.create_invocation({"invocation_id": invocation_id, "experiment": "dry", "instrument": "forced_choice",
+                                   "settings": spec.settings(), "settings_hash": "x", "store_uri": store,
+                                   "content_hashes": content_hashes(spec), "status": "interrupted", "counts": {}})
+    (exp / "pairs.csv").write_text(PAIRS + "sun_moon,sun,moon\n")   # one more pair: a different item set
+    with pytest.raises(ConfigError) as info:
+        run_scan(str(exp), resume=True, store=store, catalog_dsn=catalog_dsn, quiet=True)
+    err = info.value
+    assert err.field == "probe_set" and f"changed since invocation {invocation_id}" in str(err)
+    assert "n_items" not in str(err) and "sha256" not in err.field and "config.json" not in err.fix
+    assert "put the file back" in err.fix
+    dry_run(str(exp), store=store, catalog_dsn=catalog_dsn)
+    out = capsys.readouterr().out
+    assert "resume: refused — file content changed (probe_set SHA-256" in out and "n_items" not in out
 
 
 def test_dry_run_from_the_command_line_exits_0_or_2(tmp_path, tiny_dir, monkeypatch, capsys):
