@@ -86,6 +86,12 @@ def running_dsn(root: Path) -> str | None:
     return None if port is None else dsn_for(port)
 
 
+def server_process(root: Path) -> tuple[int, int] | None:
+    """(pid, port) of the live catalog server under ``root``; None when none runs. Creates nothing."""
+    info = _postmaster(Path(root) / "pgdata")
+    return None if info is None else (info[0], info[1])
+
+
 def stop(root: Path | None = None) -> None:
     """Stop the local catalog server (fast shutdown: open transactions are rolled back); no-op when stopped."""
     root = _root(root)

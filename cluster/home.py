@@ -1,4 +1,11 @@
-"""Where mirrorscan keeps local state: ``$MIRRORSCAN_HOME`` (default ``./.mirrorscan/``).
+"""Where mirrorscan keeps local state, found the same way from any working folder:
+
+1. ``$MIRRORSCAN_HOME`` when set;
+2. else the nearest ``.mirrorscan`` folder in the working folder or one above it (a project's own home,
+   as ``make`` creates it in the repository);
+3. else the per-user data folder: ``$XDG_DATA_HOME/mirrorscan`` (default ``~/.local/share/mirrorscan``);
+   as root ``/var/lib/mirrorscan``, because root's home folder is closed to the system user that the
+   embedded catalog server runs as.
 
 Layout under the home folder:
     catalog/pgdata/   data directory of the embedded PostgreSQL catalog
@@ -12,10 +19,34 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+HOME_ENV = "MIRRORSCAN_HOME"
+PROJECT_FOLDER = ".mirrorscan"
+ROOT_HOME = Path("/var/lib/mirrorscan")
+
+
+def locate_home(cwd: Path | None = None) -> Path:
+    """The home folder by the rules above (absolute path), without creating anything."""
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser().resolve()
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_FOLDER).is_dir():
+            return folder / PROJECT_FOLDER
+    return user_data_home()
+
+
+def user_data_home() -> Path:
+    """The per-user fallback home: ``$XDG_DATA_HOME/mirrorscan`` (default ``~/.local/share/mirrorscan``),
+    or ``/var/lib/mirrorscan`` for root."""
+    if os.geteuid() == 0:
+        return ROOT_HOME
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser().resolve() / "mirrorscan"
+
 
 def home() -> Path:
-    """The mirrorscan home folder (absolute path); created if missing."""
-    root = Path(os.environ.get("MIRRORSCAN_HOME", ".mirrorscan")).expanduser().resolve()
+    """The mirrorscan home folder (absolute path, ``locate_home``); created if missing."""
+    root = locate_home()
     root.mkdir(parents=True, exist_ok=True)
     return root
 

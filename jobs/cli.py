@@ -6,6 +6,7 @@
   mirrorscan stats gstudy|kendall|auroc|null  statistics on a long table or an invocation's traces
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
+  mirrorscan catalog status|stop              where the local catalog is, whether it runs; stop it
   mirrorscan submit EXPERIMENT_DIR [--address URL]   run it on a Ray cluster as a job
   mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
   mirrorscan logs JOB_ID [--follow]           a job's output
@@ -25,6 +26,7 @@ VERBS = {
     "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
+    "catalog": ("jobs.catalog", "the local catalog server: where it is and whether it runs (status), stop it"),
     "submit": ("jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),
     "status": ("jobs.submit", "a cluster's submitted jobs, or one job in detail"),
     "logs": ("jobs.submit", "a submitted job's output (--follow to stream it)"),

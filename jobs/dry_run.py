@@ -9,9 +9,7 @@ transaction, and the store only when it exists.
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -42,8 +40,9 @@ def running_catalog_dsn(flag: str | None, spec: Spec) -> str | None:
     dsn = resolve_catalog(flag, spec)
     if dsn and dsn.strip() != "embedded":
         return dsn
-    return embedded_pg.running_dsn(Path(os.environ.get("MIRRORSCAN_HOME", ".mirrorscan")).expanduser().resolve()
-                                   / "catalog")
+    from cluster.home import locate_home
+
+    return embedded_pg.running_dsn(locate_home() / "catalog")
 
 
 def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
