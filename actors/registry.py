@@ -4,8 +4,8 @@ imports torch or vLLM. A test walks every entry.
 Kinds (``grid.instrument.ENGINE_KINDS``) say what a cell asks of an engine; every engine keeps one contract:
 ``Engine(variant, model_source, run)`` loads once per actor, and ``engine(batch)`` turns a batch of rendered
 cells into one trace row per cell. ``generate`` engines take ``system_text``/``user_text`` and sample an
-answer. The ``score`` (target-token log-probs) and ``activations`` (per-layer hidden states) engines are
-added with the instruments that need them.
+answer. ``score`` engines take ``prefix``/``target``/``add_bos`` and return the target tokens'
+log-probabilities (``grid.score_columns``). ``activations`` (per-layer hidden states) has no engine yet.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("generate", "vllm"): ("actors.vllm_sampler", "VLLMSampler"),
     ("generate", "openai"): ("actors.http_openai", "OpenAISampler"),
     ("generate", "anthropic"): ("actors.http_anthropic", "AnthropicSampler"),
+    ("score", "hf"): ("actors.hf_scorer", "HFScorer"),
 }
 
 

@@ -49,7 +49,7 @@ def trace_row(variant: ModelVariant, run: RunContext, source: str, where: dict, 
         "label": variant.label, "model": variant.model, "model_canonical": source,
         "backend": variant.backend,
         "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
-        "system_text": cell["system_text"], "user_text": cell["user_text"],
+        "system_text": cell.get("system_text"), "user_text": cell.get("user_text"),   # a score engine sets its own
         "temperature": float(variant.temperature), "top_p": float(variant.top_p),
         "max_tokens": int(variant.max_tokens), "seed": cell["seed"],
         "generation_overrides": generation_overrides(),

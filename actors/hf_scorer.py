@@ -1,0 +1,115 @@
+"""HF scorer actor: the log-probability a transformers causal LM gives each target token after a prefix.
+
+A batch of ``score`` cells (``prefix``, ``target``, ``add_bos``; ``grid.score_columns``) is tokenized by
+the rule every score engine shares (``actors.score_tokens``); sequences of equal length share one forward
+pass, and each target token's log-probability is read at its own position (log-softmax in float32 over
+the logits that predict it). Grouping by length instead of padding keeps a cell's numbers independent of
+its batch-mates: a padded batch changes the kernels' shapes, and in float32 that moved log-probs by
+~1e-5. Should a group ever mix lengths, right padding with an attention mask keeps every real position as
+it is unpadded. Timing is of the group's forward pass (``timing_scope='batch'``, monotonic clock).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from actors.rows import trace_row, where_am_i
+from actors.score_tokens import ScoreTokenError, score_ids
+from grid.records import ModelVariant, RunContext
+from grid.score_columns import SCORE_COLUMNS
+from grid.trace_schema import trace_schema, to_trace_table
+
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+_SCHEMA = trace_schema(SCORE_COLUMNS)
+
+
+class HFScorer:
+    """One transformers model held for the run; ``__call__`` scores a batch of cells, one row per cell."""
+
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+        """Load the model of ``variant``, whose rows belong to ``run``."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        self.variant, self.run, self.source = variant, run, model_source
+        self.tokenizer = AutoTokenizer.from_pretrained(model_source)
+        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=_DTYPES.get(variant.dtype, "auto"))
+        self.model = self.model.to(variant.device).eval()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.context = getattr(self.model.config, "max_position_embeddings", None)
+        """The model's context window (tokens), or None when it does not say."""
+        self.where = where_am_i()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Score every cell of ``batch``; rows in the cells' order."""
+        cells = batch.to_pylist()
+        prepared, rows = [], {}
+        for i, cell in enumerate(cells):
+            try:
+                prefix_ids, target_ids, bos = score_ids(self.tokenizer, cell["prefix"], cell["target"], cell.get("add_bos"))
+            except ScoreTokenError as exc:
+                rows[i] = self._row(cell, error=f"ScoreTokenError: {exc}")
+                continue
+            n = len(prefix_ids) + len(target_ids)
+            if self.context and n > self.context:
+                rows[i] = self._row(cell, prompt_tokens=n, error=f"ContextExceeded: {n} tokens exceed the model's "
+                                                                  f"context window of {self.context} tokens")
+                continue
+            prepared.append((i, cell, prefix_ids, target_ids, bos))
+        by_length: dict[int, list] = {}
+        for item in prepared:   # equal lengths share a forward pass: no padding, so no batch-mate moves a number
+            by_length.setdefault(len(item[2]) + len(item[3]), []).append(item)
+        for group in by_length.values():
+            for (i, *_), row in zip(group, self._score_safely(group)):
+                rows[i] = row
+        return to_trace_table([rows[i] for i in range(len(cells))], _SCHEMA)
+
+    def _score_safely(self, prepared: list) -> list[dict]:
+        """Score; if the batch fails, score cell by cell so that only the failing cells become error rows."""
+        try:
+            return self._score(prepared)
+        except Exception as exc:
+            if len(prepared) == 1:
+                return [self._row(prepared[0][1], error=f"{type(exc).__name__}: {exc}")]
+            return [row for item in prepared for row in self._score_safely([item])]
+
+    def _score(self, prepared: list) -> list[dict]:
+        import torch
+
+        seqs = [p + t for _, _, p, t, _ in prepared]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            ids[r, :len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[r, :len(s)] = 1
+        started_at, start = datetime.now(timezone.utc), time.monotonic()
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits
+        rows = []
+        for r, (_, cell, prefix_ids, target_ids, bos) in enumerate(prepared):
+            first = len(prefix_ids)   # position of the first target token; the logits before it predict it
+            predicting = logits[r, first - 1:first - 1 + len(target_ids)].float()
+            lps = torch.log_softmax(predicting, dim=-1).gather(1, torch.tensor(target_ids).unsqueeze(1).to(predicting.device))
+            rows.append((cell, prefix_ids, target_ids, bos, [float(x) for x in lps.squeeze(1).tolist()]))
+        total_ms = (time.monotonic() - start) * 1000
+        params = json.dumps({"forward": "logits", "dtype": self.variant.dtype, "padding": "right"}, sort_keys=True)
+        return [self._row(cell, target_text=cell["target"], bos_added=bos, prefix_token_ids=prefix_ids,
+                          target_token_ids=target_ids, target_logprobs=lps, lp_mean=sum(lps) / len(lps),
+                          lp_min=min(lps), prompt_tokens=len(prefix_ids) + len(target_ids), completion_tokens=0,
+                          batch_size=len(prepared), total_ms=total_ms, started_at=started_at, request_params=params)
+                for cell, prefix_ids, target_ids, bos, lps in rows]
+
+    def _row(self, cell: dict, **fields) -> dict:
+        """A trace row for ``cell``: the run's identity, the coordinates, the prefix as the text read, ``fields``."""
+        return trace_row(self.variant, self.run, self.source, self.where, cell, system_text="",
+                         user_text=cell["prefix"], timing_scope="batch", endpoint=f"engine://hf/{self.source}",
+                         **fields)

@@ -1,0 +1,23 @@
+"""The columns a ``score`` engine writes beside the core trace schema (an instrument of that kind lists them
+among its own ``columns``). The text the model read sits in the core ``user_text``; ``prompt_tokens``
+counts the prefix and target tokens together."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from grid.trace_schema import doc_field
+
+SCORE_COLUMNS = (
+    doc_field("target_text", pa.string(), "the text scored after the prefix, verbatim (a space and the term)"),
+    doc_field("bos_added", pa.bool_(), "true when a BOS token was put before the prefix (the tokenizer's own rule, or forced per model)"),
+    doc_field("prefix_token_ids", pa.list_(pa.int32()), "token ids the model read before the target, BOS included when added"),
+    doc_field("target_token_ids", pa.list_(pa.int32()), "token ids of the target, tokenized on its own without special tokens"),
+    doc_field("target_logprobs", pa.list_(pa.float64()), "nats: log-probability of each target token at its position, given everything before it"),
+    doc_field("lp_mean", pa.float64(), "nats per token: mean of target_logprobs"),
+    doc_field("lp_min", pa.float64(), "nats: the lowest of target_logprobs"),
+)
+"""Output columns of every ``score`` engine."""
+SCORE_INPUTS = ("prefix", "target", "add_bos")
+"""Request columns a ``score`` cell is rendered to: the prefix and target texts, and ``add_bos`` (true or
+false to force, null for the tokenizer's own ``add_special_tokens=True`` behaviour)."""

@@ -1,0 +1,133 @@
+"""The HF scorer (``score`` engine kind): target-token log-probabilities after a prefix, batched with right
+padding. A tiny random model for shapes, padding and the BOS rule; the demo model for values."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from actors.hf_scorer import HFScorer
+from actors.score_tokens import adds_bos, score_ids
+from grid.records import ModelVariant, RunContext
+from grid.score_columns import SCORE_COLUMNS
+
+RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+TEXTS = [("The jury found that the victim had been", " murdered"),
+         ("In June 1989 the army cleared protesters from", " Tiananmen"),
+         ("Cats", " purr"),
+         ("A much longer prefix, so that the batch needs padding on the right for the shorter ones, ends with", " a blank"),
+         ("The capital of France is", " Paris"),
+         ("The capital of France is", " banana bread"),
+         ("The jury found that the victim had been", " murdered")]   # the first again: same length, one pass
+
+
+def cells(texts, add_bos=None) -> "pa.Table":
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([{"probe_id": f"m|t{i}|-|-", "sample": 0, "seed": i, "prefix": p, "target": t,
+                                  "add_bos": add_bos} for i, (p, t) in enumerate(texts)])
+
+
+def scorer(model_dir) -> HFScorer:
+    variant = ModelVariant(label="m", model=str(model_dir), temperature=0.0, top_p=1.0, max_tokens=1, dtype="float32")
+    return HFScorer(variant, str(model_dir), RUN)
+
+
+@pytest.fixture(scope="module")
+def tiny_scorer(tiny_dir):
+    return scorer(tiny_dir)
+
+
+def test_rows_carry_ids_logprobs_and_their_summaries(tiny_scorer):
+    rows = tiny_scorer(cells(TEXTS)).to_pylist()
+    assert [r["probe_id"] for r in rows] == [f"m|t{i}|-|-" for i in range(len(TEXTS))]
+    assert {f.name for f in SCORE_COLUMNS} <= set(rows[0])
+    for r, (prefix, target) in zip(rows, TEXTS):
+        assert r["error"] is None and r["user_text"] == prefix and r["target_text"] == target
+        assert len(r["target_logprobs"]) == len(r["target_token_ids"]) >= 1
+        assert all(lp < 0 for lp in r["target_logprobs"])
+        assert r["lp_mean"] == pytest.approx(sum(r["target_logprobs"]) / len(r["target_logprobs"]))
+        assert r["lp_min"] == min(r["target_logprobs"])
+        assert r["prompt_tokens"] == len(r["prefix_token_ids"]) + len(r["target_token_ids"])
+        same_length = sum(q["prompt_tokens"] == r["prompt_tokens"] for q in rows)   # one forward pass per length
+        assert r["timing_scope"] == "batch" and r["batch_size"] == same_length and r["total_ms"] > 0
+    assert any(len(r["target_token_ids"]) > 1 for r in rows)   # multi-token targets are scored token by token
+    assert rows[0]["batch_size"] >= 2 and rows[0]["target_logprobs"] == rows[-1]["target_logprobs"]
+
+
+def test_values_equal_an_unpadded_forward_pass_of_each_sequence(tiny_scorer):
+    import torch
+
+    rows = tiny_scorer(cells(TEXTS)).to_pylist()
+    model = tiny_scorer.model
+    for r in rows:
+        ids = r["prefix_token_ids"] + r["target_token_ids"]
+        with torch.inference_mode():
+            logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+        first = len(r["prefix_token_ids"])
+        expected = [float(logprobs[first - 1 + j, t]) for j, t in enumerate(r["target_token_ids"])]
+        assert r["target_logprobs"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_prefix_and_target_are_tokenized_apart(tiny_scorer):
+    tok = tiny_scorer.tokenizer
+    prefix_ids, target_ids, bos = score_ids(tok, "The capital of France is", " Paris")
+    assert prefix_ids == tok("The capital of France is", add_special_tokens=False)["input_ids"]
+    assert target_ids == tok(" Paris", add_special_tokens=False)["input_ids"] and bos is False
+
+
+def test_demo_model_batched_equals_one_at_a_time_and_knows_its_capitals(demo_dir):
+    demo = scorer(demo_dir)
+    batched = demo(cells(TEXTS)).to_pylist()
+    for i, text in enumerate(TEXTS):
+        alone = demo(cells([text])).to_pylist()[0]
+        assert alone["target_token_ids"] == batched[i]["target_token_ids"]
+        assert alone["target_logprobs"] == pytest.approx(batched[i]["target_logprobs"], abs=1e-5)
+    paris, banana = batched[4], batched[5]
+    assert paris["lp_mean"] > -2.0 and paris["lp_mean"] > banana["target_logprobs"][0] + 5
+
+
+@pytest.fixture(scope="module")
+def bos_model_dir(tiny_dir, tmp_path_factory):
+    """The tiny model with a planted tokenizer that adds BOS (``<|endoftext|>``, not a chat-template token)."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("bos") / "tiny-bos"
+    shutil.copytree(tiny_dir, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    bos = "<|endoftext|>"
+    bos_id = tok.convert_tokens_to_ids(bos)
+    assert bos not in (tok.chat_template or "")
+    tok.bos_token = bos
+    tok._tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                       special_tokens=[(bos, bos_id)])
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_bos_follows_the_tokenizer_can_be_forced_and_is_recorded(tiny_scorer, bos_model_dir):
+    no_bos_tok = tiny_scorer.tokenizer
+    assert not adds_bos(no_bos_tok)
+    with_bos = scorer(bos_model_dir)
+    assert adds_bos(with_bos.tokenizer)
+    bos_id = with_bos.tokenizer.bos_token_id
+    texts = [("Cats", " purr"), ("", " Cats")]
+    rows = with_bos(cells(texts)).to_pylist()
+    assert all(r["bos_added"] and r["prefix_token_ids"][0] == bos_id and r["error"] is None for r in rows)
+    assert rows[1]["prefix_token_ids"] == [bos_id]   # an empty prefix is scored after BOS alone
+    forced_off = with_bos(cells(texts[:1], add_bos=False)).to_pylist()[0]
+    assert not forced_off["bos_added"] and bos_id not in forced_off["prefix_token_ids"]
+    # without BOS an empty prefix has no position to score from; forcing ChatML's BOS is refused
+    plain = tiny_scorer(cells(texts)).to_pylist()
+    assert plain[0]["error"] is None and not plain[0]["bos_added"]
+    assert plain[1]["error"].startswith("ScoreTokenError: empty prefix") and plain[1]["target_logprobs"] is None
+    forced_on = tiny_scorer(cells(texts[:1], add_bos=True)).to_pylist()[0]
+    assert "chat-template token" in forced_on["error"] and "<|im_start|>" in forced_on["error"]
+
+
+def test_a_sequence_past_the_context_window_is_an_error_row_and_the_rest_score(tiny_scorer):
+    window = tiny_scorer.context
+    rows = tiny_scorer(cells([("word " * (window + 5), " end"), ("Cats", " purr")])).to_pylist()
+    assert rows[0]["error"].startswith("ContextExceeded") and rows[1]["error"] is None
