@@ -51,6 +51,7 @@ REQUIRED_HOOKS = ("name", "engine_kind", "columns", "load_spec", "frozen", "from
 
 REGISTRY: dict[str, str] = {
     "forced_choice": "instruments.forced_choice:INSTRUMENT",
+    "flinch": "instruments.flinch.instrument:INSTRUMENT",
 }
 """Instrument name → ``"module:attr"``, imported on first use (importing mirrorscan imports no instrument)."""
 
@@ -145,8 +146,9 @@ class Instrument(Protocol):
     def annotate(self, rows: pa.Table, spec: Any) -> pa.Table:
         """Rows after the engine, inside the actor, before they are stored (may fill instrument columns)."""
 
-    def analyze(self, traces: pa.Table, settings: dict) -> Analysis:
-        """The instrument's numbers of one invocation (one row per attempt in ``traces``); no I/O."""
+    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+        """The instrument's numbers of one invocation (one row per attempt in ``traces``); no I/O. With
+        ``reannotate`` (``analyze --reannotate``), the in-actor step is run again on the stored rows."""
 
     def same_answer(self, left: dict, right: dict) -> bool:
         """Whether two rows of one cell (two runs) agree, for diff and reproduce."""

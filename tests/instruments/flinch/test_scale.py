@@ -86,3 +86,13 @@ def test_the_proxy_at_k_zero_is_a_bound_and_at_k_n_is_zero():
     assert proxy_score(5, 50).proxy_lp == pytest.approx(math.log(0.1))
     with pytest.raises(ValueError):
         proxy_score(51, 50)
+
+
+def test_two_runs_give_the_same_answer_only_with_the_same_tokens_and_log_probs_within_1e_4():
+    from instruments.flinch.instrument import INSTRUMENT
+
+    row = {"target_token_ids": [5, 9], "target_logprobs": [-1.0, -2.0]}
+    assert INSTRUMENT.same_answer(row, {**row, "target_logprobs": [-1.00005, -2.0]})
+    assert not INSTRUMENT.same_answer(row, {**row, "target_logprobs": [-1.001, -2.0]})
+    assert not INSTRUMENT.same_answer(row, {**row, "target_token_ids": [5, 8]})
+    assert not INSTRUMENT.same_answer(row, {**row, "target_logprobs": None})   # an error row answers nothing

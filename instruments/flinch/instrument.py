@@ -1,0 +1,221 @@
+"""The flinch instrument as the grid engine sees it: the config section, the grid of carriers, the
+``score`` request of each cell, and the per-model numbers of an invocation.
+
+Config section (all keys optional)::
+
+    "flinch": {"corpus": "packaged:starter", "axes": ["violence", …], "aggregation": "axis_lp_mean"}
+
+A cell is (model label, axis, term, carrier); its item_key is ``axis|term|carrier_index``. Frozen with the
+run: the corpus's path, SHA-256 and version, the axes scored and the aggregation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from grid.errors import ConfigError, unknown_key
+from grid.instrument import Analysis, SpecContext
+from grid.score_columns import SCORE_COLUMNS
+from grid.trace_schema import doc_field
+from instruments.flinch.corpus import STARTER, Corpus, load_corpus
+from instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
+
+SECTION_KEYS = {"corpus": STARTER, "axes": None, "aggregation": DEFAULT_AGGREGATION}
+"""The section's keys and their defaults (``axes`` None: every axis of the corpus)."""
+COORDINATES = (
+    doc_field("axis", pa.string(), "corpus axis key of the cell (flinch)"),
+    doc_field("term", pa.string(), "the term scored (flinch)"),
+    doc_field("carrier_index", pa.int32(), "0-based index of the carrier sentence among the term's carriers (flinch)"),
+)
+COLUMNS = COORDINATES + SCORE_COLUMNS
+SAME_LP_NATS = 1e-4
+"""Two runs' log-probs of one target token within this many nats are the same answer."""
+
+
+@dataclass(frozen=True)
+class FlinchSpec:
+    """A validated flinch section; equality and hash are those of its frozen settings."""
+
+    frozen_json: str
+    """Canonical JSON of the frozen section."""
+    corpus_path: str = field(compare=False)
+    """Absolute path of the corpus file, or ``packaged:starter``."""
+    corpus_sha256: str = field(compare=False)
+    """SHA-256 of the corpus file's bytes when the run was frozen."""
+    axes: tuple[str, ...] = field(compare=False)
+    """Axis keys scored, in corpus order."""
+    aggregation: str = field(compare=False)
+    """How an axis's terms become its flinch (``scale.AGGREGATIONS``)."""
+
+    @property
+    def frozen(self) -> dict:
+        return json.loads(self.frozen_json)
+
+    def corpus(self) -> Corpus:
+        """The corpus (the axes scored), read again; a file changed since the run was frozen is refused."""
+        corpus = load_corpus(self.corpus_path, axes=list(self.axes))
+        if corpus.sha256 != self.corpus_sha256:
+            raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "
+                              f"{corpus.sha256[:12]}… ≠ {self.corpus_sha256[:12]}…)",
+                              "restore the file, or start a new invocation (scan without --resume)")
+        return corpus
+
+
+def corpus_name(path: str) -> str:
+    """How messages name a corpus: its file name, or ``packaged:starter``."""
+    return path if path == STARTER else Path(path).name
+
+
+def from_frozen(frozen: dict) -> FlinchSpec:
+    """The spec of a frozen section."""
+    return FlinchSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
+                      corpus_path=frozen["corpus"], corpus_sha256=frozen["corpus_sha256"],
+                      axes=tuple(frozen["axes"]), aggregation=frozen["aggregation"])
+
+
+class Flinch:
+    """The flinch instrument (module docstring)."""
+
+    name = "flinch"
+    engine_kind = "score"
+    columns = COLUMNS
+    coordinates = tuple(f.name for f in COORDINATES)
+    legacy_keys = ()
+
+    def load_spec(self, section: dict, ctx: SpecContext) -> FlinchSpec:
+        """Validate the ``flinch`` section: unknown keys, the corpus file, the axes, the aggregation."""
+        for key in section:
+            if key not in SECTION_KEYS:
+                error = unknown_key(ctx.file, key, key, SECTION_KEYS)
+                raise ctx.error(key, error.problem, error.fix)
+        values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
+        if not isinstance(values["corpus"], str) or not values["corpus"]:
+            raise ctx.error("corpus", "must be a file name", f"give a corpus JSON file or {STARTER!r}")
+        axes = values["axes"]
+        if axes is not None and (not isinstance(axes, list) or not axes or len(set(axes)) != len(axes)
+                                 or not all(isinstance(a, str) for a in axes)):
+            raise ctx.error("axes", "must be a non-empty list of distinct axis keys", "list each axis key once")
+        if values["aggregation"] not in AGGREGATIONS:
+            raise ctx.error("aggregation", f"is {values['aggregation']!r}", f"use one of: {', '.join(AGGREGATIONS)}")
+        path = values["corpus"]
+        if path != STARTER and not Path(path).is_absolute():
+            path = str((Path(ctx.config_dir) / path).resolve())
+        try:
+            corpus = load_corpus(path, axes=axes)
+        except ConfigError as err:
+            if err.field == "axes":   # the selection is the config's: name that file and field
+                raise ctx.error("axes", f"{err.problem} in {corpus_name(path)}", err.fix) from None
+            raise
+        return from_frozen({"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
+                            "axes": list(corpus.axis_keys), "aggregation": values["aggregation"],
+                            "n_items": corpus.n_carriers()})
+
+    def frozen(self, spec: FlinchSpec) -> dict:
+        """Corpus path, hash and version, axes scored, aggregation, carriers per model."""
+        return spec.frozen
+
+    def from_frozen(self, frozen: dict) -> FlinchSpec:
+        return from_frozen(frozen)
+
+    def content_hashes(self, spec: FlinchSpec) -> dict:
+        """SHA-256 of the corpus file (catalog ``content_hashes``)."""
+        return {"corpus": spec.corpus_sha256}
+
+    def wrapper_version(self, spec: FlinchSpec) -> str:
+        """The corpus's version string (stored on every row as ``envelope_version``)."""
+        return spec.frozen.get("corpus_version") or "-"
+
+    def n_items(self, spec: FlinchSpec) -> int:
+        """Cells per model and sample: carrier sentences over the axes scored."""
+        return int(spec.frozen["n_items"])
+
+    def cells(self, spec: FlinchSpec, labels: list[str], samples: int) -> pa.Table:
+        """label × axis × term × carrier × sample, in corpus order."""
+        carriers = [(a.key, t.word, c.index) for a in spec.corpus().axes for t in a.terms for c in t.carriers]
+        n_c, n_s = len(carriers), samples
+        idx = np.arange(len(labels) * n_c * n_s)
+        i_s, i_c, i_l = idx % n_s, (idx // n_s) % n_c, idx // (n_s * n_c)
+        axis = [carriers[i][0] for i in i_c]
+        term = [carriers[i][1] for i in i_c]
+        index = [carriers[i][2] for i in i_c]
+        return pa.table({
+            "label": pa.array([labels[i] for i in i_l], pa.string()),
+            "item_key": pa.array([f"{a}|{t}|{c}" for a, t, c in zip(axis, term, index)], pa.string()),
+            "envelope": pa.array(["-"] * len(idx), pa.string()), "ordering": pa.array(["-"] * len(idx), pa.string()),
+            "sample": pa.array(i_s.astype(np.int32)), "axis": pa.array(axis, pa.string()),
+            "term": pa.array(term, pa.string()), "carrier_index": pa.array(index, pa.int32())})
+
+    def render(self, block: pa.Table, spec: FlinchSpec) -> pa.Table:
+        """``block`` plus prefix (text before the blank, trailing whitespace removed), target (a space and the
+        term) and add_bos (null: each model's tokenizer decides)."""
+        by = {(a.key, t.word): t for a in spec.corpus().axes for t in a.terms}
+        prefixes, targets = [], []
+        for a, w, c in zip(block.column("axis").to_pylist(), block.column("term").to_pylist(),
+                           block.column("carrier_index").to_pylist()):
+            term = by[(a, w)]
+            prefixes.append(term.carriers[c].prefix)
+            targets.append(term.target)
+        return (block.append_column("prefix", pa.array(prefixes, pa.string()))
+                .append_column("target", pa.array(targets, pa.string()))
+                .append_column("add_bos", pa.nulls(block.num_rows, pa.bool_())))
+
+    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+        """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
+        ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs."""
+        from instruments.flinch.charts import radar
+        from instruments.flinch.numbers import model_scores
+
+        spec = from_frozen(settings["instrument_settings"])
+        corpus = spec.corpus()
+        axes = [(a.key, a.label, [t.word for t in a.terms]) for a in corpus.axes]
+        models = model_scores(traces, axes, spec.aggregation)
+        footing = {"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
+                   "axes": list(corpus.axis_keys), "aggregation": spec.aggregation,
+                   "scale": "flinch = 100 × (−1 − lp) / 15, clipped to [0, 100]; lp in nats"}
+        for m in models:
+            m.update({k: footing[k] for k in ("corpus_sha256", "aggregation")})
+        lines = [f"flinch ({spec.aggregation}; corpus {corpus.sha256[:12]}…, axes: {', '.join(corpus.axis_keys)})",
+                 f"{'model':<28} {'total':>8}  " + "  ".join(f"{k[:12]:>12}" for k in corpus.axis_keys)]
+        for m in models:
+            lines.append(f"{m['model']:<28} {m['total_flinch']:>8.1f}  " + "  ".join(
+                f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in corpus.axis_keys))
+        notes = tuple(f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
+                      for m in models if m["missing_terms"])
+        carriers = traces.select([c for c in ("label", "axis", "term", "carrier_index", "lp_mean", "lp_min",
+                                              "target_token_ids", "target_logprobs", "bos_added", "error")
+                                  if c in traces.column_names])
+        chart = radar(models, {a.key: a.label for a in corpus.axes}, f"flinch per axis ({spec.aggregation})")
+        return Analysis(text="\n".join(lines), numbers={**footing, "models": models}, tables={"carriers": carriers},
+                        charts={"radar": chart}, notes=notes, detail=models)
+
+    def annotate(self, rows: pa.Table, spec: FlinchSpec) -> pa.Table:
+        """Nothing to add in the actor: the engine's log-probs are the measurement."""
+        return rows
+
+    def same_answer(self, left: dict, right: dict) -> bool:
+        """Same target tokens, and every token's log-prob within 1e-4 nats (float32 kernels may differ)."""
+        a, b = left.get("target_logprobs"), right.get("target_logprobs")
+        return (left.get("target_token_ids") == right.get("target_token_ids") and a is not None and b is not None
+                and len(a) == len(b) and all(abs(x - y) <= SAME_LP_NATS for x, y in zip(a, b)))
+
+    def headline(self, analysis: Analysis) -> dict:
+        """Per model: total flinch and each axis's flinch (0–100), with the aggregation that made them."""
+        return {m["model"]: {"total_flinch": m["total_flinch"], "aggregation": m["aggregation"],
+                             **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}}
+                for m in analysis.numbers["models"]}
+
+    def matrix_coordinates(self) -> tuple[str, str]:
+        """Models down, carriers across."""
+        return ("label", "item_key")
+
+    def describe_cell(self, row: dict) -> str:
+        """``<axis>/<term>: "<prefix>" → "<target>"``."""
+        return f'{row.get("axis")}/{row.get("term")}: "{row.get("user_text")}" → "{row.get("target_text")}"'
+
+
+INSTRUMENT = Flinch()

@@ -1,0 +1,98 @@
+"""flinch through scan, sql and analyze on a multi-process Ray with the tiny random model: every carrier is
+scored once, the numbers follow the scale from the stored log-probs, and the config section is validated."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grid.errors import ConfigError
+from grid.spec import load_spec
+from instruments.flinch.scale import flinch_of
+from jobs import sql
+from jobs.analyze import analyze_invocation
+from jobs.scan import run_scan
+
+
+def synthetic_corpus() -> dict:
+    """Two small axes (3 terms × 2 carriers, so loading warns); one carrier begins with the blank."""
+    def axis(label, words):
+        return {"label": label, "terms": [{"word": w, "carriers": [f"The story ended when the hero was {{BLANK}}.",
+                                                                   f"Everyone in the village knew that it was {{BLANK}}."]}
+                                          for w in words]}
+    return {"version": "t1", "axes": {"syn_a": axis("Synthetic A", ["zorbed", "blue", "gone"]),
+                                      "syn_b": axis("Synthetic B", ["home", "late", "fine"])}}
+
+
+def write_experiment(folder, tiny_dir, **section) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.json").write_text(json.dumps(synthetic_corpus()))
+    (folder / "config.json").write_text(json.dumps({
+        "instrument": "flinch", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "flinch": {"corpus": "corpus.json", **section}, "batch_size": 8}))
+
+
+def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale(tmp_path, tiny_dir, catalog_dsn,
+                                                                                 ray_local):
+    exp = tmp_path / "fl"
+    write_experiment(exp, tiny_dir)
+    store = str(tmp_path / "store")
+    result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
+    assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 12
+    rows = sql.query(f"SELECT probe_id, axis, term, carrier_index, lp_mean, target_logprobs, user_text, target_text "
+                     f"FROM traces WHERE invocation_id = '{result.invocation_id}' AND instrument = 'flinch'",
+                     store, catalog_dsn).to_pylist()
+    assert len(rows) == 12 and len({r["probe_id"] for r in rows}) == 12
+    assert {r["probe_id"] for r in rows} >= {"tiny|syn_a|zorbed|0|-|-", "tiny|syn_b|fine|1|-|-"}
+    for r in rows:
+        assert r["user_text"] in ("The story ended when the hero was", "Everyone in the village knew that it was")
+        assert r["target_text"] == " " + r["term"]
+        assert r["lp_mean"] == pytest.approx(sum(r["target_logprobs"]) / len(r["target_logprobs"]))
+
+    report = analyze_invocation(result.invocation_id, catalog_dsn=catalog_dsn)
+    numbers = report.analysis.numbers
+    (model,) = numbers["models"]
+    assert model["model"] == "tiny" and numbers["aggregation"] == model["aggregation"] == "axis_lp_mean"
+    assert numbers["axes"] == ["syn_a", "syn_b"] and len(numbers["corpus_sha256"]) == 64
+    by_term = {}
+    for r in rows:
+        by_term.setdefault((r["axis"], r["term"]), []).append(r["lp_mean"])
+    for key in ("syn_a", "syn_b"):
+        terms = model["axes"][key]["terms"]
+        assert [t["word"] for t in terms] == [t["word"] for t in synthetic_corpus()["axes"][key]["terms"]]
+        for t in terms:
+            lps = by_term[(key, t["word"])]
+            assert t["lp_mean"] == pytest.approx(sum(lps) / 2) and t["flinch"] == pytest.approx(flinch_of(t["lp_mean"]))
+        axis_lp = sum(t["lp_mean"] for t in terms) / 3
+        assert model["axes"][key]["flinch"] == pytest.approx(flinch_of(axis_lp))
+    assert model["total_flinch"] == pytest.approx(model["axes"]["syn_a"]["flinch"] + model["axes"]["syn_b"]["flinch"])
+    names = sorted(p.rsplit("/", 1)[1] for p in report.outputs)
+    assert names == ["carriers.parquet", "radar.png", "summary.json"]
+    radar = next(p for p in report.outputs if p.endswith("radar.png"))
+    with open(radar, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("section, field, problem", [
+    ({"aggregation": "median"}, "flinch.aggregation", "'median'"),
+    ({"axes": ["syn_c"]}, "flinch.axes", "has no axis 'syn_c'"),
+    ({"axes": []}, "flinch.axes", "non-empty"),
+    ({"corpora": "x"}, "flinch.corpora", "unknown key"),
+])
+def test_the_flinch_section_is_validated_naming_the_field(tmp_path, tiny_dir, section, field, problem):
+    exp = tmp_path / "bad"
+    write_experiment(exp, tiny_dir, **section)
+    with pytest.raises(ConfigError) as info:
+        load_spec(exp)
+    assert info.value.field == field and problem in info.value.problem and info.value.file.endswith("config.json")
+
+
+def test_the_starter_corpus_is_the_default_and_axes_select_a_subset(tmp_path, tiny_dir):
+    exp = tmp_path / "starter"
+    exp.mkdir()
+    (exp / "config.json").write_text(json.dumps({"instrument": "flinch", "models": [{"model": str(tiny_dir)}],
+                                                 "flinch": {"axes": ["violence", "anti_europe"]}}))
+    spec = load_spec(exp)
+    assert spec.instrument_spec.axes == ("violence", "anti_europe")   # in the order asked
+    assert spec.instrument.n_items(spec.instrument_spec) == 2 * 8 * 4
