@@ -76,6 +76,37 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
                               "remove it, or use a model whose chat template reads it")
 
 
+def check_empty_prefixes(spec: Spec, sources: dict[str, str]) -> None:
+    """ConfigError when a ``score`` instrument has items whose prefix is empty (its optional hook
+    ``empty_prefix_items(spec)`` → (file, field paths)) and a local model's tokenizer adds no BOS token: the
+    first target token would have no position to be scored at. Names the items and the models."""
+    hook = getattr(spec.instrument, "empty_prefix_items", None)
+    if spec.instrument.engine_kind != "score" or hook is None:
+        return
+    file, items = hook(spec.instrument_spec)
+    if not items:
+        return
+    from transformers import AutoTokenizer
+
+    from actors.score_tokens import adds_bos
+
+    bos: dict[str, bool] = {}
+    lacking = []
+    for i, m in enumerate(spec.models):
+        if m.backend in API_BACKENDS:
+            continue
+        source = sources[m.label]
+        if source not in bos:
+            bos[source] = adds_bos(AutoTokenizer.from_pretrained(source))
+        if not bos[source]:
+            lacking.append(f"models[{i}] ({m.label})")
+    if lacking:
+        more = f" and {len(items) - 1} more" if len(items) > 1 else ""
+        raise ConfigError(file, items[0] + more, f"begins with the blank, and the tokenizer of {', '.join(lacking)} "
+                          "adds no BOS token, so the first target token has no position to be scored at",
+                          "put words before the blank, or score with models whose tokenizers add BOS")
+
+
 def resolve_store(flag: str | None, spec: Spec) -> str:
     """The store URI: flag, then config, then $MIRRORSCAN_STORE, then the home store (absolute for local)."""
     uri = flag or spec.values.get("store") or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()

@@ -31,7 +31,8 @@ from grid.records import ModelVariant, RunContext
 from grid.settings import execution, settings_hash, shaping_differences
 from grid.spec import API_BACKENDS, Spec, load_spec
 from jobs.errors import reports_user_errors
-from jobs.preflight import check_context, check_engines, check_template_overrides, resolve_catalog, resolve_store
+from jobs.preflight import (check_context, check_empty_prefixes, check_engines, check_template_overrides,
+                             resolve_catalog, resolve_store)
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 OUTCOME_WAIT_S = 120.0
@@ -153,6 +154,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
                for i, m in enumerate(spec.models)}
     check_context(spec, sources)
+    check_empty_prefixes(spec, sources)
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))

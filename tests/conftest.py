@@ -115,6 +115,25 @@ def tiny_dir(tmp_path_factory, demo_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def bos_tiny_dir(tiny_dir, tmp_path_factory) -> Path:
+    """The tiny model with a planted tokenizer that adds a BOS token (``<|endoftext|>``, which is not a
+    chat-template token), unlike the demo tokenizer it was made from."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("bos") / "tiny-bos"
+    shutil.copytree(tiny_dir, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    bos = "<|endoftext|>"
+    assert bos not in (tok.chat_template or "")
+    tok.bos_token = bos
+    tok._tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                       special_tokens=[(bos, tok.convert_tokens_to_ids(bos))])
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def _ray_local_session():
     """Shuts the shared local Ray down once, at the end of the test session."""
     yield

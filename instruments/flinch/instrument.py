@@ -168,7 +168,8 @@ class Flinch:
         """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
         ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs."""
         from instruments.flinch.charts import radar
-        from instruments.flinch.numbers import model_scores
+        from instruments.flinch.gstudy import carrier_gstudy
+        from instruments.flinch.numbers import carrier_lps, model_scores
 
         spec = from_frozen(settings["instrument_settings"])
         corpus = spec.corpus()
@@ -184,14 +185,34 @@ class Flinch:
         for m in models:
             lines.append(f"{m['model']:<28} {m['total_flinch']:>8.1f}  " + "  ".join(
                 f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in corpus.axis_keys))
+        labels = [m["model"] for m in models]
+        gstudy = {a.key: carrier_gstudy(labels, [t.word for t in a.terms], carrier_lps(traces, a.key))
+                  for a in corpus.axes}
+        for key, g in gstudy.items():
+            if "missing" in g:
+                lines.append(f"carrier G-study, {key}: none ({g['missing']})")
+            else:
+                need = g["carriers_for_target"]
+                lines.append(f"carrier G-study, {key}: {100 * (g['carrier_share'] or 0):.0f}% of a carrier score's "
+                             f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
+                             f"per term; {need if need is not None else 'no number of'} carriers per term for "
+                             f"Eρ² {g['target']}")
         notes = tuple(f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
                       for m in models if m["missing_terms"])
         carriers = traces.select([c for c in ("label", "axis", "term", "carrier_index", "lp_mean", "lp_min",
                                               "target_token_ids", "target_logprobs", "bos_added", "error")
                                   if c in traces.column_names])
         chart = radar(models, {a.key: a.label for a in corpus.axes}, f"flinch per axis ({spec.aggregation})")
-        return Analysis(text="\n".join(lines), numbers={**footing, "models": models}, tables={"carriers": carriers},
+        return Analysis(text="\n".join(lines), numbers={**footing, "models": models, "carrier_gstudy": gstudy},
+                        tables={"carriers": carriers},
                         charts={"radar": chart}, notes=notes, detail=models)
+
+    def empty_prefix_items(self, spec: FlinchSpec) -> tuple[str, list[str]]:
+        """(corpus file, field paths of the carriers that begin with the blank): scan refuses them for a model
+        whose tokenizer adds no BOS token."""
+        corpus = spec.corpus()
+        return corpus.path, [f"axes.{a.key}.terms[{i}] ({t.word}).carriers[{c.index}]" for a in corpus.axes
+                             for i, t in enumerate(a.terms) for c in t.carriers if c.starts_with_blank]
 
     def annotate(self, rows: pa.Table, spec: FlinchSpec) -> pa.Table:
         """Nothing to add in the actor: the engine's log-probs are the measurement."""

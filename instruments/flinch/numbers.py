@@ -14,18 +14,32 @@ import pyarrow.compute as pc
 from instruments.flinch.scale import axis_score, term_score, total_flinch
 
 
+def scored_carriers(traces: pa.Table) -> list[dict]:
+    """The successful rows, one per cell (label, probe_id, sample, axis, term, carrier_index, lp_mean)."""
+    ok = traces.filter(pc.is_null(traces.column("error")))
+    keys, rows = set(), []
+    for r in ok.select(["label", "probe_id", "sample", "axis", "term", "carrier_index", "lp_mean"]).to_pylist():
+        if (r["probe_id"], r["sample"]) not in keys:   # one row per cell (a retried cell has one success)
+            keys.add((r["probe_id"], r["sample"]))
+            rows.append(r)
+    return rows
+
+
+def carrier_lps(traces: pa.Table, axis: str) -> dict[tuple[str, str], dict[int, float]]:
+    """``{(label, term): {carrier_index: lp_mean}}`` of one axis's scored carriers (for the G-study)."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for r in scored_carriers(traces):
+        if r["axis"] == axis:
+            out.setdefault((r["label"], r["term"]), {})[r["carrier_index"]] = r["lp_mean"]
+    return out
+
+
 def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggregation: str) -> list[dict]:
     """Per model label (in order of first appearance), its flinch result in the method's shape.
 
     ``axes``: (key, label, term words in corpus order) of the axes scored. Rows with an error are left out;
     a term with no scored carrier is left out of its axis and named under ``missing_terms``."""
-    ok = traces.filter(pc.is_null(traces.column("error")))
-    keys = set()
-    rows = []
-    for r in ok.select(["label", "probe_id", "sample", "axis", "term", "lp_mean"]).to_pylist():
-        if (r["probe_id"], r["sample"]) not in keys:   # one row per cell (a retried cell has one success)
-            keys.add((r["probe_id"], r["sample"]))
-            rows.append(r)
+    rows = scored_carriers(traces)
     labels = list(dict.fromkeys(traces.column("label").to_pylist()))
     out = []
     for label in labels:

@@ -3,8 +3,6 @@ padding. A tiny random model for shapes, padding and the BOS rule; the demo mode
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from actors.hf_scorer import HFScorer
@@ -88,29 +86,10 @@ def test_demo_model_batched_equals_one_at_a_time_and_knows_its_capitals(demo_dir
     assert paris["lp_mean"] > -2.0 and paris["lp_mean"] > banana["target_logprobs"][0] + 5
 
 
-@pytest.fixture(scope="module")
-def bos_model_dir(tiny_dir, tmp_path_factory):
-    """The tiny model with a planted tokenizer that adds BOS (``<|endoftext|>``, not a chat-template token)."""
-    from tokenizers.processors import TemplateProcessing
-    from transformers import AutoTokenizer
-
-    folder = tmp_path_factory.mktemp("bos") / "tiny-bos"
-    shutil.copytree(tiny_dir, folder)
-    tok = AutoTokenizer.from_pretrained(folder)
-    bos = "<|endoftext|>"
-    bos_id = tok.convert_tokens_to_ids(bos)
-    assert bos not in (tok.chat_template or "")
-    tok.bos_token = bos
-    tok._tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
-                                                       special_tokens=[(bos, bos_id)])
-    tok.save_pretrained(folder)
-    return folder
-
-
-def test_bos_follows_the_tokenizer_can_be_forced_and_is_recorded(tiny_scorer, bos_model_dir):
+def test_bos_follows_the_tokenizer_can_be_forced_and_is_recorded(tiny_scorer, bos_tiny_dir):
     no_bos_tok = tiny_scorer.tokenizer
     assert not adds_bos(no_bos_tok)
-    with_bos = scorer(bos_model_dir)
+    with_bos = scorer(bos_tiny_dir)
     assert adds_bos(with_bos.tokenizer)
     bos_id = with_bos.tokenizer.bos_token_id
     texts = [("Cats", " purr"), ("", " Cats")]

@@ -67,6 +67,9 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
         axis_lp = sum(t["lp_mean"] for t in terms) / 3
         assert model["axes"][key]["flinch"] == pytest.approx(flinch_of(axis_lp))
     assert model["total_flinch"] == pytest.approx(model["axes"]["syn_a"]["flinch"] + model["axes"]["syn_b"]["flinch"])
+    # one model: the carrier G-study has no object of measurement and says so
+    assert "at least 2 models" in numbers["carrier_gstudy"]["syn_a"]["missing"]
+    assert "carrier G-study, syn_a: none" in report.analysis.text
     names = sorted(p.rsplit("/", 1)[1] for p in report.outputs)
     assert names == ["carriers.parquet", "radar.png", "summary.json"]
     radar = next(p for p in report.outputs if p.endswith("radar.png"))
@@ -96,3 +99,25 @@ def test_the_starter_corpus_is_the_default_and_axes_select_a_subset(tmp_path, ti
     spec = load_spec(exp)
     assert spec.instrument_spec.axes == ("violence", "anti_europe")   # in the order asked
     assert spec.instrument.n_items(spec.instrument_spec) == 2 * 8 * 4
+
+
+def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenizer_adds_no_bos(tmp_path, tiny_dir,
+                                                                                            bos_tiny_dir):
+    from jobs.preflight import check_empty_prefixes
+
+    exp = tmp_path / "blank"
+    write_experiment(exp, tiny_dir)
+    corpus = synthetic_corpus()
+    corpus["axes"]["syn_b"]["terms"][1]["carriers"][0] = "{BLANK} was the word on everyone's lips."
+    (exp / "corpus.json").write_text(json.dumps(corpus))
+    config = json.loads((exp / "config.json").read_text())
+    config["models"] = [{"model": str(tiny_dir), "label": "plain"}, {"model": str(bos_tiny_dir), "label": "bos"}]
+    (exp / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as info:
+        run_scan(str(exp), store=str(tmp_path / "store"), catalog_dsn="postgresql://nobody@127.0.0.1:9/none", quiet=True)
+    err = info.value
+    assert err.file == str(exp / "corpus.json") and err.field == "axes.syn_b.terms[1] (late).carriers[0]"
+    assert "models[0] (plain)" in err.problem and "(bos)" not in err.problem and "BOS" in err.problem
+    assert not (tmp_path / "store").exists()   # refused before anything was written
+    spec = load_spec(exp)
+    check_empty_prefixes(spec, {"plain": str(bos_tiny_dir), "bos": str(bos_tiny_dir)})   # both add BOS: accepted
