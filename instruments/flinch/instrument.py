@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +58,19 @@ class FlinchSpec:
         return json.loads(self.frozen_json)
 
     def corpus(self) -> Corpus:
-        """The corpus (the axes scored), read again; a file changed since the run was frozen is refused."""
-        corpus = load_corpus(self.corpus_path, axes=list(self.axes))
-        if corpus.sha256 != self.corpus_sha256:
-            raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "
-                              f"{corpus.sha256[:12]}… ≠ {self.corpus_sha256[:12]}…)",
-                              "restore the file, or start a new invocation (scan without --resume)")
-        return corpus
+        """The corpus (the axes scored), read once per process and spec (render runs for every block); a file
+        changed since the run was frozen is refused."""
+        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes)
+
+
+@lru_cache(maxsize=8)
+def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...]) -> Corpus:
+    corpus = load_corpus(path, axes=list(axes))
+    if corpus.sha256 != sha256:
+        raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "
+                          f"{corpus.sha256[:12]}… ≠ {sha256[:12]}…)",
+                          "restore the file, or start a new invocation (scan without --resume)")
+    return corpus
 
 
 def corpus_name(path: str) -> str:
@@ -169,12 +176,13 @@ class Flinch:
         ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs."""
         from instruments.flinch.charts import radar
         from instruments.flinch.gstudy import carrier_gstudy
-        from instruments.flinch.numbers import carrier_lps, model_scores
+        from instruments.flinch.numbers import carrier_lps, model_scores, scored_carriers
 
         spec = from_frozen(settings["instrument_settings"])
         corpus = spec.corpus()
         axes = [(a.key, a.label, [t.word for t in a.terms]) for a in corpus.axes]
-        models = model_scores(traces, axes, spec.aggregation)
+        scored = scored_carriers(traces)   # once: the scores and every axis's G-study read it
+        models = model_scores(traces, axes, spec.aggregation, scored)
         footing = {"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
                    "axes": list(corpus.axis_keys), "aggregation": spec.aggregation,
                    "scale": "flinch = 100 × (−1 − lp) / 15, clipped to [0, 100]; lp in nats"}
@@ -186,7 +194,7 @@ class Flinch:
             lines.append(f"{m['model']:<28} {m['total_flinch']:>8.1f}  " + "  ".join(
                 f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in corpus.axis_keys))
         labels = [m["model"] for m in models]
-        gstudy = {a.key: carrier_gstudy(labels, [t.word for t in a.terms], carrier_lps(traces, a.key))
+        gstudy = {a.key: carrier_gstudy(labels, [t.word for t in a.terms], carrier_lps(scored, a.key))
                   for a in corpus.axes}
         for key, g in gstudy.items():
             if "missing" in g:

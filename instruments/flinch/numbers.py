@@ -25,21 +25,23 @@ def scored_carriers(traces: pa.Table) -> list[dict]:
     return rows
 
 
-def carrier_lps(traces: pa.Table, axis: str) -> dict[tuple[str, str], dict[int, float]]:
-    """``{(label, term): {carrier_index: lp_mean}}`` of one axis's scored carriers (for the G-study)."""
+def carrier_lps(scored: list[dict], axis: str) -> dict[tuple[str, str], dict[int, float]]:
+    """``{(label, term): {carrier_index: lp_mean}}`` of one axis, from ``scored_carriers`` rows (for the G-study)."""
     out: dict[tuple[str, str], dict[int, float]] = {}
-    for r in scored_carriers(traces):
+    for r in scored:
         if r["axis"] == axis:
             out.setdefault((r["label"], r["term"]), {})[r["carrier_index"]] = r["lp_mean"]
     return out
 
 
-def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggregation: str) -> list[dict]:
-    """Per model label (in order of first appearance), its flinch result in the method's shape.
+def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggregation: str,
+                 scored: list[dict] | None = None) -> list[dict]:
+    """Per model label (in order of first appearance), its flinch result in the method's shape (``scored``:
+    the ``scored_carriers`` rows when the caller has them already).
 
     ``axes``: (key, label, term words in corpus order) of the axes scored. Rows with an error are left out;
     a term with no scored carrier is left out of its axis and named under ``missing_terms``."""
-    rows = scored_carriers(traces)
+    rows = scored_carriers(traces) if scored is None else scored
     labels = list(dict.fromkeys(traces.column("label").to_pylist()))
     out = []
     for label in labels:

@@ -18,8 +18,8 @@ from jobs.scan import run_scan
 def synthetic_corpus() -> dict:
     """Two small axes (3 terms × 2 carriers, so loading warns); one carrier begins with the blank."""
     def axis(label, words):
-        return {"label": label, "terms": [{"word": w, "carriers": [f"The story ended when the hero was {{BLANK}}.",
-                                                                   f"Everyone in the village knew that it was {{BLANK}}."]}
+        return {"label": label, "terms": [{"word": w, "carriers": ["The story ended when the hero was {BLANK}.",
+                                                                   "Everyone in the village knew that it was {BLANK}."]}
                                           for w in words]}
     return {"version": "t1", "axes": {"syn_a": axis("Synthetic A", ["zorbed", "blue", "gone"]),
                                       "syn_b": axis("Synthetic B", ["home", "late", "fine"])}}

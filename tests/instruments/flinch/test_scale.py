@@ -96,3 +96,23 @@ def test_two_runs_give_the_same_answer_only_with_the_same_tokens_and_log_probs_w
     assert not INSTRUMENT.same_answer(row, {**row, "target_logprobs": [-1.001, -2.0]})
     assert not INSTRUMENT.same_answer(row, {**row, "target_token_ids": [5, 8]})
     assert not INSTRUMENT.same_answer(row, {**row, "target_logprobs": None})   # an error row answers nothing
+
+
+def test_a_spec_reads_its_corpus_once_per_process_and_still_refuses_a_changed_file(tmp_path):
+    import json as _json
+
+    from grid.errors import ConfigError
+    from instruments.flinch import instrument as fl
+
+    path = tmp_path / "c.json"
+    axis = {"label": "S", "terms": [{"word": f"w{i}", "carriers": ["It was all {BLANK}."]} for i in range(2)]}
+    path.write_text(_json.dumps({"axes": {"s": axis}}))
+    from instruments.flinch.corpus import load_corpus
+
+    first = load_corpus(str(path))
+    spec = fl.from_frozen({"corpus": str(path), "corpus_sha256": first.sha256, "axes": ["s"],
+                           "aggregation": "axis_lp_mean", "n_items": 2})
+    assert spec.corpus() is spec.corpus()   # cached: render calls it for every block
+    stale = fl.from_frozen({**spec.frozen, "corpus_sha256": "0" * 64})
+    with pytest.raises(ConfigError, match="changed since the invocation was frozen"):
+        stale.corpus()
