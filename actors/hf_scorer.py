@@ -11,6 +11,7 @@ it is unpadded. Timing is of the group's forward pass (``timing_scope='batch'``,
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from actors.rows import trace_row, where_am_i
-from actors.score_tokens import ScoreTokenError, score_ids
+from actors.score_tokens import prepare_cells, score_fields
 from grid.records import ModelVariant, RunContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import trace_schema, to_trace_table
@@ -46,24 +47,15 @@ class HFScorer:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.context = getattr(self.model.config, "max_position_embeddings", None)
         """The model's context window (tokens), or None when it does not say."""
+        self.trims_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        """Whether the model can project only the last positions onto the vocabulary (transformers' models can)."""
         self.where = where_am_i()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Score every cell of ``batch``; rows in the cells' order."""
         cells = batch.to_pylist()
-        prepared, rows = [], {}
-        for i, cell in enumerate(cells):
-            try:
-                prefix_ids, target_ids, bos = score_ids(self.tokenizer, cell["prefix"], cell["target"], cell.get("add_bos"))
-            except ScoreTokenError as exc:
-                rows[i] = self._row(cell, error=f"ScoreTokenError: {exc}")
-                continue
-            n = len(prefix_ids) + len(target_ids)
-            if self.context and n > self.context:
-                rows[i] = self._row(cell, prompt_tokens=n, error=f"ContextExceeded: {n} tokens exceed the model's "
-                                                                  f"context window of {self.context} tokens")
-                continue
-            prepared.append((i, cell, prefix_ids, target_ids, bos))
+        prepared, errors = prepare_cells(self.tokenizer, cells, self.variant.add_bos, self.context)
+        rows = {i: self._row(cells[i], **fields) for i, fields in errors.items()}
         by_length: dict[int, list] = {}
         for item in prepared:   # equal lengths share a forward pass: no padding, so no batch-mate moves a number
             by_length.setdefault(len(item[2]) + len(item[3]), []).append(item)
@@ -91,20 +83,23 @@ class HFScorer:
         for r, s in enumerate(seqs):
             ids[r, :len(s)] = torch.tensor(s, dtype=torch.long)
             mask[r, :len(s)] = 1
+        # Only the positions that predict target tokens need the vocabulary projection: keep the last
+        # ``keep`` positions of the batch (every row's targets lie in them) instead of all of them.
+        keep = max(width - len(p) + 1 for _, _, p, _, _ in prepared) if self.trims_logits else width
+        trim = {"logits_to_keep": keep} if self.trims_logits else {}
         started_at, start = datetime.now(timezone.utc), time.monotonic()
         with torch.inference_mode():
-            logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits
+            logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
+                                **trim).logits
         rows = []
         for r, (_, cell, prefix_ids, target_ids, bos) in enumerate(prepared):
-            first = len(prefix_ids)   # position of the first target token; the logits before it predict it
+            first = len(prefix_ids) - (width - keep)   # the first target token's position among the kept ones
             predicting = logits[r, first - 1:first - 1 + len(target_ids)].float()
             lps = torch.log_softmax(predicting, dim=-1).gather(1, torch.tensor(target_ids).unsqueeze(1).to(predicting.device))
             rows.append((cell, prefix_ids, target_ids, bos, [float(x) for x in lps.squeeze(1).tolist()]))
         total_ms = (time.monotonic() - start) * 1000
         params = json.dumps({"forward": "logits", "dtype": self.variant.dtype, "padding": "right"}, sort_keys=True)
-        return [self._row(cell, target_text=cell["target"], bos_added=bos, prefix_token_ids=prefix_ids,
-                          target_token_ids=target_ids, target_logprobs=lps, lp_mean=sum(lps) / len(lps),
-                          lp_min=min(lps), prompt_tokens=len(prefix_ids) + len(target_ids), completion_tokens=0,
+        return [self._row(cell, target_text=cell["target"], **score_fields(prefix_ids, target_ids, bos, lps),
                           batch_size=len(prepared), total_ms=total_ms, started_at=started_at, request_params=params)
                 for cell, prefix_ids, target_ids, bos, lps in rows]
 

@@ -42,3 +42,38 @@ def score_ids(tokenizer, prefix: str, target: str, add_bos: bool | None = None) 
         raise ScoreTokenError("empty prefix and no BOS token: the first target token has no position to be "
                               "scored at (put words before the blank, or force BOS for this model)")
     return list(prefix_ids), list(target_ids), bos_added
+
+
+def requested_bos(cell_value: bool | None, model_value: bool | None) -> bool | None:
+    """The BOS rule for one cell: the cell's own ``add_bos`` when set, else the model's (``models[].add_bos``),
+    else None (the tokenizer decides)."""
+    return cell_value if cell_value is not None else model_value
+
+
+def prepare_cells(tokenizer, cells: list[dict], model_bos: bool | None, context: int | None) -> tuple[list, dict]:
+    """Token ids of every cell, the same for every ``score`` engine: (prepared, errors). ``prepared`` holds
+    (index, cell, prefix ids, target ids, BOS added) for the cells that can be scored; ``errors`` maps the
+    index of every other cell to its row fields (the error and, for an over-long one, its token count).
+    ``context`` is the model's window in tokens (None: unchecked)."""
+    prepared, errors = [], {}
+    for i, cell in enumerate(cells):
+        try:
+            prefix_ids, target_ids, bos = score_ids(tokenizer, cell["prefix"], cell["target"],
+                                                    requested_bos(cell.get("add_bos"), model_bos))
+        except ScoreTokenError as exc:
+            errors[i] = {"error": f"ScoreTokenError: {exc}"}
+            continue
+        n = len(prefix_ids) + len(target_ids)
+        if context and n > context:
+            errors[i] = {"prompt_tokens": n, "error": f"ContextExceeded: {n} tokens exceed the model's context "
+                                                      f"window of {context} tokens"}
+            continue
+        prepared.append((i, cell, prefix_ids, target_ids, bos))
+    return prepared, errors
+
+
+def score_fields(prefix_ids: list[int], target_ids: list[int], bos: bool, logprobs: list[float]) -> dict:
+    """The ``grid.score_columns`` values of one scored cell (log-probs in nats, one per target token)."""
+    return {"bos_added": bos, "prefix_token_ids": prefix_ids, "target_token_ids": target_ids,
+            "target_logprobs": logprobs, "lp_mean": sum(logprobs) / len(logprobs), "lp_min": min(logprobs),
+            "prompt_tokens": len(prefix_ids) + len(target_ids), "completion_tokens": 0}

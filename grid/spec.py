@@ -76,6 +76,7 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "memory_gb": (None, (int, float, type(None))),# memory request per engine actor (GiB), for scheduling
     "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
     "max_actors": (None, (int, type(None))),
+    "add_bos": (None, (bool, type(None))),        # score engines: force BOS (true/false); None = the tokenizer's rule
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
@@ -302,6 +303,10 @@ def load_spec(path: str | Path) -> Spec:
         _check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
     config_dir = config_path.parent.resolve()
     models = _load_models(file, values["models"], values)
+    for i, m in enumerate(models):
+        if m.add_bos is not None and instrument.engine_kind != "score":
+            raise ConfigError(file, f"models[{i}].add_bos", f"is only read by score engines, and {instrument.name!r} "
+                              f"uses {instrument.engine_kind!r} engines", "remove it")
     section = _instrument_section(file, raw, instrument)
     where = instrument.name if instrument.name in raw else ""   # legacy top-level keys are named as written
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))

@@ -77,34 +77,42 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
 
 
 def check_empty_prefixes(spec: Spec, sources: dict[str, str]) -> None:
-    """ConfigError when a ``score`` instrument has items whose prefix is empty (its optional hook
-    ``empty_prefix_items(spec)`` → (file, field paths)) and a local model's tokenizer adds no BOS token: the
-    first target token would have no position to be scored at. Names the items and the models."""
-    hook = getattr(spec.instrument, "empty_prefix_items", None)
-    if spec.instrument.engine_kind != "score" or hook is None:
-        return
-    file, items = hook(spec.instrument_spec)
-    if not items:
+    """ConfigError when a ``score`` instrument's model cannot score as configured: a forced BOS
+    (``models[].add_bos`` true) that the tokenizer lacks or that is a chat-template token; or items whose
+    prefix is empty (the instrument's optional hook ``empty_prefix_items(spec)`` → (file, field paths)) for
+    a model that puts no BOS first (its tokenizer's rule, or ``add_bos`` false): the first target token would
+    have no position to be scored at. Names the items and the models."""
+    if spec.instrument.engine_kind != "score":
         return
     from transformers import AutoTokenizer
 
-    from actors.score_tokens import adds_bos
+    from actors.score_tokens import ScoreTokenError, adds_bos, score_ids
 
-    bos: dict[str, bool] = {}
+    hook = getattr(spec.instrument, "empty_prefix_items", None)
+    file, items = hook(spec.instrument_spec) if hook else ("", [])
+    tokenizers: dict[str, object] = {}
     lacking = []
     for i, m in enumerate(spec.models):
-        if m.backend in API_BACKENDS:
+        if m.backend in API_BACKENDS or (m.add_bos is None and not items):
             continue
         source = sources[m.label]
-        if source not in bos:
-            bos[source] = adds_bos(AutoTokenizer.from_pretrained(source))
-        if not bos[source]:
+        if source not in tokenizers:
+            tokenizers[source] = AutoTokenizer.from_pretrained(source)
+        tok = tokenizers[source]
+        if m.add_bos:
+            try:
+                score_ids(tok, "a", " b", True)
+            except ScoreTokenError as exc:
+                raise ConfigError(spec.config_path, f"models[{i}].add_bos", f"is true, but for {m.label}: {exc}",
+                                  "remove add_bos to follow the tokenizer, or set it to false") from None
+        if not (adds_bos(tok) if m.add_bos is None else m.add_bos):
             lacking.append(f"models[{i}] ({m.label})")
-    if lacking:
+    if items and lacking:
         more = f" and {len(items) - 1} more" if len(items) > 1 else ""
-        raise ConfigError(file, items[0] + more, f"begins with the blank, and the tokenizer of {', '.join(lacking)} "
-                          "adds no BOS token, so the first target token has no position to be scored at",
-                          "put words before the blank, or score with models whose tokenizers add BOS")
+        raise ConfigError(file, items[0] + more, f"begins with the blank, and {', '.join(lacking)} puts no BOS "
+                          "token first, so the first target token has no position to be scored at",
+                          "put words before the blank, or score with models that put BOS first (add_bos: true "
+                          "where the tokenizer has a BOS token)")
 
 
 def resolve_store(flag: str | None, spec: Spec) -> str:

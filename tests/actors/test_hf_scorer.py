@@ -27,8 +27,9 @@ def cells(texts, add_bos=None) -> "pa.Table":
                                   "add_bos": add_bos} for i, (p, t) in enumerate(texts)])
 
 
-def scorer(model_dir) -> HFScorer:
-    variant = ModelVariant(label="m", model=str(model_dir), temperature=0.0, top_p=1.0, max_tokens=1, dtype="float32")
+def scorer(model_dir, **kw) -> HFScorer:
+    variant = ModelVariant(label="m", model=str(model_dir), temperature=0.0, top_p=1.0, max_tokens=1, dtype="float32",
+                           **kw)
     return HFScorer(variant, str(model_dir), RUN)
 
 
@@ -110,3 +111,13 @@ def test_a_sequence_past_the_context_window_is_an_error_row_and_the_rest_score(t
     window = tiny_scorer.context
     rows = tiny_scorer(cells([("word " * (window + 5), " end"), ("Cats", " purr")])).to_pylist()
     assert rows[0]["error"].startswith("ContextExceeded") and rows[1]["error"] is None
+
+
+def test_a_models_bos_rule_applies_unless_the_cell_sets_its_own(bos_tiny_dir):
+    never = scorer(bos_tiny_dir, add_bos=False)
+    bos_id = never.tokenizer.bos_token_id
+    rows = never(cells([("Cats", " purr")])).to_pylist()
+    assert not rows[0]["bos_added"] and bos_id not in rows[0]["prefix_token_ids"]
+    assert never(cells([("", " Cats")])).to_pylist()[0]["error"].startswith("ScoreTokenError: empty prefix")
+    cell_says = never(cells([("Cats", " purr")], add_bos=True)).to_pylist()[0]
+    assert cell_says["bos_added"] and cell_says["prefix_token_ids"][0] == bos_id

@@ -33,10 +33,15 @@ def write_experiment(folder, tiny_dir, **section) -> None:
         "flinch": {"corpus": "corpus.json", **section}, "batch_size": 8}))
 
 
+@pytest.mark.timeout(400)
 def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale(tmp_path, tiny_dir, catalog_dsn,
                                                                                  ray_local):
     exp = tmp_path / "fl"
     write_experiment(exp, tiny_dir)
+    config = json.loads((exp / "config.json").read_text())
+    # two engine actors hold both CPUs of the shared Ray: the render tasks must still run (they once waited forever)
+    config["actor_pool_size"] = 2
+    (exp / "config.json").write_text(json.dumps(config))
     store = str(tmp_path / "store")
     result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 12
@@ -121,3 +126,32 @@ def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenize
     assert not (tmp_path / "store").exists()   # refused before anything was written
     spec = load_spec(exp)
     check_empty_prefixes(spec, {"plain": str(bos_tiny_dir), "bos": str(bos_tiny_dir)})   # both add BOS: accepted
+    config["models"][1]["add_bos"] = False   # a model's forced rule counts, not its tokenizer's
+    config["models"][0]["model"] = str(bos_tiny_dir)
+    (exp / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as info:
+        check_empty_prefixes(load_spec(exp), {"plain": str(bos_tiny_dir), "bos": str(bos_tiny_dir)})
+    assert "models[1] (bos)" in info.value.problem and "models[0]" not in info.value.problem
+
+
+def test_a_forced_bos_the_tokenizer_cannot_give_is_refused_before_the_scan(tmp_path, tiny_dir):
+    from jobs.preflight import check_empty_prefixes
+
+    exp = tmp_path / "forced"
+    write_experiment(exp, tiny_dir)
+    config = json.loads((exp / "config.json").read_text())
+    config["models"][0]["add_bos"] = True   # the demo tokenizer's BOS is ChatML's <|im_start|>
+    (exp / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as info:
+        check_empty_prefixes(load_spec(exp), {"tiny": str(tiny_dir)})
+    assert info.value.field == "models[0].add_bos" and "chat-template token" in info.value.problem
+
+
+def test_add_bos_is_refused_for_an_instrument_whose_engines_do_not_read_it(tmp_path, tiny_dir):
+    exp = tmp_path / "fc"
+    exp.mkdir()
+    (exp / "config.json").write_text(json.dumps({"instrument": "forced_choice",
+                                                 "models": [{"model": str(tiny_dir), "add_bos": True}]}))
+    with pytest.raises(ConfigError) as info:
+        load_spec(exp)
+    assert info.value.field == "models[0].add_bos" and "'generate'" in info.value.problem
