@@ -26,8 +26,9 @@ from grid.instrument import InstrumentRef
 from grid.records import ModelVariant
 from grid.trace_schema import conform, trace_schema
 
-LIGHT_TASK_CPUS = 0.25
-"""Render tasks are light: a fraction of a CPU, so engine actors keep the cores."""
+LIGHT_TASK_CPUS = 0
+"""Render tasks are light and reserve no CPU: with a fraction, a pool whose engine actors hold every CPU
+(two actors on a two-CPU Ray) left the render tasks unschedulable and the scan waited forever."""
 MAX_BATCHES_PER_BLOCK = 8
 """Upper bound on engine batches per input block (bounds what a crash or a slow actor holds)."""
 LOG_WAIT_S = 1.0
