@@ -20,6 +20,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("generate", "openai"): ("actors.http_openai", "OpenAISampler"),
     ("generate", "anthropic"): ("actors.http_anthropic", "AnthropicSampler"),
     ("score", "hf"): ("actors.hf_scorer", "HFScorer"),
+    ("score", "vllm"): ("actors.vllm_scorer", "VLLMScorer"),
 }
 
 

@@ -15,7 +15,7 @@ from cluster.home import subdir
 CPU_SETTINGS = {
     "VLLM_CPU_KVCACHE_SPACE": "1",          # GiB of KV cache; the CPU build refuses to start without it
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # Ray and the OS place threads; binding fights other actors
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # in-process engine core: 4–6 s start instead of 22–39 s
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # LLM (the scorer): in-process engine core, 5–9 s start, not 20–39 s
     "TORCHDYNAMO_DISABLE": "1",             # else the first log-prob call compiles for ~20 s
 }
 COMMON_SETTINGS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}

@@ -123,7 +123,7 @@ class _EngineHost:
         self.thread.join(timeout=30)
 
 
-def _engine_host(engine_kwargs: dict) -> _EngineHost:
+def engine_host(engine_kwargs: dict) -> _EngineHost:
     """The process's engine for these engine arguments, built on first use."""
     key = json.dumps(engine_kwargs, sort_keys=True, default=str)
     with _HOSTS_LOCK:
@@ -132,7 +132,7 @@ def _engine_host(engine_kwargs: dict) -> _EngineHost:
         return _HOSTS[key]
 
 
-def _config_file(run: RunContext) -> str:
+def config_file(run: RunContext) -> str:
     return f"experiments/{run.experiment}/config.json"
 
 
@@ -156,15 +156,15 @@ class VLLMSampler:
         self.variant, self.run, self.source = variant, run, model_source
         self.tokenizer = AutoTokenizer.from_pretrained(model_source)
         self.stop_ids = _stop_ids(model_source, self.tokenizer)
-        self.engine_kwargs = engine_kwargs(variant, model_source, _config_file(run))
+        self.engine_kwargs = engine_kwargs(variant, model_source, config_file(run))
         """The engine arguments used, engine_args merged last."""
-        self.extra, self.template_kwargs, self.extra_error = _split_extra_body(variant, _config_file(run))
+        self.extra, self.template_kwargs, self.extra_error = _split_extra_body(variant, config_file(run))
         sent = self.extra_error is None
         self.overrides = generation_overrides(
             effort=variant.effort if sent else None, chat_template_kwargs=self.template_kwargs if sent else {},
             extra_body=self.extra, engine_args=variant.engine_args)
         """generation_overrides of every row: what reaches the template, the sampling parameters and the engine."""
-        self.host = _engine_host(self.engine_kwargs)
+        self.host = engine_host(self.engine_kwargs)
         self.engine_start_s = self.host.start_s
         """Seconds the engine took to start (monotonic; a shared engine reports its own first start)."""
         self.where = where_am_i()
