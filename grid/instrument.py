@@ -17,6 +17,8 @@ and nothing else:
                                   hold (``earlier``: their successful rows); they leave this invocation's grid
     analyze(traces, settings)     numbers, tables, charts and text, with no I/O
 
+    cli(argv, prog)               optional: ``mirrorscan <name> …``, the instrument's own tools (exit code)
+
 and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
 ``describe_cell`` (see the protocol below). A config names an instrument by a registry name
 (``"forced_choice"``) or by an import path (``"package.module:Attr"``); every Ray worker resolves that

@@ -11,6 +11,7 @@
   mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
   mirrorscan logs JOB_ID [--follow]           a job's output
   mirrorscan tap --upstream URL [--port P]    time any client's requests to an OpenAI-compatible server
+  mirrorscan flinch compare A.json B.json     an instrument's own tools (flinch: results side by side)
 
 ``mirrorscan VERB --help`` explains each verb.
 """
@@ -34,6 +35,18 @@ VERBS = {
 }
 
 
+def instrument_verbs() -> dict[str, str]:
+    """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring."""
+    from grid.instrument import REGISTRY, resolve
+
+    out = {}
+    for name in REGISTRY:
+        cli = getattr(resolve(name), "cli", None)
+        if cli is not None:
+            out[name] = (cli.__doc__ or "").strip().splitlines()[0] if cli.__doc__ else f"{name}'s own tools"
+    return out
+
+
 def verb_first(argv: list[str]) -> list[str]:
     """``argv`` with the verb first: options written before it (``mirrorscan --store X sql …``) are the
     verb's options, as if written after it."""
@@ -49,11 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
 
     argv = verb_first(list(sys.argv[1:] if argv is None else argv))
+    if argv and argv[0] not in VERBS and argv[0] in instrument_verbs():
+        from grid.instrument import resolve
+
+        return resolve(argv[0]).cli(argv[1:], prog=f"mirrorscan {argv[0]}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
         print(__doc__.strip(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
         print("\nverbs:", file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         for verb, (_, text) in VERBS.items():
             print(f"  {verb:<14}{text}")
+        for name, text in instrument_verbs().items():
+            print(f"  {name:<14}{text}")
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(VERBS[argv[0]][0])
     return module.main(argv[1:], prog=f"mirrorscan {argv[0]}")

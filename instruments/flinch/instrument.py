@@ -242,6 +242,12 @@ class Flinch:
         """Models down, carriers across."""
         return ("label", "item_key")
 
+    def cli(self, argv: list[str], prog: str = "mirrorscan flinch") -> int:
+        """flinch's own tools: `compare` results side by side (a table and an overlay radar)"""
+        from instruments.flinch.cli import main
+
+        return main(argv, prog)
+
     def describe_cell(self, row: dict) -> str:
         """``<axis>/<term>: "<prefix>" → "<target>"``."""
         return f'{row.get("axis")}/{row.get("term")}: "{row.get("user_text")}" → "{row.get("target_text")}"'
