@@ -61,3 +61,11 @@ def test_options_before_the_verb_belong_to_the_verb():
     assert verb_first(["--store", "/s", "sql", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
     assert verb_first(["sql", "--store", "/s", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
     assert verb_first(["--help"]) == ["--help"] and verb_first(["--store", "/s"]) == ["--store", "/s"]
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in (REPO / "experiments").glob("*/config.json")))
+def test_every_shipped_experiment_loads(folder):
+    from grid.spec import load_spec
+
+    spec = load_spec(REPO / "experiments" / folder)
+    assert spec.experiment == folder and spec.instrument.n_items(spec.instrument_spec) > 0
