@@ -151,6 +151,8 @@ class HTTPSampler:
     """Batches the pipeline may hand this actor at once (requests stay bounded by max_concurrency)."""
     default_key_env: str | None = None
     """Variable read when ``api_key_env`` is not set (None: send no auth header)."""
+    schema = None
+    """The rows' Arrow schema when the engine writes columns beyond the core ones (score engines), else None."""
     effort_path: tuple[str, ...] = ()
     """Where the body carries the variant's effort (e.g. ("reasoning_effort",)); () = the effort is not sent."""
 
@@ -203,6 +205,13 @@ class HTTPSampler:
         """Consume one streamed response; raise Retryable when it is cut or errors transiently."""
         raise NotImplementedError
 
+    def answer_fields(self, cell: dict, answer: Answer, clock: StreamClock) -> dict:
+        """The row fields of a complete answer (text, reasoning, token counts, timing); raise Fatal when the
+        answer cannot be read as a result."""
+        return {"response": "".join(answer.text), "reasoning": "".join(answer.reasoning) or None,
+                "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+                "finish_reason": answer.finish_reason, **clock.fields(answer.completion_tokens)}
+
     def recorded_params(self, body: dict) -> dict:
         """request_params: the body sent, minus the prompt (recorded in system_text / user_text)."""
         return {k: v for k, v in body.items() if k not in ("messages", "system")}
@@ -229,7 +238,7 @@ class HTTPSampler:
             rows = future.result()
         except Exception as exc:   # the loop itself failed: still one row per cell
             rows = [self._row(c, error=self._scrub(f"{type(exc).__name__}: {exc}")) for c in cells]
-        return to_trace_table(rows)
+        return to_trace_table(rows, self.schema) if self.schema is not None else to_trace_table(rows)
 
     def close(self) -> None:
         """Close the client and stop the loop thread (the object is unusable afterwards)."""
@@ -256,6 +265,8 @@ class HTTPSampler:
         async with self._gate:
             try:
                 return await self._answer(cell)
+            except Fatal as exc:   # a cell that cannot be sent (its message names the fix)
+                return self._row(cell, error=self._scrub(str(exc)))
             except Exception as exc:   # a bug or a surprise must still end as this cell's row
                 return self._row(cell, error=self._scrub(f"{type(exc).__name__}: {exc}"))
 
@@ -300,10 +311,12 @@ class HTTPSampler:
                 return self._row(cell, error=self._scrub(f"{exc} (gave up after {attempts} HTTP attempts, "
                                                          f"max_retries={self.max_retries}){hint}"),
                                  started_at=clock.started_at, **with_attempts(attempts))
-            return self._row(cell, response="".join(answer.text), reasoning="".join(answer.reasoning) or None,
-                             prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
-                             finish_reason=answer.finish_reason, **clock.fields(answer.completion_tokens),
-                             **with_attempts(attempts))
+            try:
+                fields = self.answer_fields(cell, answer, clock)
+            except Fatal as exc:   # an answer that cannot be read as this engine's result
+                return self._row(cell, error=self._scrub(str(exc)), started_at=clock.started_at,
+                                 **with_attempts(attempts))
+            return self._row(cell, **fields, **with_attempts(attempts))
 
     async def _attempt(self, headers: dict, body: dict, clock: StreamClock) -> Answer:
         """One HTTP attempt: post, check the status, read the stream."""

@@ -21,6 +21,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("generate", "anthropic"): ("actors.http_anthropic", "AnthropicSampler"),
     ("score", "hf"): ("actors.hf_scorer", "HFScorer"),
     ("score", "vllm"): ("actors.vllm_scorer", "VLLMScorer"),
+    ("score", "openai"): ("actors.http_completions", "OpenAICompletionsScorer"),
 }
 
 

@@ -60,6 +60,9 @@ class ModelVariant:
     """Lower bound of this model's actor pool (resolved: actor_pool_size; None only in hand-built variants)."""
     max_actors: int | None = None
     """Upper bound of this model's actor pool (resolved: actor_pool_size); > min lets the pool autoscale."""
+    tokenizer: str | None = None
+    """``score`` engines behind an API (backend openai): the served model's tokenizer (local folder, hub id or
+    packaged alias), so that token ids are sent; None: the prompt is sent as text and the server tokenizes."""
     add_bos: bool | None = None
     """``score`` engines: put the tokenizer's BOS token before every prefix (True), never (False), or as the
     tokenizer's ``add_special_tokens=True`` does (None). Gemma-family models need True."""

@@ -12,6 +12,8 @@ secrets removed. It is what the catalog stores and what ``scan --resume`` rebuil
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 from dataclasses import dataclass
@@ -77,6 +79,7 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
     "max_actors": (None, (int, type(None))),
     "add_bos": (None, (bool, type(None))),        # score engines: force BOS (true/false); None = the tokenizer's rule
+    "tokenizer": (None, (str, type(None))),       # score engines behind an API: the served model's tokenizer
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
@@ -307,6 +310,14 @@ def load_spec(path: str | Path) -> Spec:
         if m.add_bos is not None and instrument.engine_kind != "score":
             raise ConfigError(file, f"models[{i}].add_bos", f"is only read by score engines, and {instrument.name!r} "
                               f"uses {instrument.engine_kind!r} engines", "remove it")
+        if m.tokenizer is not None and (instrument.engine_kind != "score" or m.backend != "openai"):
+            raise ConfigError(file, f"models[{i}].tokenizer", "is only read by the openai backend's score engine "
+                              f"(here: backend {m.backend!r}, {instrument.engine_kind!r} engines)", "remove it")
+        if m.add_bos is not None and m.backend in API_BACKENDS and not m.tokenizer:
+            raise ConfigError(file, f"models[{i}].add_bos", "would be dropped: without a tokenizer the prompt is sent "
+                              "as text and the server applies its own BOS rule", "name models[].tokenizer, or remove add_bos")
+        if m.tokenizer and not m.tokenizer.startswith("packaged:") and (config_path.parent / m.tokenizer).is_dir():
+            models[i] = dataclasses.replace(m, tokenizer=str((config_path.parent / m.tokenizer).resolve()))
     section = _instrument_section(file, raw, instrument)
     where = instrument.name if instrument.name in raw else ""   # legacy top-level keys are named as written
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))

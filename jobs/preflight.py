@@ -93,9 +93,14 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str]) -> None:
     tokenizers: dict[str, object] = {}
     lacking = []
     for i, m in enumerate(spec.models):
-        if m.backend in API_BACKENDS or (m.add_bos is None and not items):
+        if m.backend in API_BACKENDS and m.tokenizer:   # ids are sent: the named tokenizer is the one that counts
+            from cluster.models import resolve_model_source
+
+            source = resolve_model_source(m.tokenizer, spec.config_path, f"models[{i}].tokenizer")
+        elif m.backend in API_BACKENDS or (m.add_bos is None and not items):
             continue
-        source = sources[m.label]
+        else:
+            source = sources[m.label]
         if source not in tokenizers:
             tokenizers[source] = AutoTokenizer.from_pretrained(source)
         tok = tokenizers[source]

@@ -155,3 +155,33 @@ def test_add_bos_is_refused_for_an_instrument_whose_engines_do_not_read_it(tmp_p
     with pytest.raises(ConfigError) as info:
         load_spec(exp)
     assert info.value.field == "models[0].add_bos" and "'generate'" in info.value.problem
+
+
+@pytest.mark.parametrize("entry, field, problem", [
+    ({"backend": "openai", "add_bos": True}, "models[0].add_bos", "would be dropped"),
+    ({"backend": "hf", "tokenizer": "packaged:smollm2-135m-instruct"}, "models[0].tokenizer", "backend 'hf'"),
+])
+def test_score_settings_an_engine_would_drop_are_refused(tmp_path, tiny_dir, entry, field, problem):
+    exp = tmp_path / "drop"
+    write_experiment(exp, tiny_dir)
+    config = json.loads((exp / "config.json").read_text())
+    config["models"][0].update({"model": "smollm2", **entry} if entry["backend"] == "openai" else entry)
+    if entry["backend"] == "openai":
+        config["models"][0]["endpoint"] = "http://127.0.0.1:9/v1"
+    (exp / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as info:
+        load_spec(exp)
+    assert info.value.field == field and problem in info.value.problem
+
+
+def test_a_tokenizer_folder_is_resolved_next_to_the_config(tmp_path, tiny_dir):
+    import shutil
+
+    exp = tmp_path / "tok"
+    write_experiment(exp, tiny_dir)
+    shutil.copytree(tiny_dir, exp / "tok")
+    config = json.loads((exp / "config.json").read_text())
+    config["models"] = [{"model": "smollm2", "label": "srv", "backend": "openai", "endpoint": "http://127.0.0.1:9/v1",
+                         "tokenizer": "tok"}]
+    (exp / "config.json").write_text(json.dumps(config))
+    assert load_spec(exp).models[0].tokenizer == str((exp / "tok").resolve())
