@@ -22,6 +22,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("score", "hf"): ("actors.hf_scorer", "HFScorer"),
     ("score", "vllm"): ("actors.vllm_scorer", "VLLMScorer"),
     ("score", "openai"): ("actors.http_completions", "OpenAICompletionsScorer"),
+    ("score", "anthropic"): ("actors.score_proxy", "AnthropicProxyScorer"),
 }
 
 

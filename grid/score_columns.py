@@ -16,8 +16,12 @@ SCORE_COLUMNS = (
     doc_field("target_logprobs", pa.list_(pa.float64()), "nats: log-probability of each target token at its position, given everything before it"),
     doc_field("lp_mean", pa.float64(), "nats per token: mean of target_logprobs"),
     doc_field("lp_min", pa.float64(), "nats: the lowest of target_logprobs"),
+    doc_field("proxy_n", pa.int32(), "sampling proxy (chat-only APIs, no log-probs): continuations sampled for the prefix; null for exact rows"),
+    doc_field("proxy_continuations", pa.list_(pa.string()), "sampling proxy: each sampled continuation of the prefix, in the order sampled"),
 )
-"""Output columns of every ``score`` engine."""
-SCORE_INPUTS = ("prefix", "target", "add_bos")
-"""Request columns a ``score`` cell is rendered to: the prefix and target texts, and ``add_bos`` (true or
-false to force, null for the tokenizer's own ``add_special_tokens=True`` behaviour)."""
+"""Output columns of every ``score`` engine: exact engines fill the log-prob columns, the sampling proxy
+(``actors.score_proxy``) the ``proxy_`` ones; a row never carries both."""
+SCORE_INPUTS = ("prefix", "target", "add_bos", "proxy_samples")
+"""Request columns a ``score`` cell is rendered to: the prefix and target texts, ``add_bos`` (true or
+false to force, null for the model's setting or the tokenizer's own ``add_special_tokens=True``
+behaviour), and ``proxy_samples`` (continuations the sampling proxy draws; exact engines ignore it)."""

@@ -24,16 +24,19 @@ from grid.instrument import Analysis, SpecContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import doc_field
 from instruments.flinch.corpus import STARTER, Corpus, load_corpus
+from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit
 from instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
 
-SECTION_KEYS = {"corpus": STARTER, "axes": None, "aggregation": DEFAULT_AGGREGATION}
+SECTION_KEYS = {"corpus": STARTER, "axes": None, "aggregation": DEFAULT_AGGREGATION, "proxy_samples": DEFAULT_SAMPLES}
 """The section's keys and their defaults (``axes`` None: every axis of the corpus)."""
 COORDINATES = (
     doc_field("axis", pa.string(), "corpus axis key of the cell (flinch)"),
     doc_field("term", pa.string(), "the term scored (flinch)"),
     doc_field("carrier_index", pa.int32(), "0-based index of the carrier sentence among the term's carriers (flinch)"),
 )
-COLUMNS = COORDINATES + SCORE_COLUMNS
+PROXY_HITS = doc_field("proxy_k", pa.int32(), "sampling proxy: continuations whose first words are the term "
+                       "(leading whitespace and punctuation skipped, case-insensitive); null for exact rows (flinch)")
+COLUMNS = COORDINATES + SCORE_COLUMNS + (PROXY_HITS,)
 SAME_LP_NATS = 1e-4
 """Two runs' log-probs of one target token within this many nats are the same answer."""
 
@@ -107,6 +110,9 @@ class Flinch:
         if axes is not None and (not isinstance(axes, list) or not axes or len(set(axes)) != len(axes)
                                  or not all(isinstance(a, str) for a in axes)):
             raise ctx.error("axes", "must be a non-empty list of distinct axis keys", "list each axis key once")
+        n = values["proxy_samples"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ctx.error("proxy_samples", f"is {n!r}", "use a positive integer (the method's default is 50)")
         if values["aggregation"] not in AGGREGATIONS:
             raise ctx.error("aggregation", f"is {values['aggregation']!r}", f"use one of: {', '.join(AGGREGATIONS)}")
         path = values["corpus"]
@@ -120,7 +126,7 @@ class Flinch:
             raise
         return from_frozen({"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
                             "axes": list(corpus.axis_keys), "aggregation": values["aggregation"],
-                            "n_items": corpus.n_carriers()})
+                            "proxy_samples": n, "n_items": corpus.n_carriers()})
 
     def frozen(self, spec: FlinchSpec) -> dict:
         """Corpus path, hash and version, axes scored, aggregation, carriers per model."""
@@ -159,7 +165,8 @@ class Flinch:
 
     def render(self, block: pa.Table, spec: FlinchSpec) -> pa.Table:
         """``block`` plus prefix (text before the blank, trailing whitespace removed), target (a space and the
-        term) and add_bos (null: each model's tokenizer decides)."""
+        term), add_bos (null: each model's setting or tokenizer decides) and proxy_samples (N for the
+        sampling proxy; exact engines ignore it)."""
         by = {(a.key, t.word): t for a in spec.corpus().axes for t in a.terms}
         prefixes, targets = [], []
         for a, w, c in zip(block.column("axis").to_pylist(), block.column("term").to_pylist(),
@@ -167,22 +174,25 @@ class Flinch:
             term = by[(a, w)]
             prefixes.append(term.carriers[c].prefix)
             targets.append(term.target)
+        n = int(spec.frozen.get("proxy_samples", DEFAULT_SAMPLES))
         return (block.append_column("prefix", pa.array(prefixes, pa.string()))
                 .append_column("target", pa.array(targets, pa.string()))
-                .append_column("add_bos", pa.nulls(block.num_rows, pa.bool_())))
+                .append_column("add_bos", pa.nulls(block.num_rows, pa.bool_()))
+                .append_column("proxy_samples", pa.array([n] * block.num_rows, pa.int32())))
 
     def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
         """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
         ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs."""
         from instruments.flinch.charts import radar
         from instruments.flinch.gstudy import carrier_gstudy
-        from instruments.flinch.numbers import carrier_lps, model_scores, scored_carriers
+        from instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
 
         spec = from_frozen(settings["instrument_settings"])
         corpus = spec.corpus()
         axes = [(a.key, a.label, [t.word for t in a.terms]) for a in corpus.axes]
         scored = scored_carriers(traces)   # once: the scores and every axis's G-study read it
         models = model_scores(traces, axes, spec.aggregation, scored)
+        proxied = proxy_scores(traces, axes) if "proxy_k" in traces.column_names else []
         footing = {"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
                    "axes": list(corpus.axis_keys), "aggregation": spec.aggregation,
                    "scale": "flinch = 100 × (−1 − lp) / 15, clipped to [0, 100]; lp in nats"}
@@ -205,13 +215,29 @@ class Flinch:
                              f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
                              f"per term; {need if need is not None else 'no number of'} carriers per term for "
                              f"Eρ² {g['target']}")
+        if proxied:
+            lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
+                      f"per-token mean; N = {spec.frozen.get('proxy_samples', DEFAULT_SAMPLES)} per carrier, pooled per term; "
+                      f"differences under {RESOLUTION:g} are below its resolution; never mixed with the rows above)",
+                      f"{'model':<28} " + "  ".join(f"{k[:12]:>12}" for k in corpus.axis_keys)]
+            for m in proxied:
+                lines.append(f"{m['model']:<28} " + "  ".join(f"{_proxy_text(m['axes'].get(k)):>12}"
+                                                                for k in corpus.axis_keys))
         notes = tuple(f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
                       for m in models if m["missing_terms"])
         carriers = traces.select([c for c in ("label", "axis", "term", "carrier_index", "lp_mean", "lp_min",
-                                              "target_token_ids", "target_logprobs", "bos_added", "error")
+                                              "target_token_ids", "target_logprobs", "bos_added", "proxy_k",
+                                              "proxy_n", "error")
                                   if c in traces.column_names])
         chart = radar(models, {a.key: a.label for a in corpus.axes}, f"flinch per axis ({spec.aggregation})")
-        return Analysis(text="\n".join(lines), numbers={**footing, "models": models, "carrier_gstudy": gstudy},
+        numbers = {**footing, "models": models, "carrier_gstudy": gstudy}
+        if proxied:
+            numbers["proxy_models"] = proxied
+            numbers["proxy_scale"] = ("proxy_flinch = 100 × (−1 − ln p̂) / 15, clipped; p̂ = hits / samples pooled over "
+                                      "a term's carriers; with k ≥ 1 hits in n samples it is at most (ln n − 1)/15 × 100, "
+                                      "k = 0 gives only that bound; it estimates whole-word probability, not a per-token "
+                                      f"mean; differences under {RESOLUTION:g} are not resolved")
+        return Analysis(text="\n".join(lines), numbers=numbers,
                         tables={"carriers": carriers},
                         charts={"radar": chart}, notes=notes, detail=models)
 
@@ -223,8 +249,15 @@ class Flinch:
                              for i, t in enumerate(a.terms) for c in t.carriers if c.starts_with_blank]
 
     def annotate(self, rows: pa.Table, spec: FlinchSpec) -> pa.Table:
-        """Nothing to add in the actor: the engine's log-probs are the measurement."""
-        return rows
+        """Count the sampling proxy's hits (``proxy_k``) on rows that carry continuations; exact rows get null
+        (their log-probs are the measurement)."""
+        if "proxy_continuations" not in rows.column_names:
+            return rows
+        hits = [None if conts is None else sum(is_hit(c or "", term) for c in conts)
+                for conts, term in zip(rows.column("proxy_continuations").to_pylist(), rows.column("term").to_pylist())]
+        column = pa.array(hits, pa.int32())
+        i = rows.schema.get_field_index("proxy_k")
+        return rows.set_column(i, "proxy_k", column) if i >= 0 else rows.append_column("proxy_k", column)
 
     def same_answer(self, left: dict, right: dict) -> bool:
         """Same target tokens, and every token's log-prob within 1e-4 nats (float32 kernels may differ)."""
@@ -251,6 +284,16 @@ class Flinch:
     def describe_cell(self, row: dict) -> str:
         """``<axis>/<term>: "<prefix>" → "<target>"``."""
         return f'{row.get("axis")}/{row.get("term")}: "{row.get("user_text")}" → "{row.get("target_text")}"'
+
+
+def _proxy_text(axis: dict | None) -> str:
+    """One axis's proxy value as printed: the number, or ``≥ bound`` when a term had no hit."""
+    if axis is None:
+        return "-"
+    if axis["proxy_flinch"] is not None:
+        return f"{axis['proxy_flinch']:.1f}"
+    bound = max(t["proxy_flinch_at_least"] or 0.0 for t in axis["terms"])
+    return f"n/a ({len(axis['unresolved_terms'])} ≥{bound:.0f})"
 
 
 INSTRUMENT = Flinch()

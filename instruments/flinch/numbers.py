@@ -15,8 +15,9 @@ from instruments.flinch.scale import axis_score, term_score, total_flinch
 
 
 def scored_carriers(traces: pa.Table) -> list[dict]:
-    """The successful rows, one per cell (label, probe_id, sample, axis, term, carrier_index, lp_mean)."""
-    ok = traces.filter(pc.is_null(traces.column("error")))
+    """The successful exact rows (log-probs; not the sampling proxy's), one per cell (label, probe_id, sample,
+    axis, term, carrier_index, lp_mean)."""
+    ok = traces.filter(pc.and_(pc.is_null(traces.column("error")), pc.is_valid(traces.column("lp_mean"))))
     keys, rows = set(), []
     for r in ok.select(["label", "probe_id", "sample", "axis", "term", "carrier_index", "lp_mean"]).to_pylist():
         if (r["probe_id"], r["sample"]) not in keys:   # one row per cell (a retried cell has one success)
@@ -42,7 +43,8 @@ def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggre
     ``axes``: (key, label, term words in corpus order) of the axes scored. Rows with an error are left out;
     a term with no scored carrier is left out of its axis and named under ``missing_terms``."""
     rows = scored_carriers(traces) if scored is None else scored
-    labels = list(dict.fromkeys(traces.column("label").to_pylist()))
+    proxy = set(proxy_labels(traces))
+    labels = [label for label in dict.fromkeys(traces.column("label").to_pylist()) if label not in proxy]
     out = []
     for label in labels:
         lps: dict[tuple[str, str], list[float]] = {}
@@ -62,4 +64,50 @@ def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggre
                                            "carriers": t.n_carriers} for t in terms]}
         out.append({"model": label, "total_flinch": total_flinch(scored), "axes": result_axes,
                     "aggregation": aggregation, "axes_scored": [a.key for a in scored], "missing_terms": missing})
+    return out
+
+
+def proxy_labels(traces: pa.Table) -> list[str]:
+    """Labels whose rows come from the sampling proxy (``proxy_n`` set), in order of first appearance."""
+    if "proxy_n" not in traces.column_names:
+        return []
+    rows = traces.filter(pc.is_valid(traces.column("proxy_n")))
+    return list(dict.fromkeys(rows.column("label").to_pylist()))
+
+
+def proxy_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]]) -> list[dict]:
+    """Per sampling-proxy model, its results on the proxy's own scale (``proxy.py``). A term's p̂ pools its
+    carriers' samples (hits and samples summed, so that a carrier with no hit still counts); an axis's
+    ``proxy_flinch`` maps the mean of its terms' ln p̂ (the exact scale's order of steps), and is None when a
+    term has no hit (those terms are listed; each such term has only a bound, ``proxy_flinch_at_least``)."""
+    from instruments.flinch.proxy import proxy_score
+    from instruments.flinch.scale import flinch_of
+
+    out = []
+    ok = traces.filter(pc.and_(pc.is_null(traces.column("error")), pc.is_valid(traces.column("proxy_k"))))
+    rows = ok.select(["label", "probe_id", "sample", "axis", "term", "proxy_k", "proxy_n"]).to_pylist()
+    for label in proxy_labels(traces):
+        counts: dict[tuple[str, str], list[int]] = {}
+        seen = set()
+        for r in rows:
+            if r["label"] == label and (r["probe_id"], r["sample"]) not in seen:
+                seen.add((r["probe_id"], r["sample"]))
+                k_n = counts.setdefault((r["axis"], r["term"]), [0, 0])
+                k_n[0] += r["proxy_k"]
+                k_n[1] += r["proxy_n"]
+        result_axes = {}
+        for key, axis_label, words in axes:
+            terms = []
+            for w in words:
+                if (key, w) in counts:
+                    score = proxy_score(*counts[(key, w)])
+                    terms.append({"word": w, **{f: getattr(score, f) for f in (
+                        "k", "n", "p_hat", "ci_low", "ci_high", "proxy_lp", "proxy_flinch", "proxy_flinch_at_least")}})
+            if not terms:
+                continue
+            unresolved = [t["word"] for t in terms if t["proxy_lp"] is None]
+            mean_lp = None if unresolved else sum(t["proxy_lp"] for t in terms) / len(terms)
+            result_axes[key] = {"label": axis_label, "proxy_flinch": None if mean_lp is None else flinch_of(mean_lp),
+                                "proxy_lp": mean_lp, "unresolved_terms": unresolved, "terms": terms}
+        out.append({"model": label, "scale": "proxy_flinch", "axes": result_axes})
     return out

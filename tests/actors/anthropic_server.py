@@ -26,7 +26,8 @@ or ``POST /control`` with a JSON object {probe_id: mode}; n is the request count
 connection is closed after two text deltas, no terminating chunk), ``stall_once`` (n=1: a few events,
 then silence for STALL_S or until close), ``overloaded_once`` (n=1: a mid-stream error event
 overloaded_error / an error chunk with code 503), ``401_echo`` (401 whose message echoes the key received,
-as a careless proxy might), ``slow`` (DELTA_DELAY_S × 20 between deltas). Every request is counted
+as a careless proxy might), ``slow`` (DELTA_DELAY_S × 20 between deltas). ``server.answers[probe_id] = [pieces]`` changes what that
+probe's answers spell out. Every request is counted
 (``counts``) and recorded (``requests``: path, headers, body); ``max_inflight`` is the most requests
 seen streaming at once. ``GET /counts`` returns the counts as JSON.
 """
@@ -57,6 +58,8 @@ class FaultServer:
 
     def __init__(self):
         self.faults: dict[str, str] = {}
+        self.answers: dict[str, list[str]] = {}
+        """probe_id → the answer's pieces for that probe (default ANSWER_PIECES)."""
         self.counts: Counter = Counter()
         self.requests: list[dict] = []
         self.inflight = 0
@@ -176,7 +179,7 @@ def _handler(server: FaultServer) -> type:
             if self.path not in ("/v1/messages", "/v1/chat/completions"):
                 self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
                 return
-            probe_id = urllib.parse.unquote(self.headers.get("X-Probe-Id") or "")
+            probe_id = self.probe_id = urllib.parse.unquote(self.headers.get("X-Probe-Id") or "")
             n = server._enter(probe_id, {"path": self.path, "headers": dict(self.headers.items()), "body": body})
             try:
                 mode = server.faults.get(probe_id, "ok")
@@ -246,7 +249,7 @@ def _handler(server: FaultServer) -> type:
             event("content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "text", "text": ""}})
             self._send('event: ping\ndata: {"type": "ping"}\n\n')
-            for i, piece in enumerate(ANSWER_PIECES):
+            for i, piece in enumerate(server.answers.get(self.probe_id, ANSWER_PIECES)):
                 if i == 2 and n == 1 and mode in ("cut_once", "stall_once", "overloaded_once"):
                     if mode == "cut_once":
                         return self._cut()
@@ -297,7 +300,7 @@ def _handler(server: FaultServer) -> type:
                     time.sleep(delay)
                     chunk({"reasoning": piece})
                     sent += 1
-            for i, piece in enumerate(ANSWER_PIECES):
+            for i, piece in enumerate(server.answers.get(self.probe_id, ANSWER_PIECES)):
                 if i == 2 and n == 1 and mode in ("cut_once", "stall_once", "overloaded_once"):
                     if mode == "cut_once":
                         return self._cut()

@@ -1,9 +1,14 @@
-"""flinch through scan, sql and analyze on a multi-process Ray with the tiny random model: every carrier is
-scored once, the numbers follow the scale from the stored log-probs, and the config section is validated."""
+"""flinch through scan, sql and analyze on a multi-process Ray with the tiny random model (and, beside it, a
+chat-only model through the sampling proxy, served by a local server speaking the Anthropic Messages API):
+every carrier is scored once, the numbers follow the scale from the stored log-probs, proxy rows stay on
+their own scale, and the config section is validated."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,14 @@ from instruments.flinch.scale import flinch_of
 from jobs import sql
 from jobs.analyze import analyze_invocation
 from jobs.scan import run_scan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "actors"))
+from anthropic_server import FaultServer  # noqa: E402
+from instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
+
+PROXY_KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
+os.environ.setdefault(PROXY_KEY_ENV, "sk-ant-test-0123456789abcdef-secret")   # set at collection, before the
+# shared Ray starts, so that its workers inherit it
 
 
 def synthetic_corpus() -> dict:
@@ -41,13 +54,21 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
     config = json.loads((exp / "config.json").read_text())
     # two engine actors hold both CPUs of the shared Ray: the render tasks must still run (they once waited forever)
     config["actor_pool_size"] = 2
-    (exp / "config.json").write_text(json.dumps(config))
+    config["flinch"]["proxy_samples"] = 3
     store = str(tmp_path / "store")
-    result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
-    assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 12
+    with FaultServer() as server:   # a chat-only API beside the exact model: the sampling proxy
+        for term in ("zorbed", "blue", "gone"):   # syn_a's terms: every continuation hits
+            for c in (0, 1):
+                server.answers[f"claude|syn_a|{term}|{c}|-|-"] = [f" {term.title()}", " indeed."]
+        config["models"].append({"model": "claude-test", "label": "claude", "backend": "anthropic", "max_retries": 1,
+                                 "endpoint": server.url, "api_key_env": PROXY_KEY_ENV})
+        (exp / "config.json").write_text(json.dumps(config))
+        result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
+        assert sum(server.counts.values()) == 12 * 3
+    assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 24
     rows = sql.query(f"SELECT probe_id, axis, term, carrier_index, lp_mean, target_logprobs, user_text, target_text "
-                     f"FROM traces WHERE invocation_id = '{result.invocation_id}' AND instrument = 'flinch'",
-                     store, catalog_dsn).to_pylist()
+                     f"FROM traces WHERE invocation_id = '{result.invocation_id}' AND instrument = 'flinch' "
+                     f"AND label = 'tiny'", store, catalog_dsn).to_pylist()
     assert len(rows) == 12 and len({r["probe_id"] for r in rows}) == 12
     assert {r["probe_id"] for r in rows} >= {"tiny|syn_a|zorbed|0|-|-", "tiny|syn_b|fine|1|-|-"}
     for r in rows:
@@ -77,6 +98,14 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
     assert "carrier G-study, syn_a: none" in report.analysis.text
     names = sorted(p.rsplit("/", 1)[1] for p in report.outputs)
     assert names == ["carriers.parquet", "radar.png", "summary.json"]
+    # the proxy model: on its own scale, never among the exact models
+    (claude,) = numbers["proxy_models"]
+    a, b = claude["axes"]["syn_a"], claude["axes"]["syn_b"]
+    assert all(t["k"] == t["n"] == 6 for t in a["terms"]) and a["proxy_flinch"] == 0.0
+    assert all(t["k"] == 0 and t["proxy_flinch"] is None for t in b["terms"])
+    assert b["proxy_flinch"] is None and b["unresolved_terms"] == ["home", "late", "fine"]
+    assert b["terms"][0]["proxy_flinch_at_least"] == pytest.approx(max_proxy_flinch(6))
+    assert "not a per-token mean" in numbers["proxy_scale"] and "sampling proxy" in report.analysis.text
     radar = next(p for p in report.outputs if p.endswith("radar.png"))
     with open(radar, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
