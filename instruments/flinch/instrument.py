@@ -260,7 +260,11 @@ class Flinch:
         return rows.set_column(i, "proxy_k", column) if i >= 0 else rows.append_column("proxy_k", column)
 
     def same_answer(self, left: dict, right: dict) -> bool:
-        """Same target tokens, and every token's log-prob within 1e-4 nats (float32 kernels may differ)."""
+        """Same target tokens, and every token's log-prob within 1e-4 nats (float32 kernels may differ); for the
+        sampling proxy, the same hits in the same number of samples (its continuations are sampled afresh)."""
+        if left.get("proxy_n") is not None or right.get("proxy_n") is not None:
+            return (left.get("proxy_k") is not None and left.get("proxy_k") == right.get("proxy_k")
+                    and left.get("proxy_n") == right.get("proxy_n"))
         a, b = left.get("target_logprobs"), right.get("target_logprobs")
         return (left.get("target_token_ids") == right.get("target_token_ids") and a is not None and b is not None
                 and len(a) == len(b) and all(abs(x - y) <= SAME_LP_NATS for x, y in zip(a, b)))

@@ -87,3 +87,10 @@ def test_retried_faults_still_give_n_answers_and_a_failing_probe_is_one_error_ro
     assert down["error"].startswith("ProxySampleError: 4 of 4 samples failed; first: HTTP 500")
     assert down["proxy_continuations"] is None and "sk-ant" not in down["error"]
 
+
+
+def test_two_proxy_rows_are_the_same_answer_when_their_hits_and_samples_are():
+    row = {"proxy_k": 3, "proxy_n": 50, "proxy_continuations": ["a"] * 50}
+    assert INSTRUMENT.same_answer(row, {**row, "proxy_continuations": ["b"] * 50})
+    assert not INSTRUMENT.same_answer(row, {**row, "proxy_k": 4})
+    assert not INSTRUMENT.same_answer(row, {"target_token_ids": [1], "target_logprobs": [-1.0]})
