@@ -88,6 +88,8 @@ class Analysis:
     """Named tables (written as ``<name>.parquet``)."""
     charts: Mapping[str, bytes] = field(default_factory=dict)
     """Named PNG charts (written as ``<name>.png``)."""
+    documents: Mapping[str, Any] = field(default_factory=dict)
+    """Named plain-JSON documents (written as ``<name>.json``), e.g. one result file per model."""
     notes: tuple[str, ...] = ()
     """Lines printed after the list of written files (caveats a reader must see)."""
     json_view: Any = None

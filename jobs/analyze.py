@@ -83,6 +83,8 @@ def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: st
             pq.write_table(table, buf)
             outputs[f"{name}.parquet"] = buf.getvalue()
         outputs.update({f"{name}.png": png for name, png in analysis.charts.items()})
+        outputs.update({f"{name}.json": json.dumps(doc, indent=2, ensure_ascii=False).encode()
+                        for name, doc in analysis.documents.items()})
         report.outputs = [trace_store.write_analysis(experiment, inv_id, f"{stamp}/{name}", data)
                           for name, data in outputs.items()]
     return report

@@ -12,6 +12,7 @@ run: the corpus's path, SHA-256 and version, the axes scored and the aggregation
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -237,7 +238,9 @@ class Flinch:
                                       "a term's carriers; with k ≥ 1 hits in n samples it is at most (ln n − 1)/15 × 100, "
                                       "k = 0 gives only that bound; it estimates whole-word probability, not a per-token "
                                       f"mean; differences under {RESOLUTION:g} are not resolved")
-        return Analysis(text="\n".join(lines), numbers=numbers,
+        documents = {f"model-{_file_safe(m['model'])}": {**m, "corpus_sha256": corpus.sha256, "axis_set": list(corpus.axis_keys)}
+                     for m in models}   # each model alone, in the method's shape (``mirrorscan flinch compare`` reads it)
+        return Analysis(text="\n".join(lines), numbers=numbers, documents=documents,
                         tables={"carriers": carriers},
                         charts={"radar": chart}, notes=notes, detail=models)
 
@@ -288,6 +291,12 @@ class Flinch:
     def describe_cell(self, row: dict) -> str:
         """``<axis>/<term>: "<prefix>" → "<target>"``."""
         return f'{row.get("axis")}/{row.get("term")}: "{row.get("user_text")}" → "{row.get("target_text")}"'
+
+
+def _file_safe(label: str) -> str:
+    """A model label as a file-name part: characters other than letters, digits, ``.``, ``_``, ``@``, ``-``
+    become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._@-]", "_", label)
 
 
 def _proxy_text(axis: dict | None) -> str:

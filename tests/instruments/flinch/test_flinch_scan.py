@@ -97,7 +97,11 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
     assert "at least 2 models" in numbers["carrier_gstudy"]["syn_a"]["missing"]
     assert "carrier G-study, syn_a: none" in report.analysis.text
     names = sorted(p.rsplit("/", 1)[1] for p in report.outputs)
-    assert names == ["carriers.parquet", "radar.png", "summary.json"]
+    assert names == ["carriers.parquet", "model-tiny.json", "radar.png", "summary.json"]
+    with open(next(p for p in report.outputs if p.endswith("model-tiny.json")), encoding="utf-8") as f:
+        alone = json.load(f)   # the model alone, in the method's shape
+    assert alone["model"] == "tiny" and alone["total_flinch"] == model["total_flinch"]
+    assert set(alone["axes"]) == {"syn_a", "syn_b"} and alone["corpus_sha256"] == numbers["corpus_sha256"]
     # the proxy model: on its own scale, never among the exact models
     (claude,) = numbers["proxy_models"]
     a, b = claude["axes"]["syn_a"], claude["axes"]["syn_b"]
