@@ -46,3 +46,4 @@ bench: demo-model
 	$(PY) bench/pipeline.py
 	$(PY) bench/engines.py
 	$(PY) bench/scale.py
+	$(PY) bench/flinch.py
