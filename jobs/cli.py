@@ -43,7 +43,7 @@ def instrument_verbs() -> dict[str, str]:
     for name in REGISTRY:
         cli = getattr(resolve(name), "cli", None)
         if cli is not None:
-            out[name] = (cli.__doc__ or "").strip().splitlines()[0] if cli.__doc__ else f"{name}'s own tools"
+            out[name] = cli.__doc__.strip().splitlines()[0] if cli.__doc__ else f"{name}'s own tools"
     return out
 
 
