@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from actors.rows import trace_row, where_am_i
-from actors.score_tokens import prepare_cells, score_fields
+from actors.score_tokens import prepare_cells, score_fields, score_safely
 from grid.records import ModelVariant, RunContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import trace_schema, to_trace_table
@@ -65,13 +65,8 @@ class HFScorer:
         return to_trace_table([rows[i] for i in range(len(cells))], _SCHEMA)
 
     def _score_safely(self, prepared: list) -> list[dict]:
-        """Score; if the batch fails, score cell by cell so that only the failing cells become error rows."""
-        try:
-            return self._score(prepared)
-        except Exception as exc:
-            if len(prepared) == 1:
-                return [self._row(prepared[0][1], error=f"{type(exc).__name__}: {exc}")]
-            return [row for item in prepared for row in self._score_safely([item])]
+        """Score; if the batch fails, cell by cell (``actors.score_tokens.score_safely``)."""
+        return score_safely(prepared, self._score, lambda cell, message: self._row(cell, error=message))
 
     def _score(self, prepared: list) -> list[dict]:
         import torch

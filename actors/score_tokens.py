@@ -77,3 +77,14 @@ def score_fields(prefix_ids: list[int], target_ids: list[int], bos: bool, logpro
     return {"bos_added": bos, "prefix_token_ids": prefix_ids, "target_token_ids": target_ids,
             "target_logprobs": logprobs, "lp_mean": sum(logprobs) / len(logprobs), "lp_min": min(logprobs),
             "prompt_tokens": len(prefix_ids) + len(target_ids), "completion_tokens": 0}
+
+
+def score_safely(prepared: list, score, error_row) -> list[dict]:
+    """``score(prepared)``; if the whole call fails, each cell alone, so that only the failing cells become
+    error rows (``error_row(cell, message)``). Rows in ``prepared``'s order."""
+    try:
+        return score(prepared)
+    except Exception as exc:
+        if len(prepared) == 1:
+            return [error_row(prepared[0][1], f"{type(exc).__name__}: {exc}")]
+        return [row for item in prepared for row in score_safely([item], score, error_row)]

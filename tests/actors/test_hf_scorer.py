@@ -121,3 +121,18 @@ def test_a_models_bos_rule_applies_unless_the_cell_sets_its_own(bos_tiny_dir):
     assert never(cells([("", " Cats")])).to_pylist()[0]["error"].startswith("ScoreTokenError: empty prefix")
     cell_says = never(cells([("Cats", " purr")], add_bos=True)).to_pylist()[0]
     assert cell_says["bos_added"] and cell_says["prefix_token_ids"][0] == bos_id
+
+
+def test_a_failing_batch_is_scored_cell_by_cell_so_only_the_failing_cell_is_an_error_row():
+    from actors.score_tokens import score_safely
+
+    prepared = [(i, {"name": n}, [1], [2], False) for i, n in enumerate(["a", "poison", "b"])]
+
+    def score(items):
+        if any(cell["name"] == "poison" for _, cell, *_ in items):
+            raise RuntimeError("bad cell")
+        return [{"cell": cell["name"], "error": None} for _, cell, *_ in items]
+
+    rows = score_safely(prepared, score, lambda cell, message: {"cell": cell["name"], "error": message})
+    assert rows == [{"cell": "a", "error": None}, {"cell": "poison", "error": "RuntimeError: bad cell"},
+                    {"cell": "b", "error": None}]

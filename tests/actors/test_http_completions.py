@@ -26,6 +26,15 @@ def scorer(url, **kw):
     return OpenAICompletionsScorer(variant, "smollm2", RUN, backoff_base_s=0.01, backoff_ceiling_s=0.05)
 
 
+def scored(url, texts, **kw) -> tuple[list[dict], str]:
+    """Rows of ``texts`` from a fresh scorer (closed afterwards), and the prompt form it chose."""
+    engine = scorer(url, **kw)
+    try:
+        return engine(cells(texts)).to_pylist(), engine.prompt_form
+    finally:
+        engine.close()
+
+
 @pytest.fixture(scope="module")
 def hf_rows(demo_dir):
     variant = ModelVariant(label="demo", model=str(demo_dir), max_tokens=1, dtype="float32")
@@ -33,12 +42,8 @@ def hf_rows(demo_dir):
 
 
 def test_token_id_prompts_score_what_the_hf_scorer_scores(vllm_server, demo_dir, hf_rows):
-    engine = scorer(vllm_server, tokenizer=str(demo_dir))
-    try:
-        assert engine.prompt_form == "ids"
-        rows = engine(cells(TEXTS)).to_pylist()
-    finally:
-        engine.close()
+    rows, form = scored(vllm_server, TEXTS, tokenizer=str(demo_dir))
+    assert form == "ids"
     for r, h in zip(rows, hf_rows):
         assert r["error"] is None, r["error"]
         assert r["prefix_token_ids"] == h["prefix_token_ids"] and r["target_token_ids"] == h["target_token_ids"]
@@ -50,12 +55,8 @@ def test_token_id_prompts_score_what_the_hf_scorer_scores(vllm_server, demo_dir,
 
 
 def test_text_prompts_are_split_at_the_end_of_the_prefix(vllm_server, hf_rows):
-    engine = scorer(vllm_server)   # no tokenizer named: the server tokenizes the joined text
-    try:
-        assert engine.prompt_form == "text"
-        rows = engine(cells(TEXTS)).to_pylist()
-    finally:
-        engine.close()
+    rows, form = scored(vllm_server, TEXTS)   # no tokenizer named: the server tokenizes the joined text
+    assert form == "text"
     for r, h in zip(rows, hf_rows):
         assert r["error"] is None, r["error"]
         assert r["target_token_ids"] is None and json.loads(r["request_params"])["prompt_form"] == "text"
@@ -65,16 +66,8 @@ def test_text_prompts_are_split_at_the_end_of_the_prefix(vllm_server, hf_rows):
 
 
 def test_what_cannot_be_scored_is_an_error_row_naming_the_fix(vllm_server, demo_dir, monkeypatch):
-    engine = scorer(vllm_server, tokenizer=str(demo_dir))
-    try:
-        rows = engine(cells([("", " Cats"), ("Cats", " purr")])).to_pylist()
-    finally:
-        engine.close()
+    rows, _ = scored(vllm_server, [("", " Cats"), ("Cats", " purr")], tokenizer=str(demo_dir))
     assert rows[0]["error"].startswith("ScoreTokenError: empty prefix") and rows[1]["error"] is None
     monkeypatch.setenv(VLLM_TEST_KEY_ENV, "sk-wrong-key-0000000000000000")
-    wrong = scorer(vllm_server, tokenizer=str(demo_dir))
-    try:
-        row = wrong(cells([("Cats", " purr")])).to_pylist()[0]
-    finally:
-        wrong.close()
+    row = scored(vllm_server, [("Cats", " purr")], tokenizer=str(demo_dir))[0][0]
     assert row["error"].startswith("HTTP 401") and "api_key_env" in row["error"] and "sk-wrong" not in row["error"]
