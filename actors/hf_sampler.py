@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from actors.chat import render_chat, template_kwargs
+from actors.hf_env import prepare_transformers
 from actors.rows import generation_overrides, trace_row, where_am_i
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
@@ -60,13 +61,9 @@ class HFSampler:
             raise ConfigError("", f"models[{variant.label}].extra_body", "the hf backend sends no request, so "
                               "extra_body would be dropped", "remove it; pass template options in chat_template_kwargs, "
                               'or use backend "vllm" for sampling parameters')
-        import torch
+        prepare_transformers()   # before transformers loads its generation module
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()   # per-actor 'Loading weights' bars would flood the driver's stderr
         self.variant, self.run, self.source = variant, run, model_source
         self.template_kwargs = template_kwargs(variant)
         """Chat-template kwargs every prompt is rendered with (effort's, then chat_template_kwargs)."""

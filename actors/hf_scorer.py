@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from actors.hf_env import prepare_transformers
 from actors.rows import trace_row, where_am_i
 from actors.score_tokens import prepare_cells, score_fields, score_safely
 from grid.records import ModelVariant, RunContext
@@ -33,13 +34,9 @@ class HFScorer:
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
-        import torch
+        prepare_transformers()   # before transformers loads its generation module
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        torch.set_num_threads(1)   # two threads on two busy cores collapse throughput
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
         self.variant, self.run, self.source = variant, run, model_source
         self.tokenizer = AutoTokenizer.from_pretrained(model_source)
         self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=_DTYPES.get(variant.dtype, "auto"))

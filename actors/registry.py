@@ -5,7 +5,8 @@ Kinds (``grid.instrument.ENGINE_KINDS``) say what a cell asks of an engine; ever
 ``Engine(variant, model_source, run)`` loads once per actor, and ``engine(batch)`` turns a batch of rendered
 cells into one trace row per cell. ``generate`` engines take ``system_text``/``user_text`` and sample an
 answer. ``score`` engines take ``prefix``/``target``/``add_bos`` and return the target tokens'
-log-probabilities (``grid.score_columns``). ``activations`` (per-layer hidden states) has no engine yet.
+log-probabilities (``grid.score_columns``). ``activations`` engines take ``text`` and how to extract it and
+return per-layer pooled hidden states (``grid.activation_columns``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("score", "vllm"): ("actors.vllm_scorer", "VLLMScorer"),
     ("score", "openai"): ("actors.http_completions", "OpenAICompletionsScorer"),
     ("score", "anthropic"): ("actors.score_proxy", "AnthropicProxyScorer"),
+    ("activations", "hf"): ("actors.hf_activations", "HFActivations"),
 }
 
 

@@ -334,8 +334,10 @@ def _tokenizer_facts(tokenizer_dir: Path) -> tuple[int, dict]:
     return size, specials
 
 
-def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0) -> Path:
-    """Write a tiny random LlamaForCausalLM (2 layers, hidden 64) plus a copy of a tokenizer to ``out_dir``.
+def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0, layers: int = 2,
+                            hidden: int = 64) -> Path:
+    """Write a tiny random LlamaForCausalLM (``layers`` blocks of width ``hidden``, 4 heads) plus a copy of a
+    tokenizer to ``out_dir``.
 
     Weights come from a ``torch.Generator`` seeded with ``seed`` (normal, std 0.02; norms 1), filled in
     parameter-name order, so the same seed gives byte-identical ``model.safetensors`` and different seeds
@@ -347,8 +349,8 @@ def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0) -
 
     out_dir, tokenizer_dir = Path(out_dir), Path(tokenizer_dir)
     vocab_size, specials = _tokenizer_facts(tokenizer_dir)
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=4, intermediate_size=128, max_position_embeddings=2048,
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                         num_key_value_heads=4, intermediate_size=2 * hidden, max_position_embeddings=2048,
                          tie_word_embeddings=False, **specials)
     try:  # every parameter is filled below, so transformers' own random init is skipped
         from transformers.initialization import no_init_weights

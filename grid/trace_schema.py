@@ -92,7 +92,7 @@ def union_schema(columns_by_instrument: dict[str, tuple[pa.Field, ...]]) -> pa.S
     fields: dict[str, pa.Field] = {}
     for name, columns in columns_by_instrument.items():
         for f in columns:
-            if (f.metadata or {}).get(b"large") == b"true":
+            if is_large(f):
                 continue
             if f.name in fields and not fields[f.name].type.equals(f.type):
                 raise ValueError(f"column {f.name!r} of instrument {name!r} is {f.type}, another's is {fields[f.name].type}")
@@ -108,8 +108,24 @@ def to_trace_table(rows: list[dict], schema: pa.Schema = TRACE_SCHEMA) -> pa.Tab
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def is_large(f: pa.Field) -> bool:
+    """Whether ``f`` holds per-layer vectors (``large`` in its metadata): left out of cross-instrument views, and
+    stored in the fixed-size type of the model that wrote it."""
+    return (f.metadata or {}).get(b"large") == b"true"
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns, in order and type; a column it lacks becomes null."""
-    arrays = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-              for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
+    """``table`` with exactly ``schema``'s columns, in order and type; a column it lacks becomes null. A large
+    column (``is_large``) keeps the list type it has (its fixed sizes are the model's: readers cast it)."""
+    arrays, fields = [], []
+    for f in schema:
+        if f.name not in table.column_names:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+            fields.append(f)
+        elif is_large(f) and pa.types.is_fixed_size_list(table.column(f.name).type):
+            arrays.append(table.column(f.name))
+            fields.append(f.with_type(table.column(f.name).type))
+        else:
+            arrays.append(table.column(f.name).cast(f.type))
+            fields.append(f)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
