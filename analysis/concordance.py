@@ -86,7 +86,8 @@ def kendall_w(ratings: Any) -> KendallW:
     s = float(_s(ranks.sum(axis=1)))
     base = m * m * (n ** 3 - n)
     w = 12.0 * s / base
-    wt = 12.0 * s / (base - m * _tie_term(ranks))
+    tied = base - m * _tie_term(ranks)
+    wt = 12.0 * s / tied if tied > 0 else float("nan")   # every rater ties every object: no ranking to agree on
     df = n - 1
     return KendallW(w, wt, m * df * w, m * df * wt, df, float(chi2.sf(m * df * w, df)),
                     float(chi2.sf(m * df * wt, df)), n, m)
