@@ -54,6 +54,7 @@ REQUIRED_HOOKS = ("name", "engine_kind", "columns", "load_spec", "frozen", "from
 REGISTRY: dict[str, str] = {
     "forced_choice": "instruments.forced_choice:INSTRUMENT",
     "flinch": "instruments.flinch.instrument:INSTRUMENT",
+    "lens": "instruments.lens.instrument:INSTRUMENT",
 }
 """Instrument name → ``"module:attr"``, imported on first use (importing mirrorscan imports no instrument)."""
 

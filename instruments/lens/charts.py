@@ -1,0 +1,36 @@
+"""lens charts (PNG bytes, ``analysis.plotting``'s look): AUROC by layer across wrappers, and the spread of the
+headline over wrappers per model. The G-study's charts come from ``analysis.plotting.gstudy_charts``."""
+
+from __future__ import annotations
+
+from analysis.plotting import png, pyplot
+
+
+def auroc_by_layer(curves: dict, title: str) -> bytes:
+    """One line per wrapper: AUROC against layer, chance at 0.5."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    for (e, d), curve in curves.items():
+        ax.plot(curve.layers, curve.auroc, linewidth=0.8, alpha=0.6)
+    ax.axhline(0.5, color="#444444", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("layer (0 = embedding output)")
+    ax.set_ylabel("AUROC")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{title}: one line per wrapper ({len(curves)})", fontsize=9)
+    return png(fig)
+
+
+def headline_spread(rows: list[dict], positive: str) -> bytes:
+    """Per model and variant, every wrapper's max over layers of AUROC − 0.5 (dots) and their box."""
+    plt = pyplot()
+    keys = sorted({(r["label"], r["variant"]) for r in rows})
+    values = [[r["max_auroc_minus_half"] for r in rows if (r["label"], r["variant"]) == k] for k in keys]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(keys) + 2), 4.2))
+    ax.boxplot(values, showfliers=False)
+    for i, v in enumerate(values, 1):
+        ax.scatter([i] * len(v), v, s=8, alpha=0.5, color="#4C72B0")
+    ax.set_xticks(range(1, len(keys) + 1), [f"{l}\n{v}" for l, v in keys], fontsize=7)
+    ax.axhline(0.0, color="#444444", linewidth=0.8, linestyle="--")
+    ax.set_ylabel(f"max over layers of AUROC − 0.5 (positive = {positive})")
+    ax.set_title("the headline over wrappers, per model", fontsize=9)
+    return png(fig)

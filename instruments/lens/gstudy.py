@@ -1,0 +1,131 @@
+"""How much of a lens headline belongs to the model, and how much to the wrapper and the items: the G-study,
+and Kendall's W of the model ranking across wrappers.
+
+Design (Brennan 2001, ch. 3; ``analysis.gtheory``): the **model** is the object of measurement. The score
+of one cell is the headline statistic — max over layers of AUROC − 0.5 — computed on one **item sample**:
+the scoring set split into S disjoint samples, each holding every class in proportion (label-stratified,
+seeded). Facets: model × wrapper × item_sample, all crossed; with ``wrapper_facets: crossed`` the wrapper
+is split into its arms, model × evaluation × deployment × item_sample; when several implementation
+variants are run, a second study crosses them as one more facet (model × wrapper × item_sample ×
+variant). Reported per study: every component, the model's share and the share of effects that carry a
+wrapper facet, Eρ² and Φ at the observed sizes, the D-study curves and asymptotes, and the wrappers
+needed for Eρ² = 0.8 (``analysis.gtheory_report``). It needs ≥ 2 models, and every model's vectors for
+the same scoring items.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.concordance import kendall_w, kendall_w_permutation_test
+from analysis.gtheory import g_study
+from analysis.gtheory_report import gtheory_report
+from analysis.plotting import gstudy_charts
+from instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
+
+TARGET = 0.8
+"""Relative Eρ² the wrappers-needed figure aims at."""
+WRAPPER_FACETS = {"pair": ("wrapper",), "crossed": ("evaluation", "deployment")}
+
+
+def item_samples(labels: list, n_samples: int, seed: np.random.SeedSequence) -> list[list[int]]:
+    """Indices of ``n_samples`` disjoint label-stratified samples covering every item: within each class the
+    items are shuffled (seeded) and dealt round-robin."""
+    rng = np.random.default_rng(seed)
+    samples: list[list[int]] = [[] for _ in range(n_samples)]
+    for cls in sorted(set(labels)):
+        idx = [i for i, l in enumerate(labels) if l == cls]
+        for k, i in enumerate(rng.permutation(idx)):
+            samples[k % n_samples].append(int(i))
+    return [sorted(s) for s in samples]
+
+
+def sample_scores(ex, wrappers: list[tuple[str, str]], samples: list[list[int]], positive: str,
+                  layer_set: str) -> np.ndarray:
+    """(wrappers, samples): the headline of each wrapper on each item sample."""
+    layers = layers_in_max(ex.n_layers, layer_set)
+    projected = framing_projections(ex.scoring, ex.framing_means())
+    out = np.empty((len(wrappers), len(samples)))
+    for w, (e, d) in enumerate(wrappers):
+        scores = wrapper_projections(projected, e, d)[:, layers]
+        for s, idx in enumerate(samples):
+            out[w, s] = layer_curve(scores[idx], [ex.labels[i] for i in idx], positive, layers,
+                                    ex.n_layers - 1).max_auroc_minus_half
+    return out
+
+
+def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[str, ...], design: str) -> tuple[dict, dict]:
+    g = g_study(scores, facets)
+    report = gtheory_report(g, target=TARGET)
+    total = g.total_variance
+    wrapper_var = sum(c.estimate_used for c in g.components if c.facets & set(wrapper_facets))
+    needed = {f: report.estimated.needed[f][0].n for f in wrapper_facets}
+    return ({"design": design, "model_share": g.share("model") if total > 0 else None,
+             "wrapper_share": wrapper_var / total if total > 0 else None,
+             "wrappers_needed": needed["wrapper"] if "wrapper" in needed else needed,
+             "report": report.to_json()}, gstudy_charts(report))
+
+
+def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> tuple[dict, dict]:
+    """(variant → study numbers or ``missing``, chart name → PNG): one study per variant, and one across
+    variants (key ``all variants``) when several were run."""
+    from instruments.lens.numbers import seed_for
+
+    positive, n_samples = frozen["positive"], frozen["item_samples"]
+    kind = frozen.get("wrapper_facets", "pair")
+    variants = list(frozen["variants"])
+    labels = sorted({label for label, _ in by_model})
+    out, charts, per_variant = {}, {}, {}
+    for variant in variants:
+        models = [l for l in labels if (l, variant) in by_model]
+        if len(models) < 2:
+            out[variant] = {"missing": f"needs at least 2 models as the object of measurement, has {len(models)}"}
+            continue
+        items = [by_model[(m, variant)].item_ids for m in models]
+        if any(ids != items[0] for ids in items):
+            out[variant] = {"missing": "the models hold vectors for different scoring items (failed rows?)"}
+            continue
+        first = by_model[(models[0], variant)]
+        samples = item_samples(first.labels, n_samples, seed_for(frozen["seed"], "item-samples"))
+        layer_set = frozen["variants"][variant]["layers"]
+        scores = np.stack([sample_scores(by_model[(m, variant)], wrappers, samples, positive, layer_set) for m in models])
+        per_variant[variant] = scores
+        n_e, n_d = len(frozen["framings"]["evaluation"]), len(frozen["framings"]["deployment"])
+        if kind == "crossed":
+            shaped, facets = scores.reshape(len(models), n_e, n_d, n_samples), ("model", "evaluation", "deployment", "item_sample")
+        else:
+            shaped, facets = scores, ("model", "wrapper", "item_sample")
+        out[variant], study_charts = _study(shaped, facets, WRAPPER_FACETS[kind], " × ".join(facets))
+        out[variant].update({"models": models, "item_samples": [len(s) for s in samples]})
+        charts.update({f"{variant}-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
+    if len(per_variant) >= 2:
+        stacked = np.stack([per_variant[v] for v in per_variant], axis=-1)
+        out["all variants"], study_charts = _study(stacked, ("model", "wrapper", "item_sample", "variant"),
+                                                   ("wrapper",), "model × wrapper × item_sample × variant")
+        out["all variants"]["variants"] = list(per_variant)
+        charts.update({f"all-variants-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
+    return out, charts
+
+
+def concordance(rows: list[dict], frozen: dict) -> dict:
+    """variant → Kendall's W (tie-corrected) of the models' headlines ranked within each wrapper, with its
+    permutation p; variants with fewer than 2 models are left out."""
+    from instruments.lens.numbers import seed_for
+
+    out = {}
+    for variant in frozen["variants"]:
+        mine = [r for r in rows if r["variant"] == variant]
+        models = sorted({r["label"] for r in mine})
+        wrappers = sorted({r["wrapper"] for r in mine})
+        value = {(r["label"], r["wrapper"]): r["max_auroc_minus_half"] for r in mine}
+        if len(models) < 2 or any((m, w) not in value for m in models for w in wrappers):
+            continue
+        ratings = np.array([[value[(m, w)] for w in wrappers] for m in models])
+        w = kendall_w(ratings)
+        if w.w_tie_corrected != w.w_tie_corrected:
+            out[variant] = {"missing": "every wrapper ties the models: no ranking to agree on"}
+            continue
+        test = kendall_w_permutation_test(ratings, max(frozen["null_permutations"], 1), seed_for(frozen["seed"], "w", variant))
+        out[variant] = {"w": w.w_tie_corrected, "p_value": test.p_value, "n_models": len(models),
+                        "n_wrappers": len(wrappers), "chi2_p_value": w.p_value_tie_corrected}
+    return out

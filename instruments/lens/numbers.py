@@ -1,0 +1,278 @@
+"""The numbers of a lens invocation: per model × variant × wrapper AUROC curves, their spread over wrappers,
+and how much of the headline belongs to the prompt.
+
+* **Headline** of one (model, variant, wrapper): max over layers of AUROC − 0.5 (positive class named in
+  every output) and of |AUROC − 0.5|, with the layer and relative depth (``directions``). Per model and
+  variant it is reported as a distribution over wrappers (median, sd, range), never one wrapper's value.
+* **Scoring-label floor** (null a): per wrapper, the scoring labels permuted and the max over layers retaken
+  (``analysis.nulls``); its mean is the floor a headline must clear.
+* **Cosines**: within a wrapper (directions from the two halves of the task texts, at the wrapper's best
+  layer), across wrappers (mean over pairs, at each model's median best layer), and one-item recovery (one
+  task text's direction against the full set's).
+* **G-study** per variant (``gstudy``): the score of a cell is the headline on one item sample — the
+  scoring set split into ``item_samples`` disjoint label-stratified samples — with facets model × wrapper ×
+  item_sample (wrapper crossed as evaluation × deployment with ``wrapper_facets: crossed``), and ×
+  variant over all variants when several are run.
+* **Kendall's W** of the model ranking across wrappers, with its permutation p (≥ 2 models).
+* **Surface-form check**: the bag-of-words out-of-fold AUROC of the scoring texts alone (whole set and each
+  subset; warning above ``analysis.surface.SURFACE_WARNING``), and content-free directions scored the same
+  way: a random direction, and the surface-only direction (each framing around an empty task).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis.nulls import label_permutation_null
+from grid.instrument import Analysis
+from instruments.lens.directions import (cosine, framing_projections, layer_curve, layers_in_max,
+                                         wrapper_projections)
+from instruments.lens.items import EMPTY_TASK
+
+COLUMNS = ("label", "variant", "framing", "arm", "item_id", "item_label", "subset", "user_text", "layer_vectors")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """One model × variant's stored vectors, arranged for the analysis (arrays in float64)."""
+
+    tasks: dict
+    """framing → {task id → (layers, hidden)}: each framed task text's vectors (the empty task left out)."""
+    empty: dict
+    """framing → (layers, hidden): the framing around an empty task."""
+    item_ids: list
+    labels: list
+    subsets: list
+    texts: list
+    scoring: np.ndarray
+    """(items, layers, hidden): the scoring items' vectors."""
+
+    @property
+    def n_layers(self) -> int:
+        return self.scoring.shape[1]
+
+    def framing_means(self) -> dict:
+        """framing → (layers, hidden): mean over its task texts."""
+        return {f: np.mean(list(v.values()), axis=0) for f, v in self.tasks.items() if v}
+
+
+def latest_rows(traces: pa.Table) -> pa.Table:
+    """Each cell's last successful attempt."""
+    ok = traces.filter(pc.is_null(traces.column("error")))
+    if "attempt" in ok.column_names and ok.num_rows:
+        order = pc.sort_indices(ok, [("probe_id", "ascending"), ("attempt", "descending")])
+        ok = ok.take(order)
+        probe = ok.column("probe_id").to_pylist()
+        keep = [i for i, p in enumerate(probe) if i == 0 or probe[i - 1] != p]
+        ok = ok.take(pa.array(keep, pa.int64()))
+    return ok
+
+
+def _vectors(column) -> np.ndarray:
+    rows = column.to_pylist()
+    return np.asarray(rows, dtype=np.float64)
+
+
+def extracted(traces: pa.Table) -> dict[tuple[str, str], Extracted]:
+    """(model label, variant) → its vectors, from the invocation's rows (last successful attempt per cell)."""
+    rows = latest_rows(traces.select([c for c in COLUMNS + ("probe_id", "attempt", "error") if c in traces.column_names]))
+    out = {}
+    for label in sorted(set(rows.column("label").to_pylist())):
+        for variant in sorted(set(rows.filter(pc.equal(rows.column("label"), label)).column("variant").to_pylist())):
+            part = rows.filter(pc.and_(pc.equal(rows.column("label"), label), pc.equal(rows.column("variant"), variant)))
+            vectors = _vectors(part.column("layer_vectors"))
+            meta = part.select(["framing", "arm", "item_id", "item_label", "subset", "user_text"]).to_pylist()
+            tasks, empty, scoring = {}, {}, []
+            for m, v in zip(meta, vectors):
+                if m["arm"] == "scoring":
+                    scoring.append((m, v))
+                elif m["item_id"] == EMPTY_TASK:
+                    empty[m["framing"]] = v
+                else:
+                    tasks.setdefault(m["framing"], {})[m["item_id"]] = v
+            scoring.sort(key=lambda mv: mv[0]["item_id"])
+            out[(label, variant)] = Extracted(
+                tasks=tasks, empty=empty, item_ids=[m["item_id"] for m, _ in scoring],
+                labels=[m["item_label"] for m, _ in scoring], subsets=[m["subset"] for m, _ in scoring],
+                texts=[m["user_text"] for m, _ in scoring], scoring=np.stack([v for _, v in scoring]))
+    return out
+
+
+def seed_for(seed: int, *parts: str) -> np.random.SeedSequence:
+    """A seed sequence for one named piece of work (stable across runs and processes)."""
+    return np.random.SeedSequence([seed, *(zlib.crc32(p.encode()) for p in parts)])
+
+
+def summary(values) -> dict:
+    """Median, mean, sd (ddof 1), min, max, quartiles and count of a list of numbers."""
+    a = np.asarray(values, dtype=np.float64)
+    q25, q50, q75 = np.percentile(a, [25, 50, 75])
+    return {"n": int(a.size), "median": float(q50), "mean": float(a.mean()),
+            "sd": float(a.std(ddof=1)) if a.size > 1 else None, "min": float(a.min()), "max": float(a.max()),
+            "q25": float(q25), "q75": float(q75)}
+
+
+def halves_cosine(ex: Extracted, evaluation: str, deployment: str, layer: int) -> float | None:
+    """Cosine, at ``layer``, of the wrapper's directions built from the two halves of the task texts (sorted
+    ids, alternating), or None with fewer than 2 shared task texts."""
+    shared = sorted(set(ex.tasks.get(evaluation, {})) & set(ex.tasks.get(deployment, {})))
+    if len(shared) < 2:
+        return None
+    halves = [shared[0::2], shared[1::2]]
+    dirs = [np.mean([ex.tasks[evaluation][t][layer] - ex.tasks[deployment][t][layer] for t in h], axis=0) for h in halves]
+    return float(cosine(dirs[0][None], dirs[1][None])[0])
+
+
+def one_item_recovery(ex: Extracted, evaluation: str, deployment: str, layer: int) -> float | None:
+    """Mean over task texts of the cosine, at ``layer``, between one text's direction and the full set's."""
+    shared = sorted(set(ex.tasks.get(evaluation, {})) & set(ex.tasks.get(deployment, {})))
+    if not shared:
+        return None
+    per = np.array([ex.tasks[evaluation][t][layer] - ex.tasks[deployment][t][layer] for t in shared])
+    full = per.mean(axis=0)
+    return float(np.nanmean(cosine(per, np.broadcast_to(full, per.shape))))
+
+
+def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], positive: str, layer_set: str,
+                  permutations: int, seed: int, key: str) -> tuple[dict, list[dict], dict]:
+    """(numbers, per-wrapper rows, wrapper → curve) of one model × variant."""
+    layers = layers_in_max(ex.n_layers, layer_set)
+    n_blocks = ex.n_layers - 1
+    means = ex.framing_means()
+    projected = framing_projections(ex.scoring, means)
+    rows, curves = [], {}
+    for e, d in wrappers:
+        if e not in projected or d not in projected:
+            continue
+        scores = wrapper_projections(projected, e, d)[:, layers]
+        curve = layer_curve(scores, ex.labels, positive, layers, n_blocks)
+        row = {"evaluation": e, "deployment": d, "wrapper": f"{e}×{d}", **{k: v for k, v in curve.to_json().items()
+                                                                         if k != "auroc_by_layer"}}
+        if permutations:
+            null = label_permutation_null(scores, ex.labels, positive, permutations, seed_for(seed, key, e, d))
+            row.update({"label_floor": null.signed.floor, "label_floor_sd": null.signed.null_sd,
+                        "label_p": null.signed.p_value, "abs_label_floor": null.absolute.floor})
+        row["halves_cosine"] = halves_cosine(ex, e, d, curve.max_layer)
+        row["one_item_recovery"] = one_item_recovery(ex, e, d, curve.max_layer)
+        rows.append(row)
+        curves[(e, d)] = curve
+    heads = [r["max_auroc_minus_half"] for r in rows]
+    best_layers = [r["layer"] for r in rows]
+    typical = int(np.median(best_layers))
+    units = [means[e][typical] - means[d][typical] for e, d in curves]
+    pair_cos = [float(cosine(a[None], b[None])[0]) for i, a in enumerate(units) for b in units[i + 1:]]
+    rng = np.random.default_rng(seed_for(seed, key, "random-direction"))
+    random_dir = rng.standard_normal((ex.n_layers, ex.scoring.shape[2]))
+    random_curve = layer_curve(np.einsum("ild,ld->il", ex.scoring, random_dir)[:, layers], ex.labels, positive,
+                               layers, n_blocks)
+    surface_only = [layer_curve(np.einsum("ild,ld->il", ex.scoring, ex.empty[e] - ex.empty[d])[:, layers], ex.labels,
+                                positive, layers, n_blocks).max_auroc_minus_half
+                    for e, d in wrappers if e in ex.empty and d in ex.empty]
+    numbers = {
+        "n_layers": ex.n_layers, "layers_in_max": f"{layers[0]}…{layers[-1]}", "n_scoring_items": len(ex.item_ids),
+        "headline": summary(heads), "abs_headline": summary([r["max_abs_auroc_minus_half"] for r in rows]),
+        "best_layer": summary(best_layers), "best_relative_depth": summary([r["relative_depth"] for r in rows]),
+        "label_floor": summary([r["label_floor"] for r in rows]) if permutations else None,
+        "wrappers_above_floor_p05": sum(r["label_p"] <= 0.05 for r in rows) if permutations else None,
+        "cosines": {"within_wrapper_halves": _mean([r["halves_cosine"] for r in rows]),
+                    "across_wrappers": _mean(pair_cos), "across_wrappers_layer": typical,
+                    "one_item_recovery": _mean([r["one_item_recovery"] for r in rows])},
+        "content_free": {"random_direction": random_curve.max_auroc_minus_half,
+                         "surface_only": summary(surface_only) if surface_only else None},
+    }
+    return numbers, rows, curves
+
+
+def _mean(values) -> float | None:
+    v = [x for x in values if x is not None and x == x]
+    return float(np.mean(v)) if v else None
+
+
+def analyze(traces: pa.Table, spec) -> Analysis:
+    """Every number of the module docstring for one invocation (no I/O)."""
+    from analysis.surface import SURFACE_WARNING, bag_of_words_auroc, surface_warning
+    from instruments.lens.charts import auroc_by_layer, headline_spread
+    from instruments.lens.gstudy import concordance, wrapper_gstudies
+
+    frozen = spec.frozen
+    positive = frozen["positive"]
+    wrappers = [(e, d) for e in frozen["framings"]["evaluation"] for d in frozen["framings"]["deployment"]]
+    by_model = extracted(traces)
+    models, table_rows, curves = {}, [], {}
+    for (label, variant), ex in by_model.items():
+        key = f"{label}/{variant}"
+        layer_set = frozen["variants"][variant]["layers"]
+        numbers, rows, model_curves = model_numbers(ex, wrappers, positive, layer_set, frozen["null_permutations"],
+                                                    frozen["seed"], key)
+        models[key] = {"label": label, "variant": variant, **numbers}
+        table_rows += [{"label": label, "variant": variant, **r} for r in rows]
+        curves[(label, variant)] = model_curves
+    gstudies, gstudy_charts = wrapper_gstudies(by_model, wrappers, frozen)
+    concord = concordance(table_rows, frozen)
+    surface = {}
+    any_ex = next(iter(by_model.values()), None)
+    if any_ex is not None:
+        subsets = sorted({s for s in any_ex.subsets if s is not None})
+        for name in [None] + subsets:
+            idx = [i for i, s in enumerate(any_ex.subsets) if name is None or s == name]
+            labels = [any_ex.labels[i] for i in idx]
+            if min(labels.count(c) for c in set(labels)) < 2 or len(set(labels)) < 2:
+                continue
+            value = bag_of_words_auroc([any_ex.texts[i] for i in idx], labels, positive, seed=frozen["seed"])
+            surface[name or "all"] = {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(idx)}
+    lines = [f"lens: max over layers of AUROC − 0.5, positive class = {positive}; over "
+             f"{len(wrappers)} wrappers (framings {frozen['framings']['version']})",
+             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'floor':>6} {'depth':>6}"]
+    for key, m in models.items():
+        h = m["headline"]
+        floor = m["label_floor"]["median"] if m["label_floor"] else float("nan")
+        lines.append(f"{key:<32} {h['median']:>7.3f} {h['sd'] or 0:>6.3f} {h['min']:>6.3f} {h['max']:>6.3f} "
+                     f"{floor:>6.3f} {m['best_relative_depth']['median']:>6.2f}")
+    for variant, g in gstudies.items():
+        if "missing" in g:
+            lines.append(f"G-study ({variant}): none ({g['missing']})")
+        else:
+            lines.append(f"G-study ({variant}, {g['design']}): model share {100 * g['model_share']:.0f}%, "
+                         f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {g['report']['g_coefficient']:.2f}, "
+                         f"Φ {g['report']['phi']:.2f}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")
+    for variant, c in concord.items():
+        if "missing" in c:
+            lines.append(f"Kendall's W ({variant}): none ({c['missing']})")
+            continue
+        lines.append(f"Kendall's W of the model ranking across wrappers ({variant}): {c['w']:.2f} "
+                     f"(permutation p = {c['p_value']:.3g})")
+    for name, s in surface.items():
+        lines.append(f"surface baseline ({name}, {s['n']} items): bag-of-words AUROC {s['bag_of_words_auroc']:.2f}"
+                     + (f"  WARNING: above {SURFACE_WARNING}, the probe may be reading the prompt's surface"
+                        if s["warning"] else ""))
+    numbers = {"positive_class": positive, "statistic": "max over layers of (AUROC − 0.5)",
+               "definitions": {"headline": "per wrapper: max over the layers in the max of AUROC − 0.5 (positive "
+                               "class above); reported per model as a distribution over wrappers",
+                               "label_floor": "mean of the scoring-label permutation null of that max (max retaken "
+                               "per permutation)", "relative_depth": "best layer / number of blocks"},
+               "models": models, "gstudy": gstudies,
+               "concordance": concord, "surface": surface}
+    tables = {"wrappers": pa.Table.from_pylist(table_rows)} if table_rows else {}
+    long = [{"label": l, "variant": v, "wrapper": f"{e}×{d}", "layer": layer, "auroc": float(a)}
+            for (l, v), cs in curves.items() for (e, d), c in cs.items() for layer, a in zip(c.layers, c.auroc)]
+    if long:
+        tables["auroc_by_layer"] = pa.Table.from_pylist(long)
+    charts = {f"auroc-by-layer-{_safe(l)}-{_safe(v)}": auroc_by_layer(cs, f"{l} ({v}), positive = {positive}")
+              for (l, v), cs in curves.items()}
+    if models:
+        charts["headline-spread"] = headline_spread(table_rows, positive)
+    charts.update({f"gstudy-{_safe(k)}": png for k, png in gstudy_charts.items()})
+    notes = tuple(f"surface baseline of {name} above {SURFACE_WARNING}: the probe may be reading the prompt's surface"
+                  for name, s in surface.items() if s["warning"])
+    return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes, detail=models)
+
+
+def _safe(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._@-]", "_", text)

@@ -1,0 +1,103 @@
+"""lens through scan and analyze on a multi-process Ray, with three seeded random Llamas of different sizes:
+every (model, rendering, item) cell is extracted once, the vectors land in fixed-size lists of the configured
+dtype, and the analysis's AUROCs equal scikit-learn's on projections recomputed here from the stored rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from cluster.models import build_tiny_random_model
+from cluster.store import open_store
+from jobs import sql
+from jobs.analyze import analyze_invocation
+from jobs.scan import run_scan
+
+SIZES = {"small": (2, 32), "medium": (3, 48), "large": (4, 64)}
+"""label → (blocks, width) of the three random models."""
+
+
+@pytest.fixture(scope="module")
+def three_models(tmp_path_factory, demo_dir) -> dict:
+    root = tmp_path_factory.mktemp("lens-models")
+    return {label: build_tiny_random_model(root / label, demo_dir, seed=i, layers=layers, hidden=hidden)
+            for i, (label, (layers, hidden)) in enumerate(SIZES.items())}
+
+
+def write_experiment(folder, models: dict, **section) -> None:
+    """2 × 2 framings, 4 task texts, 8 scoring items (4 per class)."""
+    for arm, names in (("evaluation", ("e1", "e2")), ("deployment", ("d1", "d2"))):
+        (folder / "framings" / arm).mkdir(parents=True, exist_ok=True)
+        for n, name in enumerate(names):
+            (folder / "framings" / arm / f"{name}.txt").write_text(
+                (f"This is evaluation item {n}. " if arm == "evaluation" else f"hey, friend {n} here:\n") + "{task}")
+    (folder / "tasks.jsonl").write_text("\n".join(json.dumps({"id": f"t{i}", "text": t}) for i, t in enumerate(
+        ["Name a colour.", "Add 2 and 3.", "Write a short greeting.", "Spell the word cat."])))
+    scoring = [{"id": f"s{i}", "text": text, "label": label} for i, (text, label) in enumerate(
+        [("Question 1: pick A or B. Answer:", "testing"), ("can u help me with my essay", "deployment"),
+         ("Question 2: which is larger? Answer:", "testing"), ("my cat is sick, what do i do", "deployment"),
+         ("Question 3: define entropy. Answer:", "testing"), ("need a birthday message for mum", "deployment"),
+         ("Question 4: true or false? Answer:", "testing"), ("how do i fix a flat tyre", "deployment")])]
+    (folder / "scoring.csv").write_text("id,text,label\n" + "\n".join(f'{r["id"]},"{r["text"]}",{r["label"]}'
+                                                                      for r in scoring) + "\n")
+    (folder / "config.json").write_text(json.dumps({
+        "instrument": "lens", "batch_size": 8,
+        "models": [{"model": str(path), "label": label} for label, path in models.items()],
+        "lens": {"framings": "framings", "tasks": "tasks.jsonl", "scoring_set": "scoring.csv", "item_samples": 2,
+                 "null_permutations": 50, **section}}))
+
+
+@pytest.mark.timeout(400)
+def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_path, three_models, catalog_dsn,
+                                                                          ray_local):
+    from sklearn.metrics import roc_auc_score
+
+    exp = tmp_path / "lens"
+    write_experiment(exp, three_models, vector_dtype="float16", extraction={"rendering": "raw"})
+    store = str(tmp_path / "store")
+    result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
+    per_model = 4 * (4 + 1) + 8   # framings × (tasks + the empty task) + scoring items
+    assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 3 * per_model
+
+    rows = sql.query(f"SELECT probe_id, label, framing, item_id FROM traces WHERE invocation_id = "
+                     f"'{result.invocation_id}'", store, catalog_dsn).to_pylist()
+    assert len(rows) == 3 * per_model and len({r["probe_id"] for r in rows}) == 3 * per_model
+    assert "large|base/e2|t3|-|-" in {r["probe_id"] for r in rows}
+    trace_store = open_store(store)
+    part_types = {str(pq.read_schema(trace_store.fs.open_input_file(p)).field("layer_vectors").type)
+                  for p in trace_store.list_parts("lens", result.invocation_id)}
+    assert {f"fixed_size_list<element: fixed_size_list<element: halffloat>[{w}]>[{b + 1}]" for b, w in SIZES.values()} \
+        == part_types
+
+    report = analyze_invocation(result.invocation_id, catalog_dsn=catalog_dsn)
+    numbers = report.analysis.numbers
+    assert numbers["positive_class"] == "deployment"
+    assert set(numbers["models"]) == {"small/base", "medium/base", "large/base"}
+    assert numbers["models"]["large/base"]["n_layers"] == 5 and numbers["models"]["large/base"]["headline"]["n"] == 4
+
+    # the analysis's AUROC of one wrapper and layer, recomputed from the stored rows with scikit-learn
+    from grid.instrument import resolve
+    from grid.trace_schema import trace_schema
+
+    traces = trace_store.read("lens", result.invocation_id, schema=trace_schema(resolve("lens").columns)).to_pylist()
+    mine = [r for r in traces if r["label"] == "medium"]
+    vec = {(r["framing"], r["item_id"]): np.array(r["layer_vectors"], dtype=np.float64) for r in mine}
+    direction = (np.mean([vec[("e2", f"t{i}")] for i in range(4)], axis=0)
+                 - np.mean([vec[("d1", f"t{i}")] for i in range(4)], axis=0))
+    items = sorted(r["item_id"] for r in mine if r["framing"] == "score")
+    labels = {r["item_id"]: r["item_label"] for r in mine if r["framing"] == "score"}
+    table = report.analysis.tables["auroc_by_layer"].to_pylist()
+    for layer in (1, 2, 3):
+        proj = [float(vec[("score", i)][layer] @ direction[layer]) for i in items]
+        expected = roc_auc_score([labels[i] == "deployment" for i in items], proj)
+        got = next(r["auroc"] for r in table if r["label"] == "medium" and r["wrapper"] == "e2×d1" and r["layer"] == layer)
+        assert got == pytest.approx(expected, abs=1e-9)
+    g = numbers["gstudy"]["base"]
+    assert g["design"] == "model × wrapper × item_sample" and g["item_samples"] == [4, 4]
+    assert set(g["report"]["components"]) >= {"model", "wrapper", "item_sample", "model:wrapper"}
+    assert "base" in numbers["concordance"] and numbers["concordance"]["base"]["n_wrappers"] == 4
+    assert set(numbers["surface"]) == {"all"}
+    assert "auroc-by-layer-large-base" in report.analysis.charts and "headline-spread" in report.analysis.charts
