@@ -86,6 +86,8 @@ class HFActivations:
         self.tokenizer = AutoTokenizer.from_pretrained(model_source)
         self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=_DTYPES.get(variant.dtype, "auto"))
         self.model = self.model.to(variant.device).eval()
+        self.parameters = sum(p.numel() for p in self.model.parameters())
+        """The model's parameter count, recorded on every row (scaling analyses read it)."""
         self.body = self.model.base_model
         """The model without its language-model head: hidden states only, no projection onto the vocabulary."""
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -164,7 +166,8 @@ class HFActivations:
             pooled = pool(states[:, r], positions, cell["pooling"])
             vectors[i] = pooled
             rows[i] = self._row(cell, input_token_ids=seq, pooled_tokens=len(positions), truncated=truncated,
-                                n_layers=pooled.shape[0], hidden_size=pooled.shape[1], prompt_tokens=len(seq),
+                                n_layers=pooled.shape[0], hidden_size=pooled.shape[1],
+                                model_parameters=self.parameters, prompt_tokens=len(seq),
                                 completion_tokens=0, batch_size=len(prepared), total_ms=total_ms,
                                 started_at=started_at, request_params=params)
 

@@ -53,6 +53,7 @@ ACTIVATION_COLUMNS = ACTIVATION_OPTIONS + (
     doc_field("truncated", pa.bool_(), "true when the input was cut to max_input_tokens"),
     doc_field("n_layers", pa.int32(), "entries of layer_vectors: the blocks plus the embedding output"),
     doc_field("hidden_size", pa.int32(), "width of each pooled vector"),
+    doc_field("model_parameters", pa.int64(), "parameters of the model that made the row (for scaling analyses)"),
     LAYER_VECTORS,
 )
 """Columns of every ``activations`` engine's rows (the options echo the request)."""

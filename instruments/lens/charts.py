@@ -34,3 +34,22 @@ def headline_spread(rows: list[dict], positive: str) -> bytes:
     ax.set_ylabel(f"max over layers of AUROC − 0.5 (positive = {positive})")
     ax.set_title("the headline over wrappers, per model", fontsize=9)
     return png(fig)
+
+
+def scaling_by_wrapper(parameters: dict, rows: list[dict], variant: str, positive: str) -> bytes:
+    """One line per wrapper: the headline against log10(parameters) across models."""
+    import math
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    models = sorted(parameters, key=parameters.get)
+    x = [math.log10(parameters[m]) for m in models]
+    for wrapper in sorted({r["wrapper"] for r in rows if r["variant"] == variant}):
+        value = {r["label"]: r["max_auroc_minus_half"] for r in rows if r["variant"] == variant and r["wrapper"] == wrapper}
+        if all(m in value for m in models):
+            ax.plot(x, [value[m] for m in models], linewidth=0.8, alpha=0.5, marker="o", markersize=2)
+    ax.set_xticks(x, [f"{m}\n{parameters[m]:.3g}" for m in models], fontsize=7)
+    ax.set_xlabel("model (parameters, log scale)")
+    ax.set_ylabel(f"max over layers of AUROC − 0.5 (positive = {positive})")
+    ax.set_title(f"scaling per wrapper ({variant}): one line each", fontsize=9)
+    return png(fig)

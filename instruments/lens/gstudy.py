@@ -54,7 +54,8 @@ def sample_scores(ex, wrappers: list[tuple[str, str]], samples: list[list[int]],
     return out
 
 
-def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[str, ...], design: str) -> tuple[dict, dict]:
+def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[str, ...], design: str,
+           charts: bool = True) -> tuple[dict, dict]:
     g = g_study(scores, facets)
     report = gtheory_report(g, target=TARGET)
     total = g.total_variance
@@ -63,12 +64,13 @@ def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[st
     return ({"design": design, "model_share": g.share("model") if total > 0 else None,
              "wrapper_share": wrapper_var / total if total > 0 else None,
              "wrappers_needed": needed["wrapper"] if "wrapper" in needed else needed,
-             "report": report.to_json()}, gstudy_charts(report))
+             "report": report.to_json()}, gstudy_charts(report) if charts else {})
 
 
 def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> tuple[dict, dict]:
-    """(variant → study numbers or ``missing``, chart name → PNG): one study per variant, and one across
-    variants (key ``all variants``) when several were run."""
+    """(study name → numbers or ``missing``, chart name → PNG): per variant the headline study (key: the
+    variant) and the per-item projection study (``<variant> items``), and one across variants (``all
+    variants``) when several were run."""
     from instruments.lens.numbers import seed_for
 
     positive, n_samples = frozen["positive"], frozen["item_samples"]
@@ -98,6 +100,10 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
         out[variant], study_charts = _study(shaped, facets, WRAPPER_FACETS[kind], " × ".join(facets))
         out[variant].update({"models": models, "item_samples": [len(s) for s in samples]})
         charts.update({f"{variant}-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
+    for variant in variants:
+        study, study_charts = item_gstudy(by_model, wrappers, frozen, variant)
+        out[f"{variant} items"] = study
+        charts.update(study_charts)
     if len(per_variant) >= 2:
         stacked = np.stack([per_variant[v] for v in per_variant], axis=-1)
         out["all variants"], study_charts = _study(stacked, ("model", "wrapper", "item_sample", "variant"),
@@ -129,3 +135,42 @@ def concordance(rows: list[dict], frozen: dict) -> dict:
         out[variant] = {"w": w.w_tie_corrected, "p_value": test.p_value, "n_models": len(models),
                         "n_wrappers": len(wrappers), "chi2_p_value": w.p_value_tie_corrected}
     return out
+
+
+def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, variant: str) -> tuple[dict, dict]:
+    """The second, separately named study of one variant: per-item projections at a fixed layer. The score of
+    a cell is scoring item i projected onto the unit direction of (model, wrapper) at the layer (activation
+    units); facets model × wrapper × item, crossed. The layer is ``item_layer`` of the config, else per model
+    the median of its wrappers' best layers (recorded per model)."""
+    from instruments.lens.directions import unit_direction
+
+    labels = sorted(label for label, v in by_model if v == variant)
+    if len(labels) < 2:
+        return {"missing": f"needs at least 2 models as the object of measurement, has {len(labels)}"}, {}
+    exs = [by_model[(m, variant)] for m in labels]
+    if any(ex.item_ids != exs[0].item_ids for ex in exs):
+        return {"missing": "the models hold vectors for different scoring items (failed rows?)"}, {}
+    chosen = {}
+    scores = np.empty((len(labels), len(wrappers), len(exs[0].item_ids)))
+    for m, (label, ex) in enumerate(zip(labels, exs)):
+        layer = frozen.get("item_layer")
+        if layer is None:
+            layer = _median_best_layer(ex, wrappers, frozen, variant)
+        layer = min(int(layer), ex.n_layers - 1)
+        chosen[label] = layer
+        means = ex.framing_means()
+        for w, (e, d) in enumerate(wrappers):
+            direction = unit_direction(means[e][layer], means[d][layer])
+            scores[m, w] = ex.scoring[:, layer] @ direction
+    study, charts = _study(scores, ("model", "wrapper", "item"), ("wrapper",), "model × wrapper × item (projections)",
+                           charts=False)   # its numbers are in the summary; the headline study carries the charts
+    study.update({"layer": chosen, "score": "projection of the item onto the unit direction at the layer"})
+    return study, {f"{variant}-items-{k.removesuffix('.png')}": v for k, v in charts.items()}
+
+
+def _median_best_layer(ex, wrappers, frozen, variant) -> int:
+    layers = layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"])
+    projected = framing_projections(ex.scoring, ex.framing_means())
+    best = [layer_curve(wrapper_projections(projected, e, d)[:, layers], ex.labels, frozen["positive"], layers,
+                        ex.n_layers - 1).max_layer for e, d in wrappers]
+    return int(np.median(best))

@@ -38,8 +38,12 @@ EXTRACTION_DEFAULTS = {"rendering": "chat_user", "pooling": "mean", "drop_bos": 
 """How a text is extracted and which layers count, unless the config's ``extraction`` or a variant says otherwise."""
 SECTION_KEYS = {"framings": "packaged:v1", "tasks": "packaged:tasks", "scoring_set": "packaged:synthetic",
                 "positive": "deployment", "extraction": {}, "variants": None, "vector_dtype": "float32",
-                "item_samples": 4, "wrapper_facets": "pair", "null_permutations": 1000, "seed": 0}
-"""The section's keys and defaults (``variants`` None: one variant, ``base``, with the extraction as given)."""
+                "item_samples": 4, "wrapper_facets": "pair", "null_permutations": 1000, "seed": 0,
+                "item_layer": None, "contrastive_permutations": 200, "bootstrap_draws": 200}
+"""The section's keys and defaults (``variants`` None: one variant, ``base``, with the extraction as given;
+``item_layer`` None: the per-item G-study reads each model's median best layer). Draw counts: the
+scoring-label null (``null_permutations``), the contrastive null (``contrastive_permutations``, per wrapper)
+and the bootstraps (``bootstrap_draws``: argmax layer, model comparisons, scaling slope); 0 skips one."""
 WRAPPER_FACETS = ("pair", "crossed")
 """The G-study's wrapper facet: one facet of (evaluation, deployment) pairs, or the two arms crossed."""
 
@@ -180,10 +184,14 @@ class Lens:
         if values["wrapper_facets"] not in WRAPPER_FACETS:
             raise ctx.error("wrapper_facets", f"is {values['wrapper_facets']!r}", f"use one of: {', '.join(WRAPPER_FACETS)}")
         per_class = min(sum(i.label == c for i in scoring.items) for c in scoring.classes)
-        for key, low in (("item_samples", 1), ("null_permutations", 0), ("seed", 0)):
+        for key, low in (("item_samples", 1), ("null_permutations", 0), ("seed", 0), ("contrastive_permutations", 0),
+                         ("bootstrap_draws", 0)):
             v = values[key]
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ctx.error(key, f"is {v!r}", f"use an integer ≥ {low}")
+        if values["item_layer"] is not None and (not isinstance(values["item_layer"], int)
+                                                 or isinstance(values["item_layer"], bool) or values["item_layer"] < 0):
+            raise ctx.error("item_layer", f"is {values['item_layer']!r}", "use a layer number (0 = embedding output) or null")
         if values["item_samples"] > per_class:
             raise ctx.error("item_samples", f"is {values['item_samples']}, more than the {per_class} items of the "
                             "smaller class", "use fewer samples (each needs an item of each class)")
@@ -198,6 +206,8 @@ class Lens:
             "positive": values["positive"], "variants": resolved, "vector_dtype": values["vector_dtype"],
             "item_samples": values["item_samples"], "wrapper_facets": values["wrapper_facets"],
             "null_permutations": values["null_permutations"], "seed": values["seed"],
+            "item_layer": values["item_layer"], "contrastive_permutations": values["contrastive_permutations"],
+            "bootstrap_draws": values["bootstrap_draws"],
             "n_items": per_variant * len(resolved)})
 
     def frozen(self, spec: LensSpec) -> dict:

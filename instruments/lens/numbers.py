@@ -34,7 +34,8 @@ from instruments.lens.directions import (cosine, framing_projections, layer_curv
                                          wrapper_projections)
 from instruments.lens.items import EMPTY_TASK
 
-COLUMNS = ("label", "variant", "framing", "arm", "item_id", "item_label", "subset", "user_text", "layer_vectors")
+COLUMNS = ("label", "variant", "framing", "arm", "item_id", "item_label", "subset", "user_text", "layer_vectors",
+           "model_parameters")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Extracted:
     texts: list
     scoring: np.ndarray
     """(items, layers, hidden): the scoring items' vectors."""
+    parameters: int | None = None
+    """The model's parameter count, as its rows recorded it (None for rows without it)."""
 
     @property
     def n_layers(self) -> int:
@@ -96,7 +99,10 @@ def extracted(traces: pa.Table) -> dict[tuple[str, str], Extracted]:
                 else:
                     tasks.setdefault(m["framing"], {})[m["item_id"]] = v
             scoring.sort(key=lambda mv: mv[0]["item_id"])
+            params = ({p for p in part.column("model_parameters").to_pylist() if p is not None}
+                      if "model_parameters" in part.column_names else set())
             out[(label, variant)] = Extracted(
+                parameters=params.pop() if len(params) == 1 else None,
                 tasks=tasks, empty=empty, item_ids=[m["item_id"] for m, _ in scoring],
                 labels=[m["item_label"] for m, _ in scoring], subsets=[m["subset"] for m, _ in scoring],
                 texts=[m["user_text"] for m, _ in scoring], scoring=np.stack([v for _, v in scoring]))
@@ -138,14 +144,19 @@ def one_item_recovery(ex: Extracted, evaluation: str, deployment: str, layer: in
     return float(np.nanmean(cosine(per, np.broadcast_to(full, per.shape))))
 
 
-def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], positive: str, layer_set: str,
-                  permutations: int, seed: int, key: str) -> tuple[dict, list[dict], dict]:
+def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, variant: str,
+                  key: str) -> tuple[dict, list[dict], dict]:
     """(numbers, per-wrapper rows, wrapper → curve) of one model × variant."""
-    layers = layers_in_max(ex.n_layers, layer_set)
+    from instruments.lens.resampling import (argmax_stability, contrastive_null, contrastive_summary,
+                                             per_text_projections)
+
+    positive, permutations, seed = frozen["positive"], frozen["null_permutations"], frozen["seed"]
+    swaps, boots = frozen.get("contrastive_permutations", 0), frozen.get("bootstrap_draws", 0)
+    layers = layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"])
     n_blocks = ex.n_layers - 1
     means = ex.framing_means()
     projected = framing_projections(ex.scoring, means)
-    rows, curves = [], {}
+    rows, curves, swapped = [], {}, []
     for e, d in wrappers:
         if e not in projected or d not in projected:
             continue
@@ -157,6 +168,16 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], positive: str,
             null = label_permutation_null(scores, ex.labels, positive, permutations, seed_for(seed, key, e, d))
             row.update({"label_floor": null.signed.floor, "label_floor_sd": null.signed.null_sd,
                         "label_p": null.signed.p_value, "abs_label_floor": null.absolute.floor})
+        if swaps:
+            null = contrastive_null(per_text_projections(ex.scoring, ex.tasks[e], ex.tasks[d], layers), ex.labels,
+                                    positive, swaps, seed_for(seed, key, e, d, "contrastive"))
+            swapped.append(null[:, 0])
+            c = contrastive_summary(curve.max_auroc_minus_half, null[:, 0], "max over layers of AUROC − 0.5")
+            row.update({"contrastive_floor": c["floor"], "contrastive_sd": c["sd"], "contrastive_z": c["z"],
+                        "contrastive_p": c["p_value"]})
+        if boots:
+            stability = argmax_stability(scores, ex.labels, positive, layers, boots, seed_for(seed, key, e, d, "argmax"))
+            row.update({"argmax_spread": stability["spread"], "argmax_distinct_layers": stability["distinct_layers"]})
         row["halves_cosine"] = halves_cosine(ex, e, d, curve.max_layer)
         row["one_item_recovery"] = one_item_recovery(ex, e, d, curve.max_layer)
         rows.append(row)
@@ -179,6 +200,12 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], positive: str,
         "best_layer": summary(best_layers), "best_relative_depth": summary([r["relative_depth"] for r in rows]),
         "label_floor": summary([r["label_floor"] for r in rows]) if permutations else None,
         "wrappers_above_floor_p05": sum(r["label_p"] <= 0.05 for r in rows) if permutations else None,
+        "contrastive_null": (contrastive_summary(float(np.mean(heads)), np.mean(swapped, axis=0),
+                                                 "mean over wrappers of max over layers of AUROC − 0.5")
+                             if swapped else None),
+        "argmax_bootstrap": ({"spread": summary([r["argmax_spread"] for r in rows]),
+                              "distinct_layers": summary([r["argmax_distinct_layers"] for r in rows]), "draws": boots}
+                             if boots else None),
         "cosines": {"within_wrapper_halves": _mean([r["halves_cosine"] for r in rows]),
                     "across_wrappers": _mean(pair_cos), "across_wrappers_layer": typical,
                     "one_item_recovery": _mean([r["one_item_recovery"] for r in rows])},
@@ -196,7 +223,8 @@ def _mean(values) -> float | None:
 def analyze(traces: pa.Table, spec) -> Analysis:
     """Every number of the module docstring for one invocation (no I/O)."""
     from analysis.surface import SURFACE_WARNING, bag_of_words_auroc, surface_warning
-    from instruments.lens.charts import auroc_by_layer, headline_spread
+    from instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
+    from instruments.lens.claims import claims_by_variant
     from instruments.lens.gstudy import concordance, wrapper_gstudies
 
     frozen = spec.frozen
@@ -206,14 +234,13 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     models, table_rows, curves = {}, [], {}
     for (label, variant), ex in by_model.items():
         key = f"{label}/{variant}"
-        layer_set = frozen["variants"][variant]["layers"]
-        numbers, rows, model_curves = model_numbers(ex, wrappers, positive, layer_set, frozen["null_permutations"],
-                                                    frozen["seed"], key)
+        numbers, rows, model_curves = model_numbers(ex, wrappers, frozen, variant, key)
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
     gstudies, gstudy_charts = wrapper_gstudies(by_model, wrappers, frozen)
     concord = concordance(table_rows, frozen)
+    claims = claims_by_variant(by_model, wrappers, frozen)
     surface = {}
     any_ex = next(iter(by_model.values()), None)
     if any_ex is not None:
@@ -227,15 +254,26 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             surface[name or "all"] = {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(idx)}
     lines = [f"lens: max over layers of AUROC − 0.5, positive class = {positive}; over "
              f"{len(wrappers)} wrappers (framings {frozen['framings']['version']})",
-             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'floor':>6} {'depth':>6}"]
+             "floor: median over wrappers of the scoring-label null's mean; swap: the contrastive null's mean "
+             "(framings swapped per task text) and its p, for the mean over wrappers; spread: share of the layer "
+             "stack the best layer moves across in item bootstraps (median over wrappers)",
+             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'floor':>6} {'swap':>6} "
+             f"{'swap p':>7} {'depth':>6} {'spread':>6}"]
     for key, m in models.items():
-        h = m["headline"]
-        floor = m["label_floor"]["median"] if m["label_floor"] else float("nan")
+        h, nan = m["headline"], float("nan")
+        floor = m["label_floor"]["median"] if m["label_floor"] else nan
+        swap = m["contrastive_null"] or {"floor": nan, "p_value": nan}
+        spread = m["argmax_bootstrap"]["spread"]["median"] if m["argmax_bootstrap"] else nan
         lines.append(f"{key:<32} {h['median']:>7.3f} {h['sd'] or 0:>6.3f} {h['min']:>6.3f} {h['max']:>6.3f} "
-                     f"{floor:>6.3f} {m['best_relative_depth']['median']:>6.2f}")
+                     f"{floor:>6.3f} {swap['floor']:>6.3f} {swap['p_value']:>7.3g} "
+                     f"{m['best_relative_depth']['median']:>6.2f} {spread:>6.2f}")
     for variant, g in gstudies.items():
         if "missing" in g:
             lines.append(f"G-study ({variant}): none ({g['missing']})")
+        elif variant.endswith(" items"):
+            lines.append(f"G-study ({variant}, {g['design']}, layer {g['layer']}): model share "
+                         f"{100 * g['model_share']:.0f}%, wrapper-related {100 * g['wrapper_share']:.0f}%, "
+                         f"Eρ² {g['report']['g_coefficient']:.2f}")
         else:
             lines.append(f"G-study ({variant}, {g['design']}): model share {100 * g['model_share']:.0f}%, "
                          f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {g['report']['g_coefficient']:.2f}, "
@@ -246,6 +284,18 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             continue
         lines.append(f"Kendall's W of the model ranking across wrappers ({variant}): {c['w']:.2f} "
                      f"(permutation p = {c['p_value']:.3g})")
+    for variant, c in claims.items():
+        for comp in c["comparisons"]:
+            if comp["p_value"] is not None:
+                lines.append(f"{comp['a']} − {comp['b']} ({variant}): {comp['mean_difference']:+.3f} mean over wrappers, "
+                             f"wrapper-permutation p = {comp['p_value']:.3g}, interval "
+                             f"[{comp['interval'][0]:+.3f}, {comp['interval'][1]:+.3f}]")
+        sc = c["scaling"]
+        if "missing" not in sc:
+            spread = sc["by_wrapper"]["pearson"]
+            lines.append(f"scaling ({variant}): slope {sc['slope_per_decade']:+.3f} per decade of parameters"
+                         + (f" [{sc['slope_interval'][0]:+.3f}, {sc['slope_interval'][1]:+.3f}]" if "slope_interval" in sc else "")
+                         + f"; Pearson r > 0 in {spread['n_positive']} of {len(wrappers)} wrappers")
     for name, s in surface.items():
         lines.append(f"surface baseline ({name}, {s['n']} items): bag-of-words AUROC {s['bag_of_words_auroc']:.2f}"
                      + (f"  WARNING: above {SURFACE_WARNING}, the probe may be reading the prompt's surface"
@@ -256,7 +306,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
                                "label_floor": "mean of the scoring-label permutation null of that max (max retaken "
                                "per permutation)", "relative_depth": "best layer / number of blocks"},
                "models": models, "gstudy": gstudies,
-               "concordance": concord, "surface": surface}
+               "concordance": concord, "claims": claims, "surface": surface}
     tables = {"wrappers": pa.Table.from_pylist(table_rows)} if table_rows else {}
     long = [{"label": l, "variant": v, "wrapper": f"{e}×{d}", "layer": layer, "auroc": float(a)}
             for (l, v), cs in curves.items() for (e, d), c in cs.items() for layer, a in zip(c.layers, c.auroc)]
@@ -267,6 +317,10 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     if models:
         charts["headline-spread"] = headline_spread(table_rows, positive)
     charts.update({f"gstudy-{_safe(k)}": png for k, png in gstudy_charts.items()})
+    for variant, c in claims.items():
+        if "parameters" in c["scaling"]:
+            charts[f"scaling-{_safe(variant)}"] = scaling_by_wrapper(c["scaling"]["parameters"], table_rows, variant,
+                                                                     positive)
     notes = tuple(f"surface baseline of {name} above {SURFACE_WARNING}: the probe may be reading the prompt's surface"
                   for name, s in surface.items() if s["warning"])
     return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes, detail=models)

@@ -47,7 +47,7 @@ def write_experiment(folder, models: dict, **section) -> None:
         "instrument": "lens", "batch_size": 8,
         "models": [{"model": str(path), "label": label} for label, path in models.items()],
         "lens": {"framings": "framings", "tasks": "tasks.jsonl", "scoring_set": "scoring.csv", "item_samples": 2,
-                 "null_permutations": 50, **section}}))
+                 "null_permutations": 50, "contrastive_permutations": 50, "bootstrap_draws": 50, **section}}))
 
 
 @pytest.mark.timeout(400)

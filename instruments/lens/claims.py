@@ -1,0 +1,115 @@
+"""Claims across models, with the wrapper as the unit of replication: model comparisons against the
+wrapper-permutation null (null c), and scaling with parameter count per wrapper.
+
+* **Model comparison** (``analysis.claims``): for every pair of models, the mean over wrappers of the
+  headline difference A − B, its two-sided p under model labels permuted within each wrapper, and its
+  percentile interval over wrappers resampled with replacement.
+* **Scaling**: per wrapper, Pearson and Spearman correlation of the headline with log10(parameters) across
+  models (``analysis.scaling``: the spread over wrappers, never one wrapper's value); and the OLS slope of
+  the wrapper-mean headline on log10(parameters) (headline units per decade of parameters) with a
+  percentile interval from a wrapper × item bootstrap: each draw resamples the wrappers with replacement
+  and the scoring items within class, recomputes every model's headlines on those items, and refits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.bootstrap import stratified_bootstrap_indices
+from analysis.claims import MeanDifference, wrapper_bootstrap, wrapper_permutation_null
+from analysis.resampling import percentile_interval
+from analysis.scaling import scaling_by_wrapper
+from instruments.lens.directions import layer_curve
+
+
+def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str) -> list[dict]:
+    """Every pair (A, B) of ``models`` (rows of ``scores`` (models, wrappers)): mean difference, permutation p,
+    bootstrap interval; empty with fewer than 2 wrappers or no draws."""
+    from instruments.lens.numbers import seed_for
+
+    out = []
+    if scores.shape[1] < 2 or n_draws < 1:
+        return out
+    for a in range(len(models)):
+        for b in range(a + 1, len(models)):
+            claim = MeanDifference(a, b)
+            diff = scores[a] - scores[b]
+            if np.all(diff == diff[0]):   # no spread over wrappers: the permutation null is degenerate
+                out.append({"a": models[a], "b": models[b], "mean_difference": float(diff.mean()), "p_value": None,
+                            "interval": None, "note": "the difference is the same in every wrapper"})
+                continue
+            null = wrapper_permutation_null(scores, claim, n_draws, seed_for(seed, variant, "compare", models[a], models[b]))
+            boot = wrapper_bootstrap(scores, claim, n_draws, seed_for(seed, variant, "compare-boot", models[a], models[b]))
+            out.append({"a": models[a], "b": models[b], "mean_difference": null.observed, "p_value": null.p_value,
+                        "interval": [boot.low, boot.high], "level": boot.level})
+    return out
+
+
+def slope(log_params: np.ndarray, values: np.ndarray) -> float:
+    """OLS slope of ``values`` on ``log_params`` (units of values per decade)."""
+    x = log_params - log_params.mean()
+    return float((x * (values - values.mean())).sum() / (x * x).sum())
+
+
+def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], projections: list[list[np.ndarray]],
+            labels: list, positive: str, layers: list[int], n_blocks: list[int], n_draws: int, seed) -> dict:
+    """Per-wrapper correlations and the slope with its wrapper × item bootstrap interval (module docstring).
+    ``projections[m][w]`` is model m's (items, layers) projections on wrapper w; ``n_blocks[m]`` its L."""
+    log_params = np.log10(np.asarray(n_params, dtype=np.float64))
+    out = {"by_wrapper": scaling_by_wrapper(scores, n_params, wrappers).to_json(),
+           "slope_per_decade": slope(log_params, scores.mean(axis=1))}
+    if n_draws < 1 or np.ptp(log_params) == 0:
+        return out
+    rng = np.random.default_rng(seed)
+    items = stratified_bootstrap_indices(labels, rng, n_draws)
+    draws = np.empty(n_draws)
+    labels = np.asarray(labels)
+    for k in range(n_draws):
+        picked = rng.integers(0, len(wrappers), size=len(wrappers))
+        idx = items[k]
+        means = [np.mean([layer_curve(projections[m][w][idx][:, layers[m]], labels[idx], positive, layers[m],
+                                      n_blocks[m]).max_auroc_minus_half for w in picked])
+                 for m in range(len(projections))]
+        draws[k] = slope(log_params, np.asarray(means))
+    interval = percentile_interval("slope of the wrapper-mean headline on log10(parameters)", out["slope_per_decade"],
+                                   draws)
+    out["slope_interval"] = [interval.low, interval.high]
+    out["slope_level"] = interval.level
+    out["slope_draws"] = n_draws
+    return out
+
+
+def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> dict:
+    """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
+    needs every model's parameter count and ≥ 3 models)."""
+    from instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
+    from instruments.lens.numbers import seed_for
+
+    positive, draws, seed = frozen["positive"], frozen.get("bootstrap_draws", 0), frozen["seed"]
+    names = [f"{e}×{d}" for e, d in wrappers]
+    out = {}
+    for variant in frozen["variants"]:
+        models = sorted(label for label, v in by_model if v == variant)
+        if len(models) < 2:
+            continue
+        exs = [by_model[(m, variant)] for m in models]
+        layer_set = frozen["variants"][variant]["layers"]
+        layers = [layers_in_max(ex.n_layers, layer_set) for ex in exs]
+        projections = []
+        for ex in exs:
+            projected = framing_projections(ex.scoring, ex.framing_means())
+            projections.append([wrapper_projections(projected, e, d) for e, d in wrappers])
+        scores = np.array([[layer_curve(p[:, layers[m]], ex.labels, positive, layers[m], ex.n_layers - 1)
+                            .max_auroc_minus_half for p in projections[m]] for m, ex in enumerate(exs)])
+        result = {"models": models, "comparisons": model_comparisons(scores, models, draws, seed, variant)}
+        params = [ex.parameters for ex in exs]
+        same_items = all(ex.item_ids == exs[0].item_ids for ex in exs)
+        if len(models) >= 3 and None not in params and same_items:
+            result["scaling"] = {"parameters": dict(zip(models, params)),
+                                 **scaling(scores, np.asarray(params), names, projections, exs[0].labels, positive,
+                                           layers, [ex.n_layers - 1 for ex in exs], draws,
+                                           seed_for(seed, variant, "scaling"))}
+        else:
+            result["scaling"] = {"missing": "needs ≥ 3 models with recorded parameter counts and the same scoring items"}
+        out[variant] = result
+    return out
