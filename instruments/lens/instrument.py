@@ -26,11 +26,9 @@ from grid.errors import ConfigError, unknown_key
 from grid.ids import check_component
 from grid.instrument import Analysis, SpecContext
 from grid.trace_schema import doc_field
-from instruments.lens.items import (EMPTY_TASK, NEWLINES, FramingSet, ItemSet, apply_newline, load_framings,
-                                    load_items)
+from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline,
+                                    load_framings, load_items)
 
-SCORING = "score"
-"""The framing coordinate of scoring items (rendered once, in no framing)."""
 LAYER_SETS = ("blocks", "all")
 """Layers entering the max over layers: the blocks' outputs 1…L (default), or the embedding output too."""
 EXTRACTION_DEFAULTS = {"rendering": "chat_user", "pooling": "mean", "drop_bos": False, "drop_whitespace": False,
@@ -306,6 +304,12 @@ class Lens:
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, rendered items across."""
         return ("label", "item_key")
+
+    def cli(self, argv: list[str], prog: str = "mirrorscan lens") -> int:
+        """lens's own tools: `predict` projects new texts on an invocation's wrapper directions"""
+        from instruments.lens.cli import main
+
+        return main(argv, prog)
 
     def describe_cell(self, row: dict) -> str:
         """``<variant>/<framing> <item>: "<text…>"``."""

@@ -37,6 +37,8 @@ PACKAGED = {"packaged:v1": "framings/v1", "packaged:tasks": "tasks.jsonl", "pack
 """Shipped inputs, by the name a config uses, relative to this package's ``data`` folder."""
 EMPTY_TASK = "_empty"
 """Id of the empty task text: each framing rendered around nothing, for the surface-only direction."""
+SCORING = "score"
+"""The framing coordinate of scoring items (rendered once, in no framing): no framing may be named so."""
 
 
 def data_path(name: str) -> Path:
@@ -115,6 +117,9 @@ def load_framings(name: str) -> FramingSet:
                 raise ConfigError(str(file), "framings", f"has {text.count(SLOT)} {SLOT} slots",
                                   f"put exactly one {SLOT} where the task text goes")
             check_component(file.stem, str(file), "framing id (file name)")
+            if file.stem == SCORING:
+                raise ConfigError(str(file), "framings", f"is named {SCORING!r}, the scoring items' coordinate",
+                                  "rename the file")
             digest.update(f"{arm}/{file.name}\0".encode() + data + b"\0")
             framings.append(Framing(file.stem, arm, text))
     ids = [f.id for f in framings]
@@ -163,7 +168,8 @@ def _rows(file: Path, data: bytes) -> list[dict]:
     if file.suffix.lower() == ".csv":
         return list(csv.DictReader(io.StringIO(text, newline="")))
     rows = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):   # not splitlines(): U+2028 and friends are legal inside JSON strings
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:

@@ -21,6 +21,7 @@ and how much of the headline belongs to the prompt.
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ from instruments.lens.directions import (cosine, framing_projections, layer_curv
 from instruments.lens.items import EMPTY_TASK
 
 COLUMNS = ("label", "variant", "framing", "arm", "item_id", "item_label", "subset", "user_text", "layer_vectors",
-           "model_parameters")
+           "model_parameters", "model_canonical", "request_params")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Extracted:
     """(items, layers, hidden): the scoring items' vectors."""
     parameters: int | None = None
     """The model's parameter count, as its rows recorded it (None for rows without it)."""
+    source: str | None = None
+    """Where the model was loaded from (``model_canonical``)."""
+    dtype: str | None = None
+    """The weights' dtype the engine ran in (from ``request_params``)."""
 
     @property
     def n_layers(self) -> int:
@@ -101,8 +106,10 @@ def extracted(traces: pa.Table) -> dict[tuple[str, str], Extracted]:
             scoring.sort(key=lambda mv: mv[0]["item_id"])
             params = ({p for p in part.column("model_parameters").to_pylist() if p is not None}
                       if "model_parameters" in part.column_names else set())
+            first = part.slice(0, 1).to_pylist()[0] if part.num_rows else {}
             out[(label, variant)] = Extracted(
-                parameters=params.pop() if len(params) == 1 else None,
+                parameters=params.pop() if len(params) == 1 else None, source=first.get("model_canonical"),
+                dtype=json.loads(first.get("request_params") or "{}").get("dtype"),
                 tasks=tasks, empty=empty, item_ids=[m["item_id"] for m, _ in scoring],
                 labels=[m["item_label"] for m, _ in scoring], subsets=[m["subset"] for m, _ in scoring],
                 texts=[m["user_text"] for m, _ in scoring], scoring=np.stack([v for _, v in scoring]))
@@ -226,15 +233,22 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     from instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
     from instruments.lens.claims import claims_by_variant
     from instruments.lens.gstudy import concordance, wrapper_gstudies
+    from instruments.lens.predict import prediction_basis
 
     frozen = spec.frozen
     positive = frozen["positive"]
     wrappers = [(e, d) for e in frozen["framings"]["evaluation"] for d in frozen["framings"]["deployment"]]
     by_model = extracted(traces)
-    models, table_rows, curves = {}, [], {}
+    models, table_rows, curves, documents, directions = {}, [], {}, {}, []
     for (label, variant), ex in by_model.items():
         key = f"{label}/{variant}"
         numbers, rows, model_curves = model_numbers(ex, wrappers, frozen, variant, key)
+        layer = numbers["cosines"]["across_wrappers_layer"]
+        basis, units = prediction_basis(ex, list(model_curves), layer, positive)
+        documents[f"predict-{_safe(label)}-{_safe(variant)}"] = {
+            "label": label, "variant": variant, "extraction": frozen["variants"][variant], **basis,
+            "layer_choice": "the median over wrappers of the best layer"}
+        directions += [{"label": label, "variant": variant, **u} for u in units]
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
@@ -270,14 +284,16 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     for variant, g in gstudies.items():
         if "missing" in g:
             lines.append(f"G-study ({variant}): none ({g['missing']})")
+        elif g["model_share"] is None:
+            lines.append(f"G-study ({variant}, {g['design']}): every score is the same, no variance to divide")
         elif variant.endswith(" items"):
             lines.append(f"G-study ({variant}, {g['design']}, layer {g['layer']}): model share "
                          f"{100 * g['model_share']:.0f}%, wrapper-related {100 * g['wrapper_share']:.0f}%, "
-                         f"Eρ² {g['report']['g_coefficient']:.2f}")
+                         f"Eρ² {_num(g['report']['g_coefficient'])}")
         else:
             lines.append(f"G-study ({variant}, {g['design']}): model share {100 * g['model_share']:.0f}%, "
-                         f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {g['report']['g_coefficient']:.2f}, "
-                         f"Φ {g['report']['phi']:.2f}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")
+                         f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {_num(g['report']['g_coefficient'])}, "
+                         f"Φ {_num(g['report']['phi'])}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")
     for variant, c in concord.items():
         if "missing" in c:
             lines.append(f"Kendall's W ({variant}): none ({c['missing']})")
@@ -312,6 +328,10 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             for (l, v), cs in curves.items() for (e, d), c in cs.items() for layer, a in zip(c.layers, c.auroc)]
     if long:
         tables["auroc_by_layer"] = pa.Table.from_pylist(long)
+    if directions:   # what `mirrorscan lens predict` projects new texts on
+        tables["directions"] = pa.Table.from_pylist(directions, schema=pa.schema([
+            ("label", pa.string()), ("variant", pa.string()), ("wrapper", pa.string()), ("layer", pa.int32()),
+            ("direction", pa.list_(pa.float32()))]))
     charts = {f"auroc-by-layer-{_safe(l)}-{_safe(v)}": auroc_by_layer(cs, f"{l} ({v}), positive = {positive}")
               for (l, v), cs in curves.items()}
     if models:
@@ -323,7 +343,12 @@ def analyze(traces: pa.Table, spec) -> Analysis:
                                                                      positive)
     notes = tuple(f"surface baseline of {name} above {SURFACE_WARNING}: the probe may be reading the prompt's surface"
                   for name, s in surface.items() if s["warning"])
-    return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes, detail=models)
+    return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes,
+                    documents=documents, detail=models)
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
 
 
 def _safe(text: str) -> str:

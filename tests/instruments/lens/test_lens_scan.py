@@ -5,6 +5,7 @@ dtype, and the analysis's AUROCs equal scikit-learn's on projections recomputed 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -12,7 +13,7 @@ import pytest
 
 from cluster.models import build_tiny_random_model
 from cluster.store import open_store
-from jobs import sql
+from jobs import cli, sql
 from jobs.analyze import analyze_invocation
 from jobs.scan import run_scan
 
@@ -28,8 +29,8 @@ def three_models(tmp_path_factory, demo_dir) -> dict:
 
 
 def write_experiment(folder, models: dict, **section) -> None:
-    """2 × 2 framings, 4 task texts, 8 scoring items (4 per class)."""
-    for arm, names in (("evaluation", ("e1", "e2")), ("deployment", ("d1", "d2"))):
+    """3 × 3 framings (9 wrappers: enough for predict), 4 task texts, 8 scoring items (4 per class)."""
+    for arm, names in (("evaluation", ("e1", "e2", "e3")), ("deployment", ("d1", "d2", "d3"))):
         (folder / "framings" / arm).mkdir(parents=True, exist_ok=True)
         for n, name in enumerate(names):
             (folder / "framings" / arm / f"{name}.txt").write_text(
@@ -52,14 +53,14 @@ def write_experiment(folder, models: dict, **section) -> None:
 
 @pytest.mark.timeout(400)
 def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_path, three_models, catalog_dsn,
-                                                                          ray_local):
+                                                                          ray_local, capsys):
     from sklearn.metrics import roc_auc_score
 
     exp = tmp_path / "lens"
     write_experiment(exp, three_models, vector_dtype="float16", extraction={"rendering": "raw"})
     store = str(tmp_path / "store")
     result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
-    per_model = 4 * (4 + 1) + 8   # framings × (tasks + the empty task) + scoring items
+    per_model = 6 * (4 + 1) + 8   # framings × (tasks + the empty task) + scoring items
     assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 3 * per_model
 
     rows = sql.query(f"SELECT probe_id, label, framing, item_id FROM traces WHERE invocation_id = "
@@ -76,7 +77,7 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     numbers = report.analysis.numbers
     assert numbers["positive_class"] == "deployment"
     assert set(numbers["models"]) == {"small/base", "medium/base", "large/base"}
-    assert numbers["models"]["large/base"]["n_layers"] == 5 and numbers["models"]["large/base"]["headline"]["n"] == 4
+    assert numbers["models"]["large/base"]["n_layers"] == 5 and numbers["models"]["large/base"]["headline"]["n"] == 9
 
     # the analysis's AUROC of one wrapper and layer, recomputed from the stored rows with scikit-learn
     from grid.instrument import resolve
@@ -98,6 +99,25 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     g = numbers["gstudy"]["base"]
     assert g["design"] == "model × wrapper × item_sample" and g["item_samples"] == [4, 4]
     assert set(g["report"]["components"]) >= {"model", "wrapper", "item_sample", "model:wrapper"}
-    assert "base" in numbers["concordance"] and numbers["concordance"]["base"]["n_wrappers"] == 4
+    assert "base" in numbers["concordance"] and numbers["concordance"]["base"]["n_wrappers"] == 9
+    assert numbers["claims"]["base"]["scaling"]["parameters"]["large"] > numbers["claims"]["base"]["scaling"]["parameters"]["small"]
+    assert len(numbers["claims"]["base"]["comparisons"]) == 3
     assert set(numbers["surface"]) == {"all"}
     assert "auroc-by-layer-large-base" in report.analysis.charts and "headline-spread" in report.analysis.charts
+
+    # predict: a scoring item's own text, extracted again, lands where the stored item projects
+    folder = Path(report.outputs[0]).parent
+    texts = tmp_path / "texts.txt"
+    texts.write_text("Question 3: define entropy. Answer:\nhello there\n")
+    assert cli.main(["lens", "predict", str(folder), "--label", "medium", "--texts", str(texts), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    basis = json.loads((folder / "predict-medium-base.json").read_text())
+    directions = np.array([r["direction"] for r in pq.read_table(folder / "directions.parquet").to_pylist()
+                           if r["label"] == "medium"])
+    mean = directions.mean(axis=0) / np.linalg.norm(directions.mean(axis=0))
+    stored = vec[("score", "s4")][basis["layer"]]
+    # the stored vectors are float16 (vector_dtype), predict's own extraction float32: agreement to float16 precision
+    assert out["predictions"][0]["score"] == pytest.approx(float(stored @ mean), rel=2e-3)
+    assert out["predictions"][0]["sd_over_wrappers"] == pytest.approx(float(np.std(directions @ stored, ddof=1)), rel=2e-3)
+    assert out["predictions"][1]["score"] != pytest.approx(out["predictions"][0]["score"], rel=1e-2)
+    assert len(out["predictions"]) == 2 and out["wrappers"] == 9

@@ -1,0 +1,129 @@
+"""``mirrorscan lens predict``: project new texts onto an invocation's wrapper directions.
+
+An entry point, like ``jobs/``: it reads the files analyze wrote and runs the model through the engine
+registry (``actors.registry``), which the rest of the instrument never touches. The numbers come from
+``instruments.lens.predict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from grid.errors import ConfigError
+
+EPILOG = """\
+ANALYSIS is the folder `mirrorscan analyze` wrote for a lens invocation (it holds predict-<label>-<variant>.json
+and directions.parquet). TEXTS is a .txt file (one text per line), a .jsonl file ({"id", "text"} per line) or a
+.csv file with id and text columns. Each text is extracted exactly as the invocation extracted its items (the
+variant's rendering, pooling and dropping), by the invocation's model unless --model names another copy of it.
+
+Per text: score = projection on the mean of the wrappers' unit directions at the basis's layer; sd = the
+spread of its projections over the wrappers (the uncertainty); nearest = the scoring class whose mean
+projection is nearer. Units: activation units along the direction.
+
+example:
+  mirrorscan lens predict .mirrorscan/store/lens-demo/<invocation>/analysis --label smollm2 --texts new.txt
+"""
+
+
+def read_texts(path: str) -> list[tuple[str, str]]:
+    """(id, text) pairs of a .txt, .jsonl or .csv file."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(path, "--texts", "does not exist", "give a .txt, .jsonl or .csv file")
+    if file.suffix.lower() in (".jsonl", ".csv"):
+        from instruments.lens.items import load_items
+
+        return [(i.id, i.text) for i in load_items(str(file.resolve()), "--texts", False).items]
+    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        raise ConfigError(path, "--texts", "holds no text", "write one text per line")
+    return [(str(n), line) for n, line in enumerate(lines, 1)]
+
+
+def load_basis(folder: str, label: str | None, variant: str):
+    """(document, unit directions (wrappers, hidden)) of one model and variant from an analysis folder."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    root = Path(folder)
+    docs = sorted(root.glob("predict-*.json"))
+    if not docs:
+        raise ConfigError(folder, "ANALYSIS", "holds no predict-*.json", "give the analysis folder of a lens invocation")
+    chosen = [json.loads(d.read_text()) for d in docs]
+    chosen = [d for d in chosen if d["variant"] == variant and (label is None or d["label"] == label)]
+    if len(chosen) != 1:
+        names = ", ".join(d.stem.removeprefix("predict-") for d in docs)
+        raise ConfigError(folder, "--label", f"{len(chosen)} bases match (label {label!r}, variant {variant!r})",
+                          f"name one with --label/--variant; the folder holds: {names}")
+    doc = chosen[0]
+    table = pq.read_table(root / "directions.parquet").to_pylist()
+    rows = {r["wrapper"]: r["direction"] for r in table if r["label"] == doc["label"] and r["variant"] == variant}
+    return doc, np.array([rows[w] for w in doc["wrappers"]], dtype=np.float64)
+
+
+def extract(doc: dict, model: str, texts: list[str]):
+    """(texts, hidden) pooled vectors at the basis's layer, extracted as the invocation extracted its items."""
+    import numpy as np
+    import pyarrow as pa
+
+    from actors.registry import engine_class
+    from grid.records import ModelVariant, RunContext
+
+    options = doc["extraction"]
+    engine = engine_class("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
+                                               model, RunContext("predict", "predict", "lens"))
+    cells = pa.Table.from_pylist([{"probe_id": f"predict|{n}", "sample": 0, "seed": 0, "text": t,
+                                   "rendering": options["rendering"], "pooling": options["pooling"],
+                                   "drop_bos": options["drop_bos"], "drop_whitespace": options["drop_whitespace"],
+                                   "max_input_tokens": options["max_input_tokens"], "vector_dtype": "float32"}
+                                  for n, t in enumerate(texts)])
+    rows = engine(cells)
+    errors = [e for e in rows.column("error").to_pylist() if e]
+    if errors:
+        raise ConfigError("", "--texts", f"{len(errors)} text(s) could not be extracted: {errors[0]}", "fix or drop them")
+    return np.array([v[doc["layer"]] for v in rows.column("layer_vectors").to_pylist()], dtype=np.float64)
+
+
+def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
+    """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Tools for lens results.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    pr = sub.add_parser("predict", help="project new texts on an invocation's wrapper directions, with their spread",
+                        description="Project new texts on the mean direction of an invocation's wrappers; the sd "
+                        "over wrappers is each prediction's uncertainty.", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("analysis", metavar="ANALYSIS", help="the invocation's analysis folder")
+    pr.add_argument("--texts", required=True, metavar="FILE", help="the texts to score (.txt, .jsonl or .csv)")
+    pr.add_argument("--label", help="the model label (needed when the invocation ran several models)")
+    pr.add_argument("--variant", default="base", help="the implementation variant (default: %(default)s)")
+    pr.add_argument("--model", help="the model's folder, when not where the invocation loaded it from")
+    pr.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    from instruments.lens.predict import predict
+
+    try:
+        doc, units = load_basis(args.analysis, args.label, args.variant)
+        texts = read_texts(args.texts)
+        model = args.model or doc["model"]
+        if not model or not Path(model).exists():
+            raise ConfigError(args.analysis, "--model", f"the invocation's model {model!r} is not on this machine",
+                              "give its folder with --model")
+        results = predict(extract(doc, model, [t for _, t in texts]), units, doc["classes"])
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = [{"id": i, **r} for (i, _), r in zip(texts, results)]
+    if args.json:
+        print(json.dumps({"layer": doc["layer"], "wrappers": len(doc["wrappers"]), "classes": doc["classes"],
+                          "positive_class": doc["positive_class"], "predictions": out}, indent=2))
+        return 0
+    print(f"layer {doc['layer']}, {len(doc['wrappers'])} wrappers; scoring classes on the mean direction: "
+          + ", ".join(f"{c} {v['mean']:+.3f} (sd {v['sd']:.3f})" for c, v in doc["classes"].items()))
+    print(f"{'id':<12} {'score':>9} {'sd':>8} {'nearest':<12}")
+    for r in out:
+        print(f"{r['id']:<12} {r['score']:>+9.3f} {r['sd_over_wrappers']:>8.3f} {r['nearest_class']:<12}")
+    return 0
