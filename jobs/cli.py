@@ -60,6 +60,12 @@ def verb_first(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a verb's ``main``; returns the exit code."""
     import importlib
+    import os
+
+    if not os.environ.get("RAY_ADDRESS"):   # before anything imports Ray, which reads its auth mode once
+        from cluster.ray_session import local_ray_defaults
+
+        local_ray_defaults()
 
     argv = verb_first(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] not in VERBS and argv[0] in instrument_verbs():
