@@ -117,13 +117,27 @@ class OpenAICompletionsScorer(HTTPSampler):
         n_prompt = usage.get("prompt_tokens") or len(values) - 1
         if not offsets or len(offsets) < n_prompt:
             raise Fatal("the answer carries no text_offset for the echoed prompt, so the target cannot be found")
-        ends = offsets[1:n_prompt] + [len(cell["prefix"] + cell["target"])]
+        text_len = len(cell["prefix"] + cell["target"])
+        if len(offsets) > n_prompt and offsets[n_prompt] > text_len:
+            # vLLM's server counts the text of special tokens it put first (a BOS) in the offsets: shift them
+            # back so that offset 0 is the prompt's first character
+            offsets = [o - (offsets[n_prompt] - text_len) for o in offsets]
+        ends = offsets[1:n_prompt] + [text_len]
         if any(o < prefix_len < e for o, e in zip(offsets[:n_prompt], ends)):
             raise Fatal("the server's tokenizer merges a token across the end of the prefix — fix: name the "
                         f"model's tokenizer in models[{self.variant.label}].tokenizer so that token ids are sent")
-        lps = [float(v) for o, v in zip(offsets[:n_prompt], values[:n_prompt]) if o >= prefix_len and v is not None]
-        if not lps:
+        chosen = [i for i, o in enumerate(offsets[:n_prompt]) if o >= prefix_len and values[i] is not None]
+        if not chosen:
             raise Fatal("no echoed token lies in the target")
+        tokens = logprobs.get("tokens")
+        if tokens and chosen[0] > 0 and tokens[chosen[0]] == "" and tokens[chosen[0] - 1].endswith("\ufffd"):
+            # the prompt's first character split across tokens: vLLM echoes its first piece as U+FFFD (one
+            # character of offset) and the rest as "", so the rest looks like the target's start; elsewhere a
+            # split character's pieces are "" at the character's own offset and are read correctly
+            raise Fatal("the prefix's last character is split across tokens, so the echoed offsets cannot say "
+                        f"where the target starts — fix: name the model's tokenizer in models[{self.variant.label}]"
+                        ".tokenizer so that token ids are sent")
+        lps = [float(values[i]) for i in chosen]
         return {**common, "target_logprobs": lps, "lp_mean": sum(lps) / len(lps), "lp_min": min(lps),
                 "prompt_tokens": n_prompt}
 
@@ -142,13 +156,21 @@ class OpenAICompletionsScorer(HTTPSampler):
             raise Fatal(f"ScoreTokenError: {exc}") from None
 
     def _takes_ids(self) -> bool:
-        """Whether the server accepts a token-id prompt (one short request; a network failure counts as yes,
-        so that the cells' own requests report it)."""
+        """Whether the server accepts a token-id prompt: one short request, retried like a cell's on 429/5xx
+        (backoff 0.5, 1, 2 … s, ``max_retries`` times). A 400 or 422 is a refusal; a server that never answers
+        the probe is sent text, which every completions server takes; a network failure counts as yes, so that
+        the cells' own requests report it."""
+        import time
+
         ids = self.tokenizer("Hello", add_special_tokens=False)["input_ids"]
         headers = {**self.provider_headers(), **(self.auth_headers(self._key) if self._key else {})}
-        try:
-            reply = httpx.post(self.url, json={"model": self.source, "prompt": ids, "max_tokens": 1, "temperature": 0.0},
-                               headers=headers, timeout=self.timeout_s)
-        except httpx.HTTPError:
-            return True
-        return reply.status_code != 400
+        for attempt in range(self.variant.max_retries + 1):
+            try:
+                reply = httpx.post(self.url, json={"model": self.source, "prompt": ids, "max_tokens": 1,
+                                                   "temperature": 0.0}, headers=headers, timeout=self.timeout_s)
+            except httpx.HTTPError:
+                return True
+            if reply.status_code != 429 and reply.status_code < 500:
+                return reply.status_code not in (400, 422)
+            time.sleep(0.5 * 2 ** attempt)
+        return False
