@@ -8,7 +8,6 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export MIRRORSCAN_HOME ?= $(CURDIR)/.mirrorscan
-export RAY_AUTH_MODE ?= disabled
 export HF_HUB_OFFLINE = 1
 PYTEST_ARGS ?=
 
@@ -47,3 +46,4 @@ bench: demo-model
 	$(PY) bench/engines.py
 	$(PY) bench/scale.py
 	$(PY) bench/flinch.py
+	$(PY) bench/lens.py

@@ -14,6 +14,7 @@ gets work and progress arrives as it happens: Ray Data hands an actor a whole bl
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -167,13 +168,16 @@ def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument
     ds = ray.data.from_arrow(input_blocks(cells, batch_size, max_pool_size))
     ds = ds.map_batches(render_block, fn_kwargs={"instrument": instrument}, batch_format="pyarrow",
                         batch_size=None, num_cpus=LIGHT_TASK_CPUS)
-    ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
-                        fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
-                                               "store_uri": store_uri, "experiment": experiment,
-                                               "invocation_id": invocation_id, "instrument": instrument,
-                                               "journal": journal},
-                        compute=pool, **{"max_restarts": -1, "max_task_retries": 0,
-                                         **(engine_resources or {"num_cpus": 1})})
+    with warnings.catch_warnings():
+        # Ray 2.60 deprecates ray_remote_args but names no parameter for an actor's restarts and retries
+        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+        ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
+                            fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
+                                                   "store_uri": store_uri, "experiment": experiment,
+                                                   "invocation_id": invocation_id, "instrument": instrument,
+                                                   "journal": journal},
+                            compute=pool, **{"max_restarts": -1, "max_task_retries": 0,
+                                             **(engine_resources or {"num_cpus": 1})})
     if journal is not None:
         ds.context.max_errored_blocks = -1   # this dataset only: the journal accounts for dropped blocks
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):

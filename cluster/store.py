@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from grid.errors import ConfigError
+from grid.trace_schema import is_large
 
 log = logging.getLogger(__name__)
 TRACES = "traces"
@@ -168,7 +169,11 @@ class TraceStore:
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{writer}-{uuid.uuid4().hex[:12]}.parquet"
         path = f"{folder}/{name}"
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+        # per-layer vectors (large columns) are nearly all distinct floats: a dictionary only adds an index per
+        # value (lens vectors took 48 % more than their raw floats with one)
+        vectors = {f.name for f in table.schema if is_large(f)}
+        plain = {"use_dictionary": [n for n in table.column_names if n not in vectors]} if vectors else {}
+        pq.write_table(table, sink, compression="zstd", **plain)
         self.objects.put(path, sink.getvalue().to_pybytes())
         return path
 

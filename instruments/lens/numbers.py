@@ -271,15 +271,16 @@ def analyze(traces: pa.Table, spec) -> Analysis:
              "floor: median over wrappers of the scoring-label null's mean; swap: the contrastive null's mean "
              "(framings swapped per task text) and its p, for the mean over wrappers; spread: share of the layer "
              "stack the best layer moves across in item bootstraps (median over wrappers)",
-             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'floor':>6} {'swap':>6} "
-             f"{'swap p':>7} {'depth':>6} {'spread':>6}"]
+             "|max|: median over wrappers of max over layers of |AUROC − 0.5| (either direction)",
+             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'|max|':>6} {'floor':>6} "
+             f"{'swap':>6} {'swap p':>7} {'depth':>6} {'spread':>6}"]
     for key, m in models.items():
         h, nan = m["headline"], float("nan")
         floor = m["label_floor"]["median"] if m["label_floor"] else nan
         swap = m["contrastive_null"] or {"floor": nan, "p_value": nan}
         spread = m["argmax_bootstrap"]["spread"]["median"] if m["argmax_bootstrap"] else nan
         lines.append(f"{key:<32} {h['median']:>7.3f} {h['sd'] or 0:>6.3f} {h['min']:>6.3f} {h['max']:>6.3f} "
-                     f"{floor:>6.3f} {swap['floor']:>6.3f} {swap['p_value']:>7.3g} "
+                     f"{m['abs_headline']['median']:>6.3f} {floor:>6.3f} {swap['floor']:>6.3f} {swap['p_value']:>7.3g} "
                      f"{m['best_relative_depth']['median']:>6.2f} {spread:>6.2f}")
     for variant, g in gstudies.items():
         if "missing" in g:

@@ -1,0 +1,268 @@
+"""Benchmark: lens extraction (one run, ratios).
+
+The shipped lens inputs (``packaged:v1`` framings, 6 + 6, around the 16 ``packaged:tasks`` texts and the empty
+task; the 64 items of ``packaged:synthetic``: 268 items) on the demo model (SmolLM2-135M-Instruct, float32,
+one torch thread), every layer mean-pooled (the lens section's defaults):
+
+1. speed     our path is a real ``mirrorscan scan`` (Ray Data, crash journal, Parquet parts, inference_log into a
+             catalog, an embedded PostgreSQL in a temp folder), batched; its extraction time is wall clock from
+             the first batch's ``started_at`` to the last row's ``created_at`` of the stored rows, so Ray start,
+             actor spawn and model load are reported apart. The baseline is one item at a time over the same
+             texts: transformers' AutoModelForCausalLM (float32, ``torch.set_num_threads(1)``), each text
+             rendered as the instrument does (``actors.hf_activations.input_ids``, chat template with the
+             generation prompt), one forward pass of ``model.base_model`` with ``output_hidden_states``,
+             mean-pooled per layer; its time is monotonic, rendering + forward + pooling of every item (model
+             load apart). Speed = items ÷ time. Target: batched ÷ one-at-a-time ≥ 5.
+   check     the loop's token ids equal the stored ``input_token_ids``, and its pooled vectors equal the stored
+             ``layer_vectors`` within relative 1e-4 per layer (max |Δ| ÷ max |stored| over the layer's
+             width, as ``Lens.same_answer`` measures, at a looser bound), on every item.
+2. storage   bytes stored per item: the invocation's trace Parquet parts ÷ rows, and the ``layer_vectors``
+             column's compressed bytes ÷ rows (Parquet metadata), against the raw hidden states of an item
+             (tokens × (L + 1) × hidden × 4 bytes, every token's state kept) and the pooled float32 size
+             ((L + 1) × hidden × 4).
+
+Nothing is written into the repository. Exit 1 when a check fails, 3 with ``--check-target`` when the speed
+target is missed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SAME_RELATIVE = 1e-4
+TARGET_RATIO = 5.0
+LABEL = "smollm2"
+QWEN7B = (28, 3584)
+"""Qwen2.5-7B: blocks and hidden size, for the pooled size of a 7B model."""
+
+
+def shipped_texts() -> dict[str, str]:
+    """item_key → text of every item of the lens defaults, rendered as ``Lens.render`` renders them (framing
+    around each task text and the empty task, scoring items alone, LF newlines), in grid order."""
+    from instruments.lens.items import EMPTY_TASK, SCORING, apply_newline, load_framings, load_items
+
+    framings = load_framings("packaged:v1")
+    tasks = [(t.id, t.text) for t in load_items("packaged:tasks", "tasks", False).items] + [(EMPTY_TASK, "")]
+    scoring = load_items("packaged:synthetic", "scoring_set", True).items
+    out = {f"base/{f.id}|{tid}": apply_newline(f.wrap(text), "lf") for f in framings.framings for tid, text in tasks}
+    out.update({f"base/{SCORING}|{i.id}": apply_newline(i.text, "lf") for i in scoring})
+    return out
+
+
+def run_scan_batched(source: str, batch_size: int, work: Path) -> dict:
+    """A real lens scan with the section's defaults; its rows, vectors, part files and timing."""
+    from cluster import embedded_pg
+    from cluster.store import open_store
+    from grid.instrument import resolve
+    from grid.trace_schema import trace_schema
+    from jobs.scan import run_scan
+
+    exp = work / "lens-bench"
+    exp.mkdir()
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "lens", "models": [{"model": source, "label": LABEL, "dtype": "float32"}],
+        "batch_size": batch_size, "lens": {}}))
+    t0 = time.monotonic()
+    dsn = embedded_pg.ensure_running(work / "catalog")
+    pg_s = time.monotonic() - t0
+    store_uri = str(work / "store")
+    began, t0 = datetime.now(timezone.utc), time.monotonic()
+    result = run_scan(str(exp), store=store_uri, catalog_dsn=dsn, quiet=True)
+    wall, ended = time.monotonic() - t0, datetime.now(timezone.utc)
+    store = open_store(store_uri)
+    table = store.read(result.experiment, result.invocation_id, schema=trace_schema(resolve("lens").columns),
+                       columns=["item_key", "user_text", "input_token_ids", "n_layers", "hidden_size", "started_at",
+                                "created_at", "total_ms", "error", "layer_vectors"])
+    meta = table.drop_columns(["layer_vectors"]).to_pylist()
+    first, last = min(r["started_at"] for r in meta), max(r["created_at"] for r in meta)
+    forward_ms = {r["started_at"]: r["total_ms"] for r in meta if r["total_ms"] is not None}   # one per batch
+    return {"rows": meta, "vectors": table.column("layer_vectors"), "status": result.status,
+            "parts": store.list_parts(result.experiment, result.invocation_id), "wall": wall,
+            "extraction": (last - first).total_seconds(), "forward": sum(forward_ms.values()) / 1000,
+            "batches": len(forward_ms), "before": (first - began).total_seconds(),
+            "after": (ended - last).total_seconds(), "catalog_start": pg_s}
+
+
+def stored_vectors(column, keys: list[str], rows: list[dict]) -> dict[str, np.ndarray]:
+    """item_key → (layers, hidden) float32 of the rows without error."""
+    values = column.combine_chunks()
+    out = {}
+    for i, (key, row) in enumerate(zip(keys, rows)):
+        if row["error"] is None and values[i].is_valid:
+            flat = values[i].values.flatten().to_numpy(zero_copy_only=False)
+            out[key] = flat.reshape(row["n_layers"], row["hidden_size"])
+    return out
+
+
+def run_loop(source: str, texts: dict[str, str]) -> dict:
+    """One item at a time: render, one forward pass of the base model with every hidden state, mean-pool."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from actors.hf_activations import input_ids
+
+    torch.set_num_threads(1)
+    t0 = time.monotonic()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    body = model.base_model
+    load = time.monotonic() - t0
+    ids, vectors, forward = {}, {}, 0.0
+    t0 = time.monotonic()
+    with torch.inference_mode():
+        for key, text in texts.items():
+            ids[key] = input_ids(tokenizer, text, "chat_user")
+            f0 = time.monotonic()
+            out = body(input_ids=torch.tensor([ids[key]], dtype=torch.long), output_hidden_states=True)
+            forward += time.monotonic() - f0
+            vectors[key] = torch.stack(out.hidden_states)[:, 0].float().mean(dim=1).numpy()
+    return {"ids": ids, "vectors": vectors, "extraction": time.monotonic() - t0, "forward": forward, "load": load,
+            "layers": model.config.num_hidden_layers + 1, "hidden": model.config.hidden_size}
+
+
+def worst_relative(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest over layers of max |a − b| ÷ max |b| (b is the reference)."""
+    scale = np.maximum(np.abs(b).max(axis=1), 1e-12)
+    return float((np.abs(a.astype(np.float64) - b).max(axis=1) / scale).max())
+
+
+def storage(parts: list[str], n_rows: int) -> dict:
+    """Bytes of the trace parts and of their ``layer_vectors`` column chunks (compressed), per row."""
+    import pyarrow.parquet as pq
+
+    total, column = 0, 0
+    for path in parts:
+        total += os.path.getsize(path)
+        meta = pq.ParquetFile(path).metadata
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            column += sum(group.column(j).total_compressed_size for j in range(group.num_columns)
+                          if group.column(j).path_in_schema.split(".")[0] == "layer_vectors")
+    return {"parts": len(parts), "total": total, "per_item": total / n_rows, "column_per_item": column / n_rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scan and the loop, print the checks and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch-size", type=int, default=16, help="the scan's batch size (default %(default)s)")
+    parser.add_argument("--check-target", action="store_true", help="exit 3 when the speed target is missed")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
+    args = parser.parse_args(argv)
+
+    from cluster import embedded_pg
+    from cluster.models import prepare_demo_model
+
+    source = str(prepare_demo_model())
+    texts = shipped_texts()
+    work = Path(tempfile.mkdtemp(prefix="mirrorscan-bench-lens-"))
+    work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
+    problems = []
+    try:
+        ours = run_scan_batched(source, args.batch_size, work)
+        import ray
+
+        ray.shutdown()   # the loop gets the machine to itself
+        store = storage(ours["parts"], len(ours["rows"]))
+    finally:
+        if (work / "catalog").exists():
+            embedded_pg.stop(work / "catalog")
+        import ray
+
+        ray.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+    loop = run_loop(source, texts)
+
+    rows = ours["rows"]
+    keys = [r["item_key"] for r in rows]
+    by_key = dict(zip(keys, rows))
+    stored = stored_vectors(ours["vectors"], keys, rows)
+    if ours["status"] != "complete" or len(rows) != len(texts) or set(keys) != set(texts) or len(stored) != len(texts):
+        problems.append(f"the scan did not extract every item once (status {ours['status']}, {len(rows)} rows, "
+                        f"{len(stored)} with vectors, {len(texts)} items)")
+    text_differ = [k for k in texts if k in by_key and by_key[k]["user_text"] != texts[k]]
+    ids_differ = [k for k in texts if k in by_key and by_key[k]["input_token_ids"] != loop["ids"][k]]
+    compared = [k for k in texts if k in stored and k not in ids_differ]
+    worst = max((worst_relative(loop["vectors"][k], stored[k]) for k in compared), default=float("inf"))
+    if text_differ:
+        problems.append(f"{len(text_differ)} stored texts differ from the shipped renderings")
+    if ids_differ:
+        problems.append(f"{len(ids_differ)} items read different token ids")
+    if not worst <= SAME_RELATIVE:
+        problems.append(f"pooled vectors differ (relative {worst:.2e} > {SAME_RELATIVE:g})")
+
+    n = len(texts)
+    speed, base = n / ours["extraction"], n / loop["extraction"]
+    ratio = speed / base
+    layers, hidden = loop["layers"], loop["hidden"]
+    tokens = [len(loop["ids"][k]) for k in texts]
+    pooled = layers * hidden * 4
+    raw = float(np.mean(tokens)) * pooled
+    q_layers, q_hidden = QWEN7B
+    summary = {
+        "items": n, "model": source, "batch_size": args.batch_size, "layers": layers, "hidden": hidden,
+        "mean_tokens": float(np.mean(tokens)), "max_tokens": max(tokens),
+        "scan": {"items_per_s": speed, "extraction_s": ours["extraction"], "forward_s": ours["forward"],
+                 "batches": ours["batches"], "wall_s": ours["wall"], "before_first_batch_s": ours["before"],
+                 "after_last_row_s": ours["after"], "catalog_start_s": ours["catalog_start"]},
+        "loop": {"items_per_s": base, "extraction_s": loop["extraction"], "forward_s": loop["forward"],
+                 "load_s": loop["load"]},
+        "ratio": ratio, "target": TARGET_RATIO, "target_met": ratio >= TARGET_RATIO,
+        "check": {"compared": len(compared), "worst_relative": worst, "bound": SAME_RELATIVE,
+                  "texts_differ": len(text_differ), "ids_differ": len(ids_differ)},
+        "storage": {**store, "raw_per_item": raw, "pooled_per_item": pooled,
+                    "raw_over_stored": raw / store["per_item"], "column_over_pooled": store["column_per_item"] / pooled,
+                    "qwen2_5_7b_pooled_float32": (q_layers + 1) * q_hidden * 4,
+                    "qwen2_5_7b_pooled_float16": (q_layers + 1) * q_hidden * 2},
+        "problems": problems,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{n} items (12 framings × 17 tasks + 64 scoring), model {source}, float32, one torch thread; "
+              f"{layers} layers × {hidden}, {np.mean(tokens):.1f} tokens per item (max {max(tokens)})")
+        print(f"1. speed: scan {speed:.2f} items/s (batch {args.batch_size}, first batch → last row "
+              f"{ours['extraction']:.1f} s, of which {ours['batches']} forward passes {ours['forward']:.1f} s)")
+        print(f"   apart: whole scan {ours['wall']:.1f} s; before the first batch (Ray start, actor spawn, model "
+              f"load) {ours['before']:.1f} s; after the last row (parts, catalog) {ours['after']:.1f} s; catalog "
+              f"start {ours['catalog_start']:.1f} s")
+        print(f"   one at a time: {base:.2f} items/s ({loop['extraction']:.1f} s, of which forward passes "
+              f"{loop['forward']:.1f} s; model load {loop['load']:.1f} s)")
+        print(f"   batched ÷ one at a time: {ratio:.2f} (target ≥ {TARGET_RATIO:g}: "
+              f"{'met' if ratio >= TARGET_RATIO else 'MISSED'})")
+        print(f"   check: {len(compared)} items, same token ids in {n - len(ids_differ)}, largest relative "
+              f"difference per layer {worst:.2e} (≤ {SAME_RELATIVE:g}: {'ok' if worst <= SAME_RELATIVE else 'WRONG'})")
+        print(f"2. storage: {store['per_item']:,.0f} B per item ({store['total']:,} B in {store['parts']} part(s)); "
+              f"layer_vectors {store['column_per_item']:,.0f} B per item (compressed)")
+        print(f"   raw hidden states {raw:,.0f} B per item (mean tokens × {layers} × {hidden} × 4): "
+              f"{raw / store['per_item']:.1f}× the stored bytes")
+        print(f"   pooled float32 {pooled:,} B per item ({layers} × {hidden} × 4): layer_vectors is "
+              f"{store['column_per_item'] / pooled:.3f}× that")
+        print(f"   a 7B model (Qwen2.5-7B, {q_layers} layers, hidden {q_hidden}) pooled: {q_layers + 1} × {q_hidden} × 4 "
+              f"= {(q_layers + 1) * q_hidden * 4:,} B float32, {(q_layers + 1) * q_hidden * 2:,} B float16")
+    if problems:
+        print(f"WRONG: {'; '.join(problems)}", file=sys.stderr)
+        return 1
+    return 3 if args.check_target and ratio < TARGET_RATIO else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
