@@ -45,6 +45,7 @@ class Curve:
     """max_layer / L, L the number of blocks."""
 
     def to_json(self) -> dict:
+        """Plain dict: AUROC per layer and both maxima with their layers and the relative depth."""
         return {"auroc_by_layer": {str(l): float(a) for l, a in zip(self.layers, self.auroc)},
                 "max_auroc_minus_half": self.max_auroc_minus_half, "layer": self.max_layer,
                 "relative_depth": self.relative_depth, "max_abs_auroc_minus_half": self.max_abs_auroc_minus_half,

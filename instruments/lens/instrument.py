@@ -69,6 +69,7 @@ class LensSpec:
 
     @property
     def frozen(self) -> dict:
+        """The frozen section as plain JSON."""
         return json.loads(self.frozen_json)
 
     def inputs(self) -> tuple[FramingSet, ItemSet, ItemSet]:
@@ -143,6 +144,7 @@ class Lens:
         values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
 
         def resolve(source, key):
+            """An input named in the section with its file path made absolute (relative to config.json)."""
             if isinstance(source, dict):
                 if not isinstance(source.get("path"), str):
                     raise ctx.error(f"{key}.path", "is missing", "name the file, and map its columns with id/text/label")
@@ -213,6 +215,7 @@ class Lens:
         return spec.frozen
 
     def from_frozen(self, frozen: dict) -> LensSpec:
+        """The spec of a frozen section (resume, workers, analysis)."""
         return from_frozen(frozen)
 
     def content_hashes(self, spec: LensSpec) -> dict:

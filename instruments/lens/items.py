@@ -49,6 +49,7 @@ def data_path(name: str) -> Path:
 
 
 def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -87,6 +88,7 @@ class FramingSet:
     framings: tuple[Framing, ...]
 
     def arm(self, arm: str) -> tuple[Framing, ...]:
+        """The framings of one arm, in file-name order."""
         return tuple(f for f in self.framings if f.arm == arm)
 
     def wrappers(self) -> list[tuple[str, str]]:

@@ -62,6 +62,7 @@ class Extracted:
 
     @property
     def n_layers(self) -> int:
+        """Vectors per text: the blocks plus the embedding output."""
         return self.scoring.shape[1]
 
     def framing_means(self) -> dict:
