@@ -22,13 +22,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from actors.hf_env import prepare_transformers
+from actors.hf_env import load_causal_lm
 from actors.rows import trace_row, where_am_i
 from grid.activation_columns import ACTIVATION_COLUMNS, LAYER_VECTORS
 from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table, trace_schema
 
-_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 _SCHEMA = trace_schema(tuple(f for f in ACTIVATION_COLUMNS if f.name != LAYER_VECTORS.name))
 
 
@@ -79,20 +78,12 @@ class HFActivations:
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
-        prepare_transformers()   # before transformers loads its generation module
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.variant, self.run, self.source = variant, run, model_source
-        self.tokenizer = AutoTokenizer.from_pretrained(model_source)
-        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=_DTYPES.get(variant.dtype, "auto"))
-        self.model = self.model.to(variant.device).eval()
+        self.tokenizer, self.model, self.pad_id, self.context = load_causal_lm(variant, model_source)
         self.parameters = sum(p.numel() for p in self.model.parameters())
         """The model's parameter count, recorded on every row (scaling analyses read it)."""
         self.body = self.model.base_model
         """The model without its language-model head: hidden states only, no projection onto the vocabulary."""
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.context = getattr(self.model.config, "max_position_embeddings", None)
-        """The model's context window (tokens), or None when it does not say."""
         self._whitespace: dict[int, bool] = {}
         self.where = where_am_i()
 

@@ -11,6 +11,23 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+"""Weights' dtypes an HF engine loads as asked; anything else loads as the checkpoint says ("auto")."""
+
+
+class LoadedModel(NamedTuple):
+    """A causal LM and its tokenizer as every forward-pass engine (scorer, activations) holds them."""
+
+    tokenizer: Any
+    model: Any
+    """In eval mode, on the variant's device."""
+    pad_id: int
+    """The tokenizer's pad id, else 0 (padded positions are masked, so any id will do)."""
+    context: int | None
+    """The model's context window in tokens, or None when its config does not say."""
+
 
 def prepare_transformers() -> None:
     """Set this process up for an HF engine (see the module docstring); call before importing a model class."""
@@ -25,3 +42,15 @@ def prepare_transformers() -> None:
     hf_logging.disable_progress_bar()
     if "transformers.generation.candidate_generator" not in sys.modules:
         hf_utils.is_sklearn_available = lambda: False
+
+
+def load_causal_lm(variant, source: str) -> LoadedModel:
+    """Load ``source`` for ``variant`` (dtype, device) in a process set up by ``prepare_transformers``."""
+    prepare_transformers()   # before transformers loads its generation module
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES.get(variant.dtype, "auto"))
+    model = model.to(variant.device).eval()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return LoadedModel(tokenizer, model, pad_id, getattr(model.config, "max_position_embeddings", None))

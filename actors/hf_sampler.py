@@ -22,13 +22,11 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from actors.chat import render_chat, template_kwargs
-from actors.hf_env import prepare_transformers
+from actors.hf_env import DTYPES, prepare_transformers
 from actors.rows import generation_overrides, trace_row, where_am_i
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
 from grid.trace_schema import to_trace_table
-
-_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 class _StepClock:
@@ -71,7 +69,7 @@ class HFSampler:
         self.tokenizer = AutoTokenizer.from_pretrained(model_source, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = _DTYPES.get(variant.dtype, "auto")
+        dtype = DTYPES.get(variant.dtype, "auto")
         self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.device)
         self.model.eval()
         stop = self.model.generation_config.eos_token_id

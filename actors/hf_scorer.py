@@ -18,14 +18,13 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.hf_env import prepare_transformers
+from actors.hf_env import load_causal_lm
 from actors.rows import trace_row, where_am_i
 from actors.score_tokens import prepare_cells, score_fields, score_safely
 from grid.records import ModelVariant, RunContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import trace_schema, to_trace_table
 
-_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 _SCHEMA = trace_schema(SCORE_COLUMNS)
 
 
@@ -34,16 +33,8 @@ class HFScorer:
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
-        prepare_transformers()   # before transformers loads its generation module
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.variant, self.run, self.source = variant, run, model_source
-        self.tokenizer = AutoTokenizer.from_pretrained(model_source)
-        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=_DTYPES.get(variant.dtype, "auto"))
-        self.model = self.model.to(variant.device).eval()
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.context = getattr(self.model.config, "max_position_embeddings", None)
-        """The model's context window (tokens), or None when it does not say."""
+        self.tokenizer, self.model, self.pad_id, self.context = load_causal_lm(variant, model_source)
         self.trims_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         """Whether the model can project only the last positions onto the vocabulary (transformers' models can)."""
         self.where = where_am_i()

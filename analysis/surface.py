@@ -11,7 +11,7 @@ model that did not see it. The AUROC is :func:`analysis.auroc.auroc` of those he
 It is not a probe AUROC and not a test of the probe: a high value says the labels are recoverable from
 surface form, so a probe's AUROC on the same items cannot by itself be credited to the model.
 
-Paired designs: on pairs with identical word multisets (lens's clean subset) plain k-fold gives an AUROC
+Paired designs: on pairs with identical word multisets (a scoring set built from reordered sentences) plain k-fold gives an AUROC
 far *below* 0.5, not 0.5: a held-out item's twin, with the opposite label, is usually in the training
 fold, so the held-out score is pulled the wrong way. Passing ``groups`` (the pair id) keeps each pair in
 one fold (``StratifiedGroupKFold``); twins then get equal scores and the AUROC is exactly 0.5. Only the

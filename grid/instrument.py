@@ -76,6 +76,16 @@ class SpecContext:
         field_path = f"{self.section}.{path}" if self.section and path else (path or self.section or "(top level)")
         return ConfigError(self.file, field_path, problem, fix)
 
+    def refuse_unknown(self, mapping: dict, known, path: str = "") -> None:
+        """Raise the error for the first key of ``mapping`` (at ``<section>.<path>``) that is not in ``known``,
+        suggesting the closest known key."""
+        from grid.errors import unknown_key
+
+        for key in mapping:
+            if key not in known:
+                error = unknown_key(self.file, key, key, known)
+                raise self.error(f"{path}.{key}" if path else key, error.problem, error.fix)
+
 
 @dataclass(frozen=True)
 class Analysis:

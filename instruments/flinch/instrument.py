@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from grid.errors import ConfigError, unknown_key
+from grid.errors import ConfigError
 from grid.instrument import Analysis, SpecContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import doc_field
@@ -100,10 +100,7 @@ class Flinch:
 
     def load_spec(self, section: dict, ctx: SpecContext) -> FlinchSpec:
         """Validate the ``flinch`` section: unknown keys, the corpus file, the axes, the aggregation."""
-        for key in section:
-            if key not in SECTION_KEYS:
-                error = unknown_key(ctx.file, key, key, SECTION_KEYS)
-                raise ctx.error(key, error.problem, error.fix)
+        ctx.refuse_unknown(section, SECTION_KEYS)
         values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
         if not isinstance(values["corpus"], str) or not values["corpus"]:
             raise ctx.error("corpus", "must be a file name", f"give a corpus JSON file or {STARTER!r}")

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.errors import ConfigError, shorten, unknown_key
+from grid.errors import ConfigError, shorten
 from instruments.forced_choice.cells import ORDERINGS
 from grid.instrument import SpecContext
 from instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
@@ -75,10 +75,7 @@ def _resolve_path(config_dir: str, value: str) -> str:
 
 def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
     """Validate a forced_choice section (unknown keys, types, files, envelope ids, orderings) and freeze it."""
-    for key in section:
-        if key not in SECTION_KEYS:
-            error = unknown_key(ctx.file, key, key, SECTION_KEYS)
-            raise ctx.error(key, error.problem, error.fix)
+    ctx.refuse_unknown(section, SECTION_KEYS)
     values = {}
     for key, (default, types) in SECTION_KEYS.items():
         value = section.get(key, default)

@@ -79,9 +79,10 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     return out
 
 
-def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> dict:
+def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, headlines: dict) -> dict:
     """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
-    needs every model's parameter count and ≥ 3 models)."""
+    needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each
+    wrapper's headline as the analysis computed it; projections are rebuilt only for the scaling bootstrap."""
     from instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
     from instruments.lens.numbers import seed_for
 
@@ -90,21 +91,18 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
     out = {}
     for variant in frozen["variants"]:
         models = sorted(label for label, v in by_model if v == variant)
-        if len(models) < 2:
+        if len(models) < 2 or any((m, variant, w) not in headlines for m in models for w in names):
             continue
-        exs = [by_model[(m, variant)] for m in models]
-        layer_set = frozen["variants"][variant]["layers"]
-        layers = [layers_in_max(ex.n_layers, layer_set) for ex in exs]
-        projections = []
-        for ex in exs:
-            projected = framing_projections(ex.scoring, ex.framing_means())
-            projections.append([wrapper_projections(projected, e, d) for e, d in wrappers])
-        scores = np.array([[layer_curve(p[:, layers[m]], ex.labels, positive, layers[m], ex.n_layers - 1)
-                            .max_auroc_minus_half for p in projections[m]] for m, ex in enumerate(exs)])
+        scores = np.array([[headlines[(m, variant, w)] for w in names] for m in models])
         result = {"models": models, "comparisons": model_comparisons(scores, models, draws, seed, variant)}
+        exs = [by_model[(m, variant)] for m in models]
         params = [ex.parameters for ex in exs]
-        same_items = all(ex.item_ids == exs[0].item_ids for ex in exs)
-        if len(models) >= 3 and None not in params and same_items:
+        if len(models) >= 3 and None not in params and all(ex.item_ids == exs[0].item_ids for ex in exs):
+            layers = [layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"]) for ex in exs]
+            projections = []
+            for ex in exs:
+                projected = framing_projections(ex.scoring, ex.framing_means())
+                projections.append([wrapper_projections(projected, e, d) for e, d in wrappers])
             result["scaling"] = {"parameters": dict(zip(models, params)),
                                  **scaling(scores, np.asarray(params), names, projections, exs[0].labels, positive,
                                            layers, [ex.n_layers - 1 for ex in exs], draws,

@@ -22,7 +22,7 @@ from functools import lru_cache
 import pyarrow as pa
 
 from grid.activation_columns import ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, POOLINGS, RENDERINGS, VECTOR_DTYPES
-from grid.errors import ConfigError, unknown_key
+from grid.errors import ConfigError
 from grid.ids import check_component
 from grid.instrument import Analysis, SpecContext
 from grid.trace_schema import doc_field
@@ -106,11 +106,9 @@ def _extraction(options: dict, base: dict, ctx: SpecContext, path: str) -> dict:
     """``base`` updated by ``options`` (an ``extraction`` mapping or a variant), each value checked."""
     if not isinstance(options, dict):
         raise ctx.error(path, "must be an object of extraction options", f"use keys of: {', '.join(EXTRACTION_DEFAULTS)}")
+    ctx.refuse_unknown(options, EXTRACTION_DEFAULTS, path)
     out = dict(base)
     for key, value in options.items():
-        if key not in EXTRACTION_DEFAULTS:
-            error = unknown_key(ctx.file, key, key, EXTRACTION_DEFAULTS)
-            raise ctx.error(f"{path}.{key}", error.problem, error.fix)
         choices = {"rendering": RENDERINGS, "pooling": POOLINGS, "newline": NEWLINES, "layers": LAYER_SETS}.get(key)
         if choices is not None and value not in choices:
             raise ctx.error(f"{path}.{key}", f"is {value!r}", f"use one of: {', '.join(choices)}")
@@ -137,10 +135,7 @@ class Lens:
         options of every variant, the storage type and the analysis sizes."""
         from pathlib import Path
 
-        for key in section:
-            if key not in SECTION_KEYS:
-                error = unknown_key(ctx.file, key, key, SECTION_KEYS)
-                raise ctx.error(key, error.problem, error.fix)
+        ctx.refuse_unknown(section, SECTION_KEYS)
         values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
 
         def resolve(source, key):

@@ -255,7 +255,8 @@ def analyze(traces: pa.Table, spec) -> Analysis:
         curves[(label, variant)] = model_curves
     gstudies, gstudy_charts = wrapper_gstudies(by_model, wrappers, frozen)
     concord = concordance(table_rows, frozen)
-    claims = claims_by_variant(by_model, wrappers, frozen)
+    claims = claims_by_variant(by_model, wrappers, frozen, {(r["label"], r["variant"], r["wrapper"]):
+                                                            r["max_auroc_minus_half"] for r in table_rows})
     surface = {}
     any_ex = next(iter(by_model.values()), None)
     if any_ex is not None:
@@ -288,12 +289,9 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             lines.append(f"G-study ({variant}): none ({g['missing']})")
         elif g["model_share"] is None:
             lines.append(f"G-study ({variant}, {g['design']}): every score is the same, no variance to divide")
-        elif variant.endswith(" items"):
-            lines.append(f"G-study ({variant}, {g['design']}, layer {g['layer']}): model share "
-                         f"{100 * g['model_share']:.0f}%, wrapper-related {100 * g['wrapper_share']:.0f}%, "
-                         f"Eρ² {_num(g['report']['g_coefficient'])}")
-        else:
-            lines.append(f"G-study ({variant}, {g['design']}): model share {100 * g['model_share']:.0f}%, "
+        else:   # the per-item study names its layer; every study gives shares, Eρ², Φ and the wrappers needed
+            where = f", layer {g['layer']}" if "layer" in g else ""
+            lines.append(f"G-study ({variant}, {g['design']}{where}): model share {100 * g['model_share']:.0f}%, "
                          f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {_num(g['report']['g_coefficient'])}, "
                          f"Φ {_num(g['report']['phi'])}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")
     for variant, c in concord.items():
