@@ -1,8 +1,10 @@
 """HF sampler actor: a transformers causal LM answering batches of rendered cells.
 
-Greedy cells (temperature 0) are generated in batches with left padding. Sampled cells are generated
-one at a time after seeding torch with the cell's own seed, so a sampled cell's text depends only on
-its seed — never on which other cells share its batch. Timing is honest about its scope: HF
+Cells are generated in batches with left padding, greedy and sampled together (cells of one batch with
+different max_tokens go in one ``generate`` call per value). ``RowSampler`` picks every row's token from
+that row's own generator, seeded with the cell's seed, so a sampled cell's text depends only on its seed
+and prompt — never on which other cells share its batch. A cell's ``temperature``, ``top_p`` and
+``max_tokens`` columns, where set, replace the variant's (``actors.rows.cell_sampling``). Timing is honest about its scope: HF
 ``generate`` runs a batch in lock step, so ``timing_scope='batch'``: ``prefill_ms`` is batch start to
 the batch's first generated token, ``ttft_ms`` equals it, and ``total_ms`` is batch start to the step
 at which this row produced its stop token (monotonic clock). Per-request streaming timing comes with
@@ -23,10 +25,58 @@ import pyarrow as pa
 
 from actors.chat import render_chat, template_kwargs
 from actors.hf_env import DTYPES, prepare_transformers
-from actors.rows import generation_overrides, trace_row, where_am_i
+from actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
+from grid.settings import SAMPLER_VERSION
 from grid.trace_schema import to_trace_table
+
+
+class RowSampler:
+    """Logits processor that chooses every row's next token itself, each row from its own generator.
+
+    HF ``generate`` then runs greedy and takes the one token left. A greedy row (temperature 0) takes the
+    argmax. A sampled row keeps the nucleus: the smallest set of most likely tokens (at 1/temperature) whose
+    probability reaches ``top_p``; and takes the Gumbel-max over it: argmax of logit/temperature + G, with
+    one Gumbel draw per vocabulary entry per step from ``torch.Generator().manual_seed(cell seed)``. That is
+    an exact draw from the nucleus distribution, and its n-th token uses the n-th block of draws of its own
+    generator, whichever rows share its batch: a sampled cell's text depends on its seed and prompt only
+    (``grid.settings.SAMPLER_VERSION`` 2). Gumbel-max, not an inverse CDF, because a padded batch moves
+    logits by ~1e-7: an inverse CDF over nearly equal probabilities turns that into another token, while an
+    argmax of noisy values changes only if two of them lie within 1e-7."""
+
+    def __init__(self, temperatures: list[float], top_ps: list[float], seeds: list[int]):
+        import torch
+
+        self.temperatures = torch.tensor(temperatures, dtype=torch.float32)[:, None]
+        self.top_ps = torch.tensor(top_ps, dtype=torch.float32)[:, None]
+        self.greedy = self.temperatures[:, 0] == 0
+        self.seeds = [None if t == 0 else int(s) for t, s in zip(temperatures, seeds)]
+        self.generators = None   # made on the first step, on the logits' device
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        scores = scores.float()
+        chosen = scores.argmax(dim=-1)
+        if not bool(self.greedy.all()):
+            device, vocab = scores.device, scores.shape[-1]
+            if self.generators is None:
+                self.generators = [None if s is None else torch.Generator(device=device).manual_seed(s)
+                                   for s in self.seeds]
+            greedy = self.greedy.to(device)
+            logits = scores / torch.where(greedy[:, None], 1.0, self.temperatures.to(device))
+            sorted_probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True, stable=True)
+            in_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) < self.top_ps.to(device)
+            nucleus = torch.zeros_like(in_sorted).scatter_(1, order, in_sorted)
+            gumbel = torch.stack([torch.zeros(vocab, device=device) if g is None else
+                                  -torch.log(-torch.log(torch.rand(vocab, generator=g, device=device)))
+                                  for g in self.generators])
+            sampled = torch.where(nucleus, logits + gumbel, float("-inf")).argmax(dim=-1)
+            chosen = torch.where(greedy, chosen, sampled)
+        out = torch.full_like(scores, float("-inf"))
+        out.scatter_(1, chosen[:, None], 0.0)
+        return out
 
 
 class _StepClock:
@@ -80,13 +130,13 @@ class HFSampler:
         self.where = where_am_i()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        """Answer every cell of ``batch`` (rendered cells) and return one trace row per cell."""
+        """Answer every cell of ``batch`` (rendered cells) and return one trace row per cell, in order.
+        Cells are generated together in groups of equal max_tokens, greedy and sampled alike."""
         cells = batch.to_pylist()
-        greedy = [c for c in cells if self.variant.temperature == 0]
-        sampled = [c for c in cells if self.variant.temperature != 0]
-        rows = self._generate_safely(greedy) if greedy else []
-        for cell in sampled:
-            rows += self._generate_safely([cell])
+        groups: dict[int, list[dict]] = {}
+        for cell in cells:
+            groups.setdefault(cell_sampling(self.variant, cell)[2], []).append(cell)
+        rows = [row for group in groups.values() for row in self._generate_safely(group)]
         order = {(c["probe_id"], c["sample"]): i for i, c in enumerate(cells)}
         rows.sort(key=lambda r: order[(r["probe_id"], r["sample"])])
         return to_trace_table(rows)
@@ -105,40 +155,34 @@ class HFSampler:
 
     def _generate(self, cells: list[dict]) -> list[dict]:
         import torch
-        from transformers import GenerationConfig, StoppingCriteriaList
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-        v = self.variant
         prompts, folded = [], []
         for c in cells:
             text, was_folded = render_chat(self.tokenizer, c["system_text"], c["user_text"], self.template_kwargs)
             prompts.append(text)
             folded.append(was_folded)
+        sampling = [cell_sampling(self.variant, c) for c in cells]
+        max_tokens = sampling[0][2]   # one value per call (``__call__`` groups by it)
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
         lengths = [int(n) for n in enc["attention_mask"].sum(dim=1)]
-        too_long = [i for i, n in enumerate(lengths) if self.context and n + v.max_tokens > self.context]
+        too_long = [i for i, n in enumerate(lengths) if self.context and n + max_tokens > self.context]
         if too_long:   # the model cannot take them: an error row each, the rest of the batch goes on
             rows = [self._row(cells[i], prompt_tokens=lengths[i], batch_size=len(cells),
-                              error=f"ContextExceeded: a prompt of {lengths[i]} tokens + max_tokens {v.max_tokens} "
+                              error=f"ContextExceeded: a prompt of {lengths[i]} tokens + max_tokens {max_tokens} "
                                     f"exceeds the model's context window of {self.context} tokens")
                     for i in too_long]
             rest = [c for i, c in enumerate(cells) if i not in too_long]
             return rows + (self._generate(rest) if rest else [])
-        sampling = v.temperature != 0
-        config = GenerationConfig(
-            max_new_tokens=int(v.max_tokens), do_sample=sampling,
-            temperature=float(v.temperature) if sampling else None,
-            top_p=float(v.top_p) if sampling else None, top_k=0 if sampling else None,
-            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.stop_ids))
+        config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False,
+                                  pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(self.stop_ids))
+        sampler = RowSampler([t for t, _, _ in sampling], [p for _, p, _ in sampling], [int(c["seed"]) for c in cells])
         prompt_len = enc["input_ids"].shape[1]
-        params = json.dumps({"max_new_tokens": config.max_new_tokens, "do_sample": sampling,
-                             "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
-                             "seed": int(cells[0]["seed"]) if sampling else None}, sort_keys=True)
         started_at, start = datetime.now(timezone.utc), time.monotonic()
         clock = _StepClock(start, prompt_len, self.stop_ids, len(cells))
-        if sampling:
-            torch.manual_seed(int(cells[0]["seed"]))
         with torch.inference_mode():
-            out = self.model.generate(**enc, generation_config=config, stopping_criteria=StoppingCriteriaList([clock]))
+            out = self.model.generate(**enc, generation_config=config, logits_processor=LogitsProcessorList([sampler]),
+                                      stopping_criteria=StoppingCriteriaList([clock]))
         end = time.monotonic()
         first = clock.first_token or end
         rows = []
@@ -155,7 +199,7 @@ class HFSampler:
                 prompt_tokens=int(enc["attention_mask"][i].sum()), completion_tokens=n_tokens,
                 finish_reason="stop" if stop_at is not None else "length", batch_size=len(cells),
                 prefill_ms=ttft, ttft_ms=ttft, ttft_answer_ms=ttft, total_ms=total, started_at=started_at,
-                request_params=params,
+                request_params=_request_params(max_tokens, *sampling[i][:2], int(cell["seed"])),
                 decode_tok_s=(n_tokens - 1) / ((total - ttft) / 1000) if n_tokens > 1 and total > ttft else None))
         return rows
 
@@ -163,3 +207,11 @@ class HFSampler:
         """A trace row for ``cell`` carrying the run's identity, the coordinates and ``fields``."""
         return trace_row(self.variant, self.run, self.source, self.where, cell, timing_scope="batch",
                          endpoint=f"engine://hf/{self.source}", generation_overrides=self.overrides, **fields)
+
+
+def _request_params(max_tokens: int, temperature: float, top_p: float, seed: int) -> str:
+    """JSON of what decided one row's tokens: its sampling, its seed (None when greedy), the sampler version."""
+    sampled = temperature != 0
+    return json.dumps({"max_new_tokens": max_tokens, "do_sample": sampled, "temperature": temperature if sampled else None,
+                       "top_p": top_p if sampled else None, "top_k": None, "seed": seed if sampled else None,
+                       "sampler_version": SAMPLER_VERSION}, sort_keys=True)

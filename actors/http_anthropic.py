@@ -2,7 +2,7 @@
 
 Request (POST ``<endpoint>/v1/messages``; an endpoint already ending in ``/v1`` gets ``/messages``):
 ``model`` = the API model name, top-level ``system`` = the system text (left out when empty), one user
-message, ``max_tokens``, ``temperature`` from the variant (0 is sent as 0: greedy-like, and refused by the
+message, ``max_tokens``, ``temperature`` from the cell where it carries them, else the variant (0 is sent as 0: greedy-like, and refused by the
 API with extended thinking — that refusal becomes an error row naming the field and the fix, nothing is
 changed silently); ``top_p`` only when it is not 1.0 (1.0 is the API's default, and newer models refuse
 temperature and top_p together); ``stream: true``; ``extra_body`` merged last. The variant's ``effort`` is
@@ -31,6 +31,7 @@ from contextlib import aclosing
 import httpx
 
 from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
+from actors.rows import cell_sampling
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
@@ -78,13 +79,14 @@ class AnthropicSampler(HTTPSampler):
         """Messages body for ``cell``: system, user message, max_tokens, temperature (top_p unless 1), extras,
         the effort as output_config.effort."""
         v = self.variant
-        body = {"model": self.source, "max_tokens": int(v.max_tokens),
+        temperature, top_p, max_tokens = cell_sampling(v, cell)
+        body = {"model": self.source, "max_tokens": max_tokens,
                 "messages": [{"role": "user", "content": cell["user_text"]}]}
         if cell.get("system_text"):
             body["system"] = cell["system_text"]
-        body["temperature"] = float(v.temperature)
-        if float(v.top_p) != 1.0:
-            body["top_p"] = float(v.top_p)
+        body["temperature"] = temperature
+        if top_p != 1.0:
+            body["top_p"] = top_p
         body["stream"] = True
         extra = v.extra_body
         body.update(extra)

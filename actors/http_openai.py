@@ -3,7 +3,7 @@
 Request (POST ``<endpoint>/chat/completions``, endpoint = the base URL ending in ``/v1``):
 ``model`` = the API model name, ``messages`` = the system text as a system message (left out when the
 cell has none) and the user text as the user message; ``temperature``/``top_p``/``max_tokens`` from the
-variant (greedy = temperature 0, sent as 0); ``seed`` = the cell's seed; ``stream: true`` with
+cell where it carries them, else the variant (``actors.rows.cell_sampling``; greedy = temperature 0, sent as 0); ``seed`` = the cell's seed; ``stream: true`` with
 ``stream_options.include_usage``; ``reasoning_effort`` = the variant's effort when set;
 ``chat_template_kwargs`` = the variant's chat_template_kwargs when set (an extra parameter of vLLM's and
 other open servers, which hand it to the model's chat template; OpenAI itself refuses it, and that
@@ -28,6 +28,7 @@ from contextlib import aclosing
 import httpx
 
 from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
+from actors.rows import cell_sampling
 from actors.streaming import StreamClock
 
 
@@ -52,10 +53,11 @@ class OpenAISampler(HTTPSampler):
     def body(self, cell: dict) -> dict:
         """Chat-completions body for ``cell``: prompt, sampling, seed, streaming with usage, extras."""
         v = self.variant
+        temperature, top_p, max_tokens = cell_sampling(v, cell)
         messages = ([{"role": "system", "content": cell["system_text"]}] if cell.get("system_text") else [])
         messages.append({"role": "user", "content": cell["user_text"]})
-        body = {"model": self.source, "messages": messages, "temperature": float(v.temperature),
-                "top_p": float(v.top_p), "max_tokens": int(v.max_tokens), "seed": int(cell["seed"]),
+        body = {"model": self.source, "messages": messages, "temperature": temperature,
+                "top_p": top_p, "max_tokens": max_tokens, "seed": int(cell["seed"]),
                 "stream": True, "stream_options": {"include_usage": True}}
         if v.effort:
             body["reasoning_effort"] = v.effort

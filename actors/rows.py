@@ -38,10 +38,26 @@ def generation_overrides(effort: str | None = None, chat_template_kwargs: dict |
     return json.dumps(overrides, sort_keys=True)
 
 
+SAMPLING_COLUMNS = ("temperature", "top_p", "max_tokens")
+"""Optional request columns of a ``generate`` cell that replace the variant's sampling for that cell alone
+(null or absent: the variant's value). open_scan samples answers and asks greedy self-reports in one grid."""
+
+
+def cell_sampling(variant: ModelVariant, cell: dict) -> tuple[float, float, int]:
+    """(temperature, top_p, max_tokens) for ``cell``: its own request columns where set, else the variant's."""
+    def pick(name, default):
+        value = cell.get(name)
+        return default if value is None else value
+
+    return (float(pick("temperature", variant.temperature)), float(pick("top_p", variant.top_p)),
+            int(pick("max_tokens", variant.max_tokens)))
+
+
 def trace_row(variant: ModelVariant, run: RunContext, source: str, where: dict, cell: dict, **fields) -> dict:
-    """A trace row for ``cell`` carrying the run's identity, the coordinates, the variant's sampling
-    parameters and ``fields`` (answer, tokens, timing, error …), which override the defaults. An engine passes
+    """A trace row for ``cell`` carrying the run's identity, the coordinates, the cell's sampling parameters
+    (``cell_sampling``) and ``fields`` (answer, tokens, timing, error …), which override the defaults. An engine passes
     ``generation_overrides`` (``generation_overrides(...)`` of what it sent); the default records none."""
+    temperature, top_p, max_tokens = cell_sampling(variant, cell)
     row = {
         "invocation_id": run.invocation_id, "experiment": run.experiment,
         "instrument": run.instrument, "envelope_version": run.envelope_version,
@@ -50,8 +66,7 @@ def trace_row(variant: ModelVariant, run: RunContext, source: str, where: dict, 
         "backend": variant.backend,
         "item_key": cell.get("item_key"), "envelope": cell.get("envelope"), "ordering": cell.get("ordering"),
         "system_text": cell.get("system_text"), "user_text": cell.get("user_text"),   # a score engine sets its own
-        "temperature": float(variant.temperature), "top_p": float(variant.top_p),
-        "max_tokens": int(variant.max_tokens), "seed": cell["seed"],
+        "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": cell["seed"],
         "generation_overrides": generation_overrides(),
         "created_at": datetime.now(timezone.utc), **where,
     }

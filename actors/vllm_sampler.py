@@ -57,7 +57,7 @@ import pyarrow as pa
 
 from actors.chat import render_chat, template_kwargs
 from actors.placement import tensor_parallel_group
-from actors.rows import generation_overrides, trace_row, where_am_i
+from actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
@@ -220,13 +220,14 @@ class VLLMSampler:
         v = self.variant
         text, folded = render_chat(self.tokenizer, cell["system_text"], cell["user_text"], self.template_kwargs)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        sampling = float(v.temperature) != 0
+        temperature, top_p, max_tokens = cell_sampling(v, cell)
+        sampling = temperature != 0
         extra = dict(self.extra)
         if isinstance(extra.get("structured_outputs"), dict):
             extra["structured_outputs"] = StructuredOutputsParams(**extra["structured_outputs"])
         params = SamplingParams(
-            temperature=float(v.temperature), top_p=float(v.top_p) if sampling else 1.0,
-            max_tokens=int(v.max_tokens), seed=int(cell["seed"]) if sampling else None,
+            temperature=temperature, top_p=top_p if sampling else 1.0,
+            max_tokens=max_tokens, seed=int(cell["seed"]) if sampling else None,
             stop_token_ids=sorted(self.stop_ids), output_kind=RequestOutputKind.DELTA, **extra)
         return ids, folded, params, _params_json(params)
 

@@ -25,8 +25,13 @@ import json
 FORMAT = 2
 """The settings format written now."""
 CORE_SHAPING_KEYS = ("format", "experiment", "instrument", "description", "samples", "temperature", "top_p",
-                     "max_tokens", "seed", "batch_size", "models", "instrument_settings")
+                     "max_tokens", "seed", "batch_size", "models", "instrument_settings", "sampler_version")
 """Top-level keys of format 2 besides ``execution``."""
+SAMPLER_VERSION = 2
+"""How the in-process HF engine turns a cell's seed into sampled tokens; part of the result-shaping settings
+(``sampler_version``) of every grid that samples on that engine, since the same seed gives other text
+under another version. 1: torch's global generator seeded per cell, one cell per ``generate`` call.
+2: a generator per row, rows of a batch sampled together (``actors.hf_sampler.RowSampler``)."""
 EXECUTION_KEYS = ("store", "actor_pool_size", "catalog")
 """Top-level execution settings (under ``execution`` in format 2; at the top level in format 1)."""
 EXECUTION_MODEL_KEYS = ("api_key_env", "max_concurrency", "timeout_s", "max_retries", "num_gpus", "memory_gb",

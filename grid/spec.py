@@ -26,7 +26,7 @@ from grid.ids import check_component
 from grid.instrument import Instrument, SpecContext, resolve
 from grid.records import ModelVariant
 from grid.secrets import check_endpoint_url, reject_secrets
-from grid.settings import FORMAT
+from grid.settings import FORMAT, SAMPLER_VERSION
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
 API_BACKENDS = ("openai", "anthropic")
@@ -114,9 +114,17 @@ class Spec:
             "top_p": float(values["top_p"]),
             "models": [m.as_dict() for m in self.models],
             "instrument_settings": self.instrument.frozen(self.instrument_spec),
+            **({"sampler_version": SAMPLER_VERSION} if self.samples_on_hf() else {}),
             "execution": {"store": self.values.get("store"), "actor_pool_size": self.values["actor_pool_size"],
                           "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn"},
         }
+
+    def samples_on_hf(self) -> bool:
+        """Whether some cell is sampled (not greedy) on the in-process HF engine: a model at temperature > 0,
+        or an instrument whose cells carry their own sampling (``sampled = True``). Only then does the HF
+        sampler's version shape results (``grid.settings.SAMPLER_VERSION``)."""
+        sampled = bool(getattr(self.instrument, "sampled", False))
+        return any(m.backend == "hf" and (sampled or m.temperature > 0) for m in self.models)
 
     def n_cells(self) -> int:
         """Number of cells in the full grid (models × the instrument's cells per model × samples)."""

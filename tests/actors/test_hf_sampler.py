@@ -206,3 +206,51 @@ def test_max_tokens_that_leave_no_room_in_the_context_are_refused(tmp_path, tiny
         check_context(spec, {"tiny": str(tiny_dir)})
     assert info.value.field == "max_tokens" and info.value.fix == "use fewer than 2048"
     check_context(load_spec(folder), {"tiny": str(tmp_path)})   # a folder that does not say: not checked
+
+
+def test_a_batch_of_sampled_cells_equals_the_cells_one_at_a_time(sampled):
+    """The sampler draws each row from its own generator: sixteen sampled cells in one generate call give
+    the texts each gives alone, and the batch really ran as one (batch_size 16)."""
+    batch = cells(samples=3).slice(0, 16)
+    together = sampled(batch).to_pylist()
+    assert {r["batch_size"] for r in together} == {16}
+    alone = [sampled(batch.slice(i, 1)).to_pylist()[0] for i in range(16)]
+    assert [r["response"] for r in together] == [r["response"] for r in alone]
+    assert [r["completion_tokens"] for r in together] == [r["completion_tokens"] for r in alone]
+    assert all(json.loads(r["request_params"])["seed"] == r["seed"] for r in together)
+
+
+def test_a_cells_own_sampling_columns_replace_the_variants(greedy, sampled):
+    """A greedy variant given cells that carry temperature/top_p samples them exactly as a sampled variant
+    would; a cell's max_tokens bounds its answer alone, and the rows record what each cell used."""
+    batch = cells().slice(0, 6)
+    n = batch.num_rows
+    own = (batch.append_column("temperature", pa.array([1.0, None, 1.0, None, 1.0, None], pa.float64()))
+                .append_column("top_p", pa.array([0.95] * n, pa.float64()))
+                .append_column("max_tokens", pa.array([8, 2, 8, 2, 8, 2], pa.int64())))
+    rows = greedy(own).to_pylist()
+    reference_sampled = sampled(batch).to_pylist()
+    reference_greedy = greedy(batch).to_pylist()
+    for i, row in enumerate(rows):
+        if i % 2 == 0:
+            assert row["temperature"] == 1.0 and row["max_tokens"] == 8
+            assert row["response"] == reference_sampled[i]["response"]
+        else:
+            assert row["temperature"] == 0.0 and row["max_tokens"] == 2 and row["completion_tokens"] <= 2
+            assert reference_greedy[i]["response"].startswith(row["response"])
+
+
+def test_row_sampler_keeps_to_the_nucleus_and_is_greedy_at_temperature_zero():
+    import torch
+
+    from actors.hf_sampler import RowSampler
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]] * 3))
+    seen = {0: set(), 1: set(), 2: set()}
+    for seed in range(200):
+        picks = RowSampler([0.0, 1.0, 1.0], [1.0, 0.7, 1.0], [seed, seed, seed])(None, logits).argmax(dim=-1).tolist()
+        for row, token in enumerate(picks):
+            seen[row].add(token)
+    assert seen[0] == {0}              # greedy: the argmax only
+    assert seen[1] == {0, 1}           # top_p 0.7: 0.5 + 0.3 reaches it, the tail never drawn
+    assert seen[2] == {0, 1, 2, 3}     # the full distribution (p = 0.05 is seen in 200 draws)

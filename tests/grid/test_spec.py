@@ -266,3 +266,19 @@ def test_a_quoted_value_is_cut_at_a_word_boundary(tmp_path):
     quoted = err.problem.split("is ", 1)[1].split(", not", 1)[0]
     assert quoted.rstrip("…").split()[-1] in description.split() + ['"alpha']
     assert shorten("short") == "short" and len(shorten("x" * 500, 60)) == 60
+
+
+def test_the_hf_sampler_version_shapes_results_only_where_the_hf_engine_samples(tmp_path):
+    """A seed gives other text under another HF sampler version, so sampled grids on that engine hash it and a
+    resume from older settings (without it) is refused; greedy grids and other engines are untouched by it."""
+    from grid.settings import SAMPLER_VERSION
+
+    greedy = load_spec(make_experiment(tmp_path / "g", base_config())).settings()
+    sampled = load_spec(make_experiment(tmp_path / "s", base_config(temperature=0.7))).settings()
+    on_vllm = load_spec(make_experiment(tmp_path / "v", base_config(
+        temperature=0.7, models=[{"model": "/models/Some-Model", "label": "m1", "backend": "vllm"}]))).settings()
+    assert "sampler_version" not in greedy and "sampler_version" not in on_vllm
+    assert sampled["sampler_version"] == SAMPLER_VERSION
+    older = {k: v for k, v in sampled.items() if k != "sampler_version"}
+    assert settings_differences(older, sampled) == ["sampler_version"]
+    assert settings_hash(older) != settings_hash(sampled)
