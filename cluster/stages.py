@@ -2,7 +2,8 @@
 
 An instrument's grid has a first stage (its ``cells``) and optional later stages (``stages``: open_scan's
 post-hoc self-report). A later stage's cells are built by the instrument from the previous stage's
-successful rows of this invocation, and its name is appended to their item_key (``<item_key>~<stage>``),
+successful rows — this invocation's, and for cells held elsewhere the earlier invocation's, so a later
+stage that an interrupted invocation never reached runs in the next one — and its name is appended to their item_key (``<item_key>~<stage>``),
 so every stage's cells have their own probe_ids and go through the same pool, journal and resume: a resume
 rebuilds each stage from what is stored and runs only what is missing.
 
@@ -71,25 +72,85 @@ def successful_rows(store, experiment: str, invocation_id: str, ref: InstrumentR
     return rows.filter(ok)
 
 
-def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef) -> pa.Table | None:
+IDENTITY_COLUMNS = ("invocation_id", "probe_id", "sample", "label", "model", "model_canonical", "item_key",
+                    "envelope", "ordering", "created_at")
+"""Columns of earlier rows handed to an instrument's ``done_cells`` (with its coordinate columns)."""
+
+
+def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
+                 sources: dict[str, str] | None = None) -> pa.Table:
+    """Successful rows of the experiment's other invocations in this store (identity and coordinate columns
+    only): those of each label answered by the model source it has now (``sources``: label → canonical
+    source; None keeps every row)."""
+    columns = [*IDENTITY_COLUMNS, *ref.instrument.coordinates]
+    rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
+        columns=columns, filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null())
+    if sources is None or rows.num_rows == 0:
+        return rows
+    wanted = pa.table({"label": pa.array(list(sources), pa.string()),
+                       "model_canonical": pa.array(list(sources.values()), pa.string())})
+    return rows.join(wanted, keys=["label", "model_canonical"], join_type="inner")
+
+
+def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
+                   sources: dict[str, str] | None = None) -> pa.Table | None:
     """(probe_id, sample) keys the instrument counts as done by earlier invocations of the experiment (its
-    ``done_cells`` hook, given their successful rows in this store); None when it has no such hook."""
+    ``done_cells`` hook, given ``earlier_rows``); None when it has no such hook."""
     hook = getattr(ref.instrument, "done_cells", None)
     if hook is None:
         return None
+    return hook(ref.spec, earlier_rows(store, experiment, invocation_id, ref, sources)).select(list(CELL_KEY))
+
+
+def held_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table,
+              held: pa.Table) -> pa.Table:
+    """Earlier invocations' successful rows (all columns) of the ``cells`` that ``held`` counts as done there:
+    a later stage is built from them too, so an earlier invocation's unfinished later stage finishes here."""
+    key_schema = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
+    held = held.cast(key_schema).group_by(list(CELL_KEY)).aggregate([])
+    wanted = cells.select(list(CELL_KEY)).cast(key_schema).join(held, keys=list(CELL_KEY), join_type="inner")
+    if wanted.num_rows == 0:
+        return trace_schema(ref.instrument.columns).empty_table()
     rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
-        filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null())
-    return hook(ref.spec, rows).select(list(CELL_KEY))
+        filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null()
+        & pc.field("probe_id").isin(wanted.column("probe_id").unique()))
+    rows = rows.filter(pc.is_in(_cell_keys(rows), _cell_keys(wanted)))   # (not a join: payload may be lists)
+    return _first_per_cell(rows)
 
 
-def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, invocation_id: str) -> Iterator[StageGrid]:
-    """Each stage's grid in order; a later one is built (lazily) from what the previous stage stored, so the
-    caller runs a stage before asking for the next."""
-    held = held_elsewhere(store, experiment, invocation_id, ref)
+def _cell_keys(table: pa.Table) -> pa.Array:
+    """``probe_id`` and ``sample`` joined into one string per row (a set-membership key)."""
+    return pc.binary_join_element_wise(table.column("probe_id").cast(pa.string()),
+                                       table.column("sample").cast(pa.string()), "\x1f")
+
+
+def _first_per_cell(rows: pa.Table) -> pa.Table:
+    """One row per (probe_id, sample), the newest (a cell held by two earlier invocations)."""
+    if rows.num_rows == 0:
+        return rows
+    rows = rows.sort_by([("created_at", "descending")])
+    seen, keep = set(), []
+    for i, key in enumerate(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist())):
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return rows.take(pa.array(keep, pa.int64()))
+
+
+def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, invocation_id: str,
+                sources: dict[str, str] | None = None) -> Iterator[StageGrid]:
+    """Each stage's grid in order; a later one is built (lazily) from the previous stage's stored rows — this
+    invocation's and, for held cells, the earlier invocation's that holds them — so the caller runs a stage
+    before asking for the next. ``sources`` (label → canonical model source) limits held cells to rows of
+    the same model."""
+    held = held_elsewhere(store, experiment, invocation_id, ref, sources)
     cells = first
     for index, name in enumerate(stage_names(ref)):
         if index:
-            cells = later_stage_cells(ref, index, successful_rows(store, experiment, invocation_id, ref, cells))
+            previous = successful_rows(store, experiment, invocation_id, ref, cells)
+            if held is not None and held.num_rows:
+                previous = pa.concat_tables([previous, held_rows(store, experiment, invocation_id, ref, cells, held)
+                                             .select(previous.column_names).cast(previous.schema)])
+            cells = later_stage_cells(ref, index, previous)
         kept = cells if held is None else remove_done(cells, held)
         yield StageGrid(name, kept, cells.num_rows - kept.num_rows)
-        cells = kept

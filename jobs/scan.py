@@ -77,6 +77,9 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     p.add_argument("--as", dest="as_name", metavar="NAME",
                    help="the experiment's name (default: the folder's name). A folder whose name already belongs "
                         "to another folder's runs is refused; --as names it explicitly")
+    p.add_argument("--accept-changed-probes", action="store_true",
+                   help="appending instruments (open_scan): accept probes whose text changed under the same id as new "
+                        "versions (recorded in the invocation; older rows are kept and marked superseded)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate and print the cells per model, a bound on generated tokens and what --resume "
                         "would run; start nothing (no Ray, no engine, no catalog server) and write nothing")
@@ -85,7 +88,8 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
 
 @dataclass
 class ScanResult:
-    """What one scan did: the invocation, where its traces are and how many cells ended how."""
+    """What one scan did: the invocation, where its traces are and how many cells ended how (an appending
+    instrument with nothing left to run makes no invocation: ``invocation_id`` is "")."""
 
     invocation_id: str
     experiment: str
@@ -131,10 +135,11 @@ def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
 
 def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
              catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False,
-             as_name: str | None = None) -> ScanResult:
+             as_name: str | None = None, accept_changed_probes: bool = False) -> ScanResult:
     """Run (or resume) an experiment's grid; return the invocation id, final status, counts and traces path.
     ``as_name`` names the experiment explicitly (default: its folder's name, which must not already belong
-    to another folder's runs)."""
+    to another folder's runs). ``accept_changed_probes``: an appending instrument (open_scan) takes probes whose
+    text changed under their id as new versions instead of refusing them."""
     from cluster import runs
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
@@ -180,6 +185,13 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                       file=sys.stderr)
             catalog.update_progress(invocation_id, "running", inv.get("counts") or {})
         else:
+            notes, nothing_left = check_append(spec, settings, sources, trace_store, accept_changed_probes)
+            for line in notes:
+                print(line, file=sys.stderr)
+            if nothing_left:
+                return ScanResult("", spec.experiment, "complete", "", {"cells": 0, "ok": 0})
+            if notes:
+                settings["execution"]["append_notes"] = notes   # recorded with the invocation, not hashed
             invocation_id = str(uuid.uuid4())
             prov = provenance()
             catalog.create_invocation({
@@ -264,6 +276,39 @@ def changed_inputs_detail(inv: dict, spec: Spec) -> str:
     return "; ".join(f"{name} SHA-256 {before[name][:12]}… → {now[name][:12]}…" for name in changed_inputs(inv, spec))
 
 
+NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
+"""An invocation id no run has: what "this invocation" holds before it exists (nothing)."""
+
+
+def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_changed: bool) -> tuple[list[str], bool]:
+    """Before a new invocation of an instrument that holds cells across invocations (``done_cells``): refuse a
+    label that earlier invocations ran with another model, let the instrument check its items
+    (``check_append``: open_scan's changed probes) and return (lines to print, whether nothing is left to
+    run). Other instruments: ([], False)."""
+    from cluster.stages import earlier_rows, stage_grids
+
+    ref = instrument_ref(settings)
+    if getattr(ref.instrument, "done_cells", None) is None:
+        return [], False
+    earlier = earlier_rows(trace_store, spec.experiment, NO_INVOCATION, ref)
+    if earlier.num_rows:
+        pairs = earlier.group_by(["label", "model", "model_canonical"]).aggregate([]).to_pylist()
+        for i, m in enumerate(spec.models):
+            other = next((p for p in pairs if p["label"] == m.label and p["model_canonical"] != sources[m.label]), None)
+            if other is not None:
+                raise ConfigError(spec.config_path, f"models[{i}].label", f"label {m.label!r} already names "
+                                  f"{other['model']!r} ({other['model_canonical']}) in experiment {spec.experiment!r}, "
+                                  f"and now names {m.model!r} ({sources[m.label]})",
+                                  "give this model its own label (two models never share one in an experiment)")
+    check = getattr(ref.instrument, "check_append", None)
+    notes = list(check(ref.spec, earlier, accept_changed)) if check is not None else []
+    for stage in stage_grids(ref, grid_cells(settings), trace_store, spec.experiment, NO_INVOCATION, sources):
+        if stage.cells.num_rows:
+            return notes, False
+    return notes + [f"nothing to do: every cell of experiment {spec.experiment!r} is already held by an earlier "
+                    f"invocation in this series (no new invocation was made)"], True
+
+
 def instrument_ref(settings: dict) -> InstrumentRef:
     """The instrument of (format 2) settings, as it travels to Ray workers."""
     return InstrumentRef(settings["instrument"], settings["instrument_settings"])
@@ -287,7 +332,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     status = "running"
     try:
         for stage in stage_grids(instrument_ref(settings), grid_cells(settings), trace_store, experiment,
-                                 invocation_id):
+                                 invocation_id, sources):
             n_cells += stage.cells.num_rows
             held += stage.held_elsewhere
             prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
@@ -472,9 +517,13 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
 def print_summary(result: ScanResult, out=sys.stdout) -> None:
     """Print the invocation id, cells by status and where the Parquet is."""
     c = result.counts
+    if not result.invocation_id:   # an appending instrument with nothing left: no invocation was made
+        print(f"experiment {result.experiment}: nothing to do, no new invocation", file=out)
+        return
     print(f"invocation {result.invocation_id}  experiment {result.experiment}  status {result.status}", file=out)
     print(f"cells: {c.get('cells', 0)} total · {c.get('ok', 0)} ok · {c.get('error', 0)} error · "
-          f"{c.get('missing', 0)} missing  ({c.get('rows', 0)} rows, {c.get('error_rows', 0)} error rows)", file=out)
+          f"{c.get('missing', 0)} missing  ({c.get('rows', 0)} rows, {c.get('error_rows', 0)} error rows)"
+          + (f" · {c['held_elsewhere']} held by earlier invocations" if c.get("held_elsewhere") else ""), file=out)
     print(f"traces: {result.traces_path}/", file=out)
     print(f"query:  mirrorscan sql \"SELECT probe_id, response FROM traces WHERE invocation_id = '{result.invocation_id}' LIMIT 5\"",
           file=out)
@@ -506,7 +555,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
-                          as_name=args.as_name)
+                          as_name=args.as_name, accept_changed_probes=args.accept_changed_probes)
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -58,7 +58,7 @@ def test_a_later_stage_resumes_and_held_cells_are_not_asked_again(tmp_path, tiny
     write_config(exp, tiny_dir, ["alpha", "beta", "gamma"])   # a new invocation of the same experiment
     second = run_scan(str(exp), store=store_uri, catalog_dsn=catalog_dsn, quiet=True)
     assert second.invocation_id != first_id and second.status == "complete"
-    assert second.counts["held_elsewhere"] == 2 and second.counts["cells"] == second.counts["ok"] == 2
+    assert second.counts["held_elsewhere"] == 4 and second.counts["cells"] == second.counts["ok"] == 2
     rows, n = rows_by_probe(store, second.invocation_id)
     assert n == 2 and set(rows) == {"tiny|gamma|-|-", "tiny|gamma~again|-|-"}
     all_rows = store.dataset("twice").to_table(columns=["probe_id", "error"])
