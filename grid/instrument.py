@@ -55,6 +55,7 @@ REGISTRY: dict[str, str] = {
     "forced_choice": "instruments.forced_choice:INSTRUMENT",
     "flinch": "instruments.flinch.instrument:INSTRUMENT",
     "lens": "instruments.lens.instrument:INSTRUMENT",
+    "open_scan": "instruments.open_scan.instrument:INSTRUMENT",
 }
 """Instrument name → ``"module:attr"``, imported on first use (importing mirrorscan imports no instrument)."""
 

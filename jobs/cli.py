@@ -11,6 +11,9 @@
   mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
   mirrorscan logs JOB_ID [--follow]           a job's output
   mirrorscan tap --upstream URL [--port P]    time any client's requests to an OpenAI-compatible server
+  mirrorscan matrix EXPERIMENT                an open_scan experiment's models × probes, coverage, summaries
+  mirrorscan remeasure EXPERIMENT [--models]  its per-model summaries, recomputed from stored rows
+  mirrorscan open_scan import|export …        the method's JSONL in and out
   mirrorscan flinch compare A.json B.json     an instrument's own tools (flinch: results side by side)
 
 ``mirrorscan VERB --help`` explains each verb.
@@ -35,6 +38,13 @@ VERBS = {
 }
 
 
+INSTRUMENT_ALIASES = {
+    "matrix": ("open_scan", "an open_scan experiment's model × probe matrix: coverage and summaries"),
+    "remeasure": ("open_scan", "an open_scan experiment's per-model summaries, recomputed from stored rows"),
+}
+"""Top-level verbs that are an instrument's own tool: ``mirrorscan matrix …`` = ``mirrorscan open_scan matrix …``."""
+
+
 def instrument_verbs() -> dict[str, str]:
     """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring."""
     from grid.instrument import REGISTRY, resolve
@@ -51,7 +61,7 @@ def verb_first(argv: list[str]) -> list[str]:
     """``argv`` with the verb first: options written before it (``mirrorscan --store X sql …``) are the
     verb's options, as if written after it."""
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        verb = next((i for i, a in enumerate(argv) if a in VERBS), None)
+        verb = next((i for i, a in enumerate(argv) if a in VERBS or a in INSTRUMENT_ALIASES), None)
         if verb is not None:
             return [argv[verb], *argv[:verb], *argv[verb + 1:]]
     return argv
@@ -68,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         local_ray_defaults()
 
     argv = verb_first(list(sys.argv[1:] if argv is None else argv))
+    if argv and argv[0] in INSTRUMENT_ALIASES:
+        from grid.instrument import resolve
+
+        return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, prog="mirrorscan")
     if argv and argv[0] not in VERBS and argv[0] in instrument_verbs():
         from grid.instrument import resolve
 
@@ -75,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
         print(__doc__.strip(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
         print("\nverbs:", file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-        for verb, (_, text) in VERBS.items():
+        for verb, (_, text) in [*VERBS.items(), *INSTRUMENT_ALIASES.items()]:
             print(f"  {verb:<14}{text}")
         for name, text in instrument_verbs().items():
             print(f"  {name:<14}{text}")

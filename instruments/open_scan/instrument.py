@@ -1,0 +1,365 @@
+"""The open_scan instrument as the grid engine sees it: one fixed probe set replayed verbatim to every model,
+sampled answers, and two self-reports.
+
+Config section (all keys optional)::
+
+    "open_scan": {"probes": "probes.csv" | {"path": …, "id": "query_id", "query": "query"},
+                  "templates": "packaged:v1" | folder, "template_files": {"system"|"user"|"cold"|"posthoc": path},
+                  "locale": "en-AU", "sampling": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768},
+                  "report_max_tokens": 16}
+
+Cells, for every model label and probe (item_key ``query_id@hash8``):
+
+* ``answer`` — ``samples`` cells (sample 0…n−1), sampled at the section's ``sampling``, each with its own seed
+  from (root seed, probe_id, sample);
+* ``cold`` — one cell (sample 0): the model rates the query with no answer in context, greedy;
+* ``posthoc`` — a second stage (item_key ``query_id@hash8~posthoc``), one cell per stored answer, built from
+  it: the model rates its own answer, greedy.
+
+The envelope coordinate says which (``answer``, ``cold``, ``posthoc``). Every cell carries its own sampling
+(``temperature``, ``top_p``, ``max_tokens`` request columns), so the model's own sampling settings are not used.
+A self-report's rating is read in the actor (``templates.parse_rating``): the first integer of the reply inside
+the template's scale, else null — never 0.
+
+Appending: a new scan of the experiment runs only the cells that no earlier invocation holds in the same
+*series* — the same model source for the label (checked by the engine) and the same ``series`` (a hash of
+everything else that shapes an answer: templates, locale, sampling, self-report length, the HF sampler
+version). A probe whose text changed under its id gets a new item_key; the scan refuses it unless
+``--accept-changed-probes`` is given (``check_append``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from grid.errors import ConfigError
+from grid.instrument import Analysis, SpecContext, Stage
+from grid.settings import SAMPLER_VERSION
+from grid.trace_schema import doc_field
+from instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
+from instruments.open_scan.probes import Probe, load_probes
+from instruments.open_scan.templates import Templates, load_templates, parse_rating
+
+ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
+"""The three kinds of cell, stored in the envelope coordinate."""
+DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}
+"""The method's answer sampling."""
+SECTION_KEYS = {"probes": "packaged:demo", "templates": "packaged:v1", "template_files": {}, "locale": "en-AU",
+                "sampling": DEFAULT_SAMPLING, "report_max_tokens": 16}
+"""The section's keys and their defaults."""
+COORDINATES = (
+    doc_field("query_id", pa.string(), "the probe's stable id in its CSV (open_scan)"),
+    doc_field("query_hash", pa.string(), "SHA-256 (hex) of the probe's query, its UTF-8 bytes as read (open_scan)"),
+    doc_field("locale", pa.string(), "locale written into the user template, e.g. en-AU (open_scan)"),
+    doc_field("series", pa.string(), "hash (12 hex) of what shapes an answer besides the model: templates, locale, "
+              "sampling, self-report length, HF sampler version; cells are held across invocations within a series "
+              "(open_scan)"),
+)
+RATING = doc_field("rating", pa.int32(), "self-report rows: the first integer of the reply inside the template's "
+                   "scale; null when there is none (not measured, never 0); null for answers (open_scan)")
+COLUMNS = COORDINATES + (RATING,)
+
+
+@dataclass(frozen=True)
+class OpenScanSpec:
+    """A validated open_scan section; equality and hash are those of its frozen settings."""
+
+    frozen_json: str
+    """Canonical JSON of the frozen section."""
+
+    @property
+    def frozen(self) -> dict:
+        return json.loads(self.frozen_json)
+
+    @property
+    def series(self) -> str:
+        """The series this section's answers belong to (``COORDINATES``' ``series``)."""
+        return self.frozen["series"]
+
+    def probes(self) -> tuple[Probe, ...]:
+        """The probes, read once per process; a file changed since the run was frozen is refused."""
+        f = self.frozen["probes"]
+        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"])
+
+    def templates(self) -> Templates:
+        """The templates as frozen (their texts are part of the frozen section)."""
+        return _templates(self.frozen_json)
+
+
+@lru_cache(maxsize=8)
+def _checked_probes(path: str, id_column: str, query_column: str, sha256: str) -> tuple[Probe, ...]:
+    from instruments.open_scan.probes import data_path, file_sha256
+
+    actual = file_sha256(data_path(path))
+    if actual != sha256:
+        raise ConfigError(path, "probes", f"changed since the invocation was frozen (SHA-256 {actual[:12]}… ≠ "
+                          f"{sha256[:12]}…)", "restore the file, or start a new invocation (scan without --resume)")
+    return load_probes(path, id_column=id_column, query_column=query_column)
+
+
+@lru_cache(maxsize=8)
+def _templates(frozen_json: str) -> Templates:
+    return Templates.from_frozen(json.loads(frozen_json)["templates"])
+
+
+def series_of(templates: dict, locale: str, sampling: dict, report_max_tokens: int) -> str:
+    """12 hex digits of SHA-256 over what shapes an answer besides the model (see ``COORDINATES``)."""
+    shaping = {"templates": {k: v for k, v in templates.items()}, "locale": locale, "sampling": sampling,
+               "report_max_tokens": report_max_tokens, "sampler_version": SAMPLER_VERSION}
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:12]
+
+
+def _number(ctx: SpecContext, path: str, value, low: float, high: float, integer: bool = False):
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
+        raise ctx.error(path, f"is {value!r}", f"use {'an integer' if integer else 'a number'} in [{low}, {high}]")
+    return value
+
+
+class OpenScan:
+    """The open_scan instrument (module docstring)."""
+
+    name = "open_scan"
+    engine_kind = "generate"
+    columns = COLUMNS
+    coordinates = tuple(f.name for f in COORDINATES)
+    legacy_keys = ()
+    sampled = True
+    """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
+
+    def __init__(self):
+        self.stages = (Stage(POSTHOC, self.posthoc_cells),)
+
+    # ---- config ---------------------------------------------------------------------------------------
+
+    def load_spec(self, section: dict, ctx: SpecContext) -> OpenScanSpec:
+        """Validate the section: the probe CSV (read verbatim), the templates, locale, sampling."""
+        ctx.refuse_unknown(section, SECTION_KEYS)
+        values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
+        probes_value = values["probes"]
+        if isinstance(probes_value, str):
+            probes_value = {"path": probes_value}
+        if not isinstance(probes_value, dict) or not isinstance(probes_value.get("path"), str):
+            raise ctx.error("probes", "must be a CSV file name or {\"path\", \"id\", \"query\"}",
+                            'give e.g. "probes.csv" or {"path": "probes.csv", "id": "qid", "query": "text"}')
+        ctx.refuse_unknown(probes_value, ("path", "id", "query"), "probes")
+        path = self._resolve(probes_value["path"], ctx, PACKAGED_PROBES)
+        id_column, query_column = probes_value.get("id", "query_id"), probes_value.get("query", "query")
+        probes = load_probes(path, id_column=id_column, query_column=query_column)
+        from instruments.open_scan.probes import data_path, file_sha256
+
+        files = values["template_files"]
+        if not isinstance(files, dict):
+            raise ctx.error("template_files", "must be an object", 'give e.g. {"cold": "my_cold.json"}')
+        ctx.refuse_unknown(files, ("system", "user", "cold", "posthoc"), "template_files")
+        templates = load_templates(self._resolve(values["templates"], ctx, {"packaged:v1": ""}),
+                                   {k: self._resolve(v, ctx, {}) for k, v in files.items()},
+                                   file=ctx.file, field=f"{ctx.section}.templates")
+        locale = values["locale"]
+        if not isinstance(locale, str) or not locale.strip() or "\n" in locale:
+            raise ctx.error("locale", f"is {locale!r}", 'give a locale tag such as "en-AU"')
+        sampling = values["sampling"]
+        if not isinstance(sampling, dict):
+            raise ctx.error("sampling", "must be an object", 'give {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}')
+        ctx.refuse_unknown(sampling, DEFAULT_SAMPLING, "sampling")
+        sampling = {**DEFAULT_SAMPLING, **sampling}
+        sampling = {"temperature": float(_number(ctx, "sampling.temperature", sampling["temperature"], 0, 5)),
+                    "top_p": float(_number(ctx, "sampling.top_p", sampling["top_p"], 1e-6, 1)),
+                    "max_tokens": _number(ctx, "sampling.max_tokens", sampling["max_tokens"], 1, 1_000_000, True)}
+        report_max = _number(ctx, "report_max_tokens", values["report_max_tokens"], 1, 4096, True)
+        frozen_templates = templates.frozen()
+        return OpenScanSpec(json.dumps({
+            "probes": {"path": path, "id_column": id_column, "query_column": query_column,
+                       "sha256": file_sha256(data_path(path)), "n": len(probes),
+                       "items": [[p.query_id, p.query_hash] for p in probes]},
+            "templates": frozen_templates, "locale": locale, "sampling": sampling, "report_max_tokens": report_max,
+            "series": series_of(frozen_templates, locale, sampling, report_max)},
+            sort_keys=True, ensure_ascii=False))
+
+    @staticmethod
+    def _resolve(name: str, ctx: SpecContext, packaged) -> str:
+        if not isinstance(name, str) or not name:
+            raise ctx.error("probes", f"{name!r} is not a file name", "give a path relative to config.json")
+        if name in packaged or name.startswith("packaged:") or Path(name).is_absolute():
+            return name
+        return str((Path(ctx.config_dir) / name).resolve())
+
+    def frozen(self, spec: OpenScanSpec) -> dict:
+        """Probe file (path, SHA-256, ids and hashes), templates (texts, scales, hashes), locale, sampling, series."""
+        return spec.frozen
+
+    def from_frozen(self, frozen: dict) -> OpenScanSpec:
+        return OpenScanSpec(json.dumps(frozen, sort_keys=True, ensure_ascii=False))
+
+    def content_hashes(self, spec: OpenScanSpec) -> dict:
+        """SHA-256 of the probe file and of each template file (catalog ``content_hashes``)."""
+        templates = spec.frozen["templates"]
+        return {"probes": spec.frozen["probes"]["sha256"],
+                **{f"template_{k}": templates[k]["sha256"] for k in ("system", "user", "cold", "posthoc")}}
+
+    def wrapper_version(self, spec: OpenScanSpec) -> str:
+        """The template set's version (stored on every row as ``envelope_version``)."""
+        return str(spec.frozen["templates"].get("version", "-"))
+
+    def n_items(self, spec: OpenScanSpec) -> int:
+        """Answer cells per model and sample: the probes (cold and post-hoc cells come on top)."""
+        return int(spec.frozen["probes"]["n"])
+
+    # ---- the grid ---------------------------------------------------------------------------------------
+
+    def cells(self, spec: OpenScanSpec, labels: list[str], samples: int) -> pa.Table:
+        """Per label and probe: ``samples`` answer cells, then one cold cell (sample 0)."""
+        f = spec.frozen
+        rows = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
+        for label in labels:
+            for query_id, query_hash in f["probes"]["items"]:
+                for envelope, sample in [*((ANSWER, s) for s in range(samples)), (COLD, 0)]:
+                    rows["label"].append(label)
+                    rows["item_key"].append(f"{query_id}@{query_hash[:8]}")
+                    rows["envelope"].append(envelope)
+                    rows["sample"].append(sample)
+                    rows["query_id"].append(query_id)
+                    rows["query_hash"].append(query_hash)
+        n = len(rows["label"])
+        return pa.table({"label": pa.array(rows["label"], pa.string()), "item_key": pa.array(rows["item_key"], pa.string()),
+                         "envelope": pa.array(rows["envelope"], pa.string()), "ordering": pa.array(["-"] * n, pa.string()),
+                         "sample": pa.array(rows["sample"], pa.int32()), "query_id": pa.array(rows["query_id"], pa.string()),
+                         "query_hash": pa.array(rows["query_hash"], pa.string()),
+                         "locale": pa.array([f["locale"]] * n, pa.string()), "series": pa.array([f["series"]] * n, pa.string())})
+
+    def posthoc_cells(self, spec: OpenScanSpec, previous: pa.Table) -> pa.Table:
+        """One post-hoc cell per stored answer (same label, probe and sample), carrying the answer to rate."""
+        answers = previous.filter(pc.equal(previous.column("envelope"), ANSWER))
+        keep = ["label", "item_key", "ordering", "sample", *self.coordinates]
+        return (answers.select(keep).append_column("envelope", pa.array([POSTHOC] * answers.num_rows, pa.string()))
+                .append_column("answer", answers.column("response")))
+
+    def render(self, block: pa.Table, spec: OpenScanSpec) -> pa.Table:
+        """System and user text of each cell, and its own sampling: answers at the section's sampling, the
+        self-reports greedy with ``report_max_tokens``."""
+        f = spec.frozen
+        templates = spec.templates()
+        queries = {p.query_hash: p.query for p in spec.probes()}
+        envelopes = block.column("envelope").to_pylist()
+        answers = block.column("answer").to_pylist() if "answer" in block.column_names else [None] * block.num_rows
+        users, temperature, top_p, max_tokens = [], [], [], []
+        for envelope, query_hash, answer in zip(envelopes, block.column("query_hash").to_pylist(), answers):
+            query = queries[query_hash]
+            if envelope == ANSWER:
+                users.append(templates.render_user(f["locale"], query))
+                temperature.append(f["sampling"]["temperature"])
+                top_p.append(f["sampling"]["top_p"])
+                max_tokens.append(f["sampling"]["max_tokens"])
+                continue
+            report = templates.cold if envelope == COLD else templates.posthoc
+            users.append(report.render(query, answer=answer, locale=f["locale"]))
+            temperature.append(0.0)
+            top_p.append(1.0)
+            max_tokens.append(f["report_max_tokens"])
+        return (block.append_column("system_text", pa.array([templates.system_prompt] * block.num_rows, pa.string()))
+                .append_column("user_text", pa.array(users, pa.string()))
+                .append_column("temperature", pa.array(temperature, pa.float64()))
+                .append_column("top_p", pa.array(top_p, pa.float64()))
+                .append_column("max_tokens", pa.array(max_tokens, pa.int64())))
+
+    def annotate(self, rows: pa.Table, spec: OpenScanSpec) -> pa.Table:
+        """The rating of each self-report row (``templates.parse_rating``; null for answers and errors)."""
+        templates = spec.templates()
+        scales = {COLD: templates.cold, POSTHOC: templates.posthoc}
+        ratings = []
+        for envelope, text in zip(rows.column("envelope").to_pylist(), rows.column("response").to_pylist()):
+            report = scales.get(envelope)
+            ratings.append(None if report is None else parse_rating(text, report.low, report.high))
+        index = rows.schema.get_field_index("rating")
+        column = pa.array(ratings, pa.int32())
+        return rows.set_column(index, "rating", column) if index >= 0 else rows.append_column("rating", column)
+
+    # ---- appending ----------------------------------------------------------------------------------------
+
+    def done_cells(self, spec: OpenScanSpec, earlier: pa.Table) -> pa.Table:
+        """Cells that earlier invocations hold in this series (their rows: same model source, checked by the
+        engine): never asked again in this experiment."""
+        same = earlier.filter(pc.equal(earlier.column("series"), spec.series))
+        return same.select(["probe_id", "sample"])
+
+    def check_append(self, spec: OpenScanSpec, earlier: pa.Table, accept_changed: bool) -> list[str]:
+        """Before a new invocation: refuse probes whose text changed under their id (unless ``accept_changed``),
+        and say in one line when the settings start a new series. Returns the lines to print."""
+        from instruments.open_scan.probes import changed_probes
+
+        if earlier.num_rows == 0:
+            return []
+        seen: dict[str, set[str]] = {}
+        for query_id, query_hash in zip(earlier.column("query_id").to_pylist(), earlier.column("query_hash").to_pylist()):
+            seen.setdefault(query_id, set()).add(query_hash)
+        changed = changed_probes(spec.probes(), seen)
+        notes = []
+        if changed:
+            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+            if not accept_changed:
+                raise ConfigError(spec.frozen["probes"]["path"], "query", f"{len(changed)} probe(s) changed text under "
+                                  f"the same id since earlier invocations: {shown}",
+                                  "restore their text, give them new ids, or pass --accept-changed-probes to start new "
+                                  "versions (earlier rows are kept and marked superseded in the matrix)")
+            notes.append(f"open_scan: {len(changed)} changed probe(s) accepted as new versions: {shown}")
+        series = set(earlier.column("series").to_pylist())
+        if spec.series not in series:
+            notes.append(f"open_scan: a new series {spec.series} starts (earlier invocations: "
+                         f"{', '.join(sorted(s for s in series if s))}): templates, locale, sampling or the sampler "
+                         f"differ, so no earlier cell counts as held")
+        return notes
+
+    # ---- analysis ---------------------------------------------------------------------------------------------
+
+    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+        """Per model, this invocation's answers and self-reports (``numbers.model_summaries``); the
+        experiment-wide matrix is ``mirrorscan matrix``."""
+        from instruments.open_scan.numbers import latest_rows, model_summaries, summary_text
+
+        spec = self.from_frozen(settings["instrument_settings"])
+        if reannotate:
+            traces = self.annotate(traces, spec)
+        rows = latest_rows(traces)
+        summaries = model_summaries(rows)
+        f = spec.frozen   # an imported run's section holds only its series and where it came from
+        numbers = {"series": spec.series, "locale": f.get("locale"), "sampling": f.get("sampling"),
+                   "probes": f.get("probes", {}).get("n"), "models": summaries,
+                   "rating": "first integer of the reply inside the template's scale; null (not measured) otherwise"}
+        table = rows.select([c for c in ("label", "query_id", "query_hash", "envelope", "sample", "response", "rating",
+                                         "error") if c in rows.column_names])
+        return Analysis(text=summary_text(summaries, spec.series), numbers=numbers, tables={"rows": table},
+                        detail=summaries)
+
+    def same_answer(self, left: dict, right: dict) -> bool:
+        """The same text (and, for a self-report, the same rating)."""
+        return left.get("response") == right.get("response") and left.get("rating") == right.get("rating")
+
+    def headline(self, analysis: Analysis) -> dict:
+        """Per model: answers stored, mean answer length, mean cold and post-hoc ratings."""
+        return {m["label"]: {k: m[k] for k in ("answers", "answer_chars_mean", "cold_mean", "posthoc_mean")}
+                for m in analysis.numbers["models"]}
+
+    def matrix_coordinates(self) -> tuple[str, str]:
+        """Models down, probes across."""
+        return ("label", "query_id")
+
+    def cli(self, argv: list[str], prog: str = "mirrorscan open_scan") -> int:
+        """open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"""
+        from instruments.open_scan.cli import main
+
+        return main(argv, prog)
+
+    def describe_cell(self, row: dict) -> str:
+        """``<query_id> <envelope> #<sample>: "<user text…>"``."""
+        text = (row.get("user_text") or "").replace("\n", " ")
+        return f'{row.get("query_id")} {row.get("envelope")} #{row.get("sample")}: "{text[:80]}"'
+
+
+INSTRUMENT = OpenScan()

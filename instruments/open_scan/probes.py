@@ -1,0 +1,147 @@
+"""open_scan probes: a CSV of (query_id, query) rows, read verbatim.
+
+The query a model sees is the bytes of the file, decoded as UTF-8 and nothing else: no stripping, no Unicode
+normalisation (an NFC and an NFD spelling of "café" are two different queries with two different hashes),
+newlines inside a quoted query kept as written (CRLF stays CRLF). Every probe carries the SHA-256 of its
+query, so a query edited under an unchanged id is a new item (``item_key`` = ``<query_id>@<hash[:8]>``) and
+``changed_probes`` can say which ids changed since an earlier run.
+
+Errors name the file's line as an editor shows it (the header is line 1; a row is named by the line it
+starts on, a quoted multi-line query counting all its lines).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from grid.errors import ConfigError
+from grid.ids import check_component
+
+PACKAGED = {"packaged:demo": "probes/demo.csv"}
+"""Shipped probe sets, by the name a config uses, relative to this package's ``data`` folder."""
+KEY_SEPARATORS = ("@", "~")
+"""Characters a query_id may not hold: ``@`` separates the id from the hash in an item_key, ``~`` a stage name."""
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark, refused: it would become part of the first column's name."""
+
+
+def data_path(name: str) -> Path:
+    """The file a ``packaged:`` name stands for, else ``name`` as a path."""
+    if name in PACKAGED:
+        return Path(__file__).resolve().parent / "data" / PACKAGED[name]
+    return Path(name)
+
+
+def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of the bytes of the file at ``path`` (a ``packaged:`` name or a path)."""
+    return sha256(data_path(str(path)).read_bytes())
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One query of the probe set, exactly as the file holds it."""
+
+    query_id: str
+    """The id given in the file (a probe_id component without ``@`` or ``~``)."""
+    query: str
+    """The query text, verbatim: the decoded bytes of the CSV field."""
+    query_hash: str
+    """Hex SHA-256 of the query's UTF-8 bytes."""
+
+    @classmethod
+    def of(cls, query_id: str, query: str) -> Probe:
+        """The probe of ``query_id`` and ``query``, its hash computed."""
+        return cls(query_id, query, sha256(query.encode("utf-8")))
+
+    @property
+    def item_key(self) -> str:
+        """``<query_id>@<first 8 hex digits of query_hash>``: the probe's coordinate in a probe_id."""
+        return f"{self.query_id}@{self.query_hash[:8]}"
+
+
+def decode_utf8(data: bytes, file: str, field: str) -> str:
+    """``data`` decoded as UTF-8; ConfigError for a byte-order mark or for bytes that are not UTF-8, naming
+    the line and the byte offset of the first bad byte."""
+    if data.startswith(BOM):
+        raise ConfigError(file, field, "starts with a byte-order mark", "save it as UTF-8 without a BOM")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(file, f"{field}:{line}", f"is not UTF-8 (byte 0x{data[exc.start]:02x} at byte offset "
+                          f"{exc.start}: {exc.reason})", "save it as UTF-8") from None
+
+
+def check_query_id(value: str, file: str, field: str) -> str:
+    """Return ``value`` if it can be a query_id (a probe_id component without ``@`` or ``~``), else ConfigError."""
+    check_component(value, file, field)
+    bad = next((c for c in KEY_SEPARATORS if c in value), None)
+    if bad:
+        raise ConfigError(file, field, f"{value!r} contains {bad!r}, which separates the parts of an item_key",
+                          f"remove or replace the {bad!r}")
+    return value
+
+
+def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
+                      query_column: str = "query") -> tuple[Probe, ...]:
+    """The probes of a CSV file's bytes, in file order; ``file`` names it in errors. Extra columns are ignored."""
+    name = Path(file).name
+    reader = csv.reader(io.StringIO(decode_utf8(data, file, name), newline=""))
+    header = next(reader, None)
+    if not header:
+        raise ConfigError(file, name, "has no header row", f"put a header line '{id_column},{query_column}' first")
+    for column in (id_column, query_column):
+        if header.count(column) != 1:
+            problem = "has no" if column not in header else "has more than one"
+            raise ConfigError(file, f"{name}:1", f"{problem} column {column!r} (columns: "
+                              f"{', '.join(map(repr, header))})", f"name exactly one column {column!r}, or set the "
+                              "column names in the config")
+    id_at, query_at = header.index(id_column), header.index(query_column)
+    probes, first_line, end = [], {}, reader.line_num
+    for row in reader:
+        line, end = end + 1, reader.line_num   # the line the row starts on, as an editor numbers it
+        if not row:
+            continue   # a blank line
+        if len(row) != len(header):
+            raise ConfigError(file, f"{name}:{line}", f"has {len(row)} fields, the header {len(header)}",
+                              "quote any field holding a comma (\"…\") and give every row every column")
+        query_id, query = row[id_at], row[query_at]
+        check_query_id(query_id, file, f"{name}:{line}:{id_column}")
+        if query_id in first_line:
+            raise ConfigError(file, f"{name}:{line}:{id_column}", f"{query_id!r} appears on line "
+                              f"{first_line[query_id]} and on line {line}", "give every query its own id")
+        if not query.strip():
+            raise ConfigError(file, f"{name}:{line}:{query_column}", f"the query of {query_id!r} is empty"
+                              + (" (whitespace only)" if query else ""), "write the query, or remove the row")
+        first_line[query_id] = line
+        probes.append(Probe.of(query_id, query))
+    if not probes:
+        raise ConfigError(file, name, "has a header but no probes", "add one row per query below the header")
+    return tuple(probes)
+
+
+def load_probes(path: str | Path, *, id_column: str = "query_id", query_column: str = "query") -> tuple[Probe, ...]:
+    """The probes of the CSV file at ``path`` (a ``packaged:`` name or a path), in file order."""
+    file = data_path(str(path))
+    if not file.is_file():
+        raise ConfigError(str(file), "probes", "does not exist", "give a CSV file with columns "
+                          f"{id_column},{query_column}, or {', '.join(PACKAGED)}")
+    return probes_from_bytes(file.read_bytes(), str(file), id_column=id_column, query_column=query_column)
+
+
+def changed_probes(current: Iterable[Probe], earlier: Mapping[str, set[str]]) -> list[str]:
+    """The query_ids, sorted, that an earlier run held under another query text: ``earlier`` maps a query_id
+    to the query_hashes stored for it, and an id is listed when its current hash is not among them. An id
+    that no earlier run held is new, not changed, and is not listed."""
+    return sorted(p.query_id for p in current if p.query_id in earlier and p.query_hash not in earlier[p.query_id])
+
