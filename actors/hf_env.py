@@ -7,6 +7,9 @@
   assisted decoding's confidence threshold (which no engine here uses), and that import costs an actor
   about 2.5 s of start-up. scikit-learn is a dependency of mirrorscan (the lens surface baseline), so
   transformers is told it is absent before its generation module is first imported.
+* scipy is not imported either: transformers' loss module imports ``scipy.optimize`` only for the
+  object-detection losses (about 0.6 s per actor); transformers is told scipy is absent before that module
+  is first imported.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def prepare_transformers() -> None:
     hf_logging.disable_progress_bar()
     if "transformers.generation.candidate_generator" not in sys.modules:
         hf_utils.is_sklearn_available = lambda: False
+    if "transformers.loss.loss_utils" not in sys.modules:   # scipy serves only object-detection losses there
+        hf_utils.is_scipy_available = lambda: False
 
 
 def load_causal_lm(variant, source: str) -> LoadedModel:

@@ -96,6 +96,8 @@ class ScanResult:
     status: str
     traces_path: str
     counts: dict = field(default_factory=dict)
+    log_path: str = ""
+    """The file holding the run's engine and Ray output (``cluster.run_log``)."""
 
 
 def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dict:
@@ -144,6 +146,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
     from cluster.provenance import provenance
+    from cluster.run_log import RunLog, log_path
     from cluster.store import open_store
 
     if max_attempts < 1:
@@ -209,11 +212,16 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
         if driver.took_over and not quiet:
             print(f"note: took over the stale lease of driver run {driver.took_over}", file=sys.stderr)
         driver.start_heartbeat()
+        log = log_path(trace_store, spec.experiment, invocation_id)
+        if not quiet:
+            print(f"log: {log} (engine and Ray output)", file=sys.stderr, flush=True)
         try:
-            result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts,
-                              ray_address, quiet, dsn, driver)
+            with RunLog(log):
+                result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts,
+                                  ray_address, quiet, dsn, driver)
         finally:
             driver.end(catalog)
+    result.log_path = str(log)
     return result
 
 
@@ -464,12 +472,14 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
     from tqdm import tqdm
 
     from cluster.ray_session import ensure_ray
+    from cluster.run_log import attach_ray_output
     from cluster.sweep import run_grid
 
     title = f"scan {experiment}" + (f" ({stage})" if stage else "")
     bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=quiet, file=sys.stderr,
                dynamic_ncols=True, smoothing=0.1)   # the bar says what it waits for until cells land
     ensure_ray(ray_address)
+    attach_ray_output()   # forwarded engine output goes to the run's log file
     if _SIGTERM_INTERRUPTS:
         signal.signal(signal.SIGTERM, _terminated)
     ref = instrument_ref(settings)
@@ -525,6 +535,8 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
           f"{c.get('missing', 0)} missing  ({c.get('rows', 0)} rows, {c.get('error_rows', 0)} error rows)"
           + (f" · {c['held_elsewhere']} held by earlier invocations" if c.get("held_elsewhere") else ""), file=out)
     print(f"traces: {result.traces_path}/", file=out)
+    if result.log_path:
+        print(f"log:    {result.log_path}", file=out)
     print(f"query:  mirrorscan sql \"SELECT probe_id, response FROM traces WHERE invocation_id = '{result.invocation_id}' LIMIT 5\"",
           file=out)
 
