@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from grid.cells import CELL_KEY, remove_done, with_probe_ids
 from grid.ids import SEP
-from grid.instrument import InstrumentRef
+from grid.instrument import InstrumentRef, Stage
 from grid.trace_schema import trace_schema
 
 STAGE_SEP = "~"
@@ -65,9 +65,18 @@ def later_stage_cells(ref: InstrumentRef, index: int, previous_rows: pa.Table) -
     return with_probe_ids(cells, instrument=ref.name)
 
 
-def successful_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table) -> pa.Table:
-    """The invocation's stored successful rows of ``cells`` (all columns of the instrument's trace schema)."""
-    rows = store.read(experiment, invocation_id, schema=trace_schema(ref.instrument.columns))
+def stage_columns(ref: InstrumentRef, stage: Stage) -> list[str] | None:
+    """The columns a stage's ``cells`` reads from the previous stage's rows (None: every column)."""
+    if not stage.reads:
+        return None
+    return list(dict.fromkeys([*IDENTITY_COLUMNS, "error", *ref.instrument.coordinates, *stage.reads]))
+
+
+def successful_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table,
+                    columns: list[str] | None = None) -> pa.Table:
+    """The invocation's stored successful rows of ``cells`` (``columns``, default all of the instrument's trace
+    schema)."""
+    rows = store.read(experiment, invocation_id, columns=columns, schema=trace_schema(ref.instrument.columns))
     ok = pc.and_(pc.is_null(rows.column("error")), pc.is_in(rows.column("probe_id"), cells.column("probe_id")))
     return rows.filter(ok)
 
@@ -85,7 +94,12 @@ def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
     columns = [*IDENTITY_COLUMNS, *ref.instrument.coordinates]
     rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
         columns=columns, filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null())
-    if sources is None or rows.num_rows == 0:
+    return rows if sources is None else of_sources(rows, sources)
+
+
+def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
+    """The rows whose (label, model_canonical) is a pair of ``sources`` (label → canonical model source)."""
+    if rows.num_rows == 0:
         return rows
     wanted = pa.table({"label": pa.array(list(sources), pa.string()),
                        "model_canonical": pa.array(list(sources.values()), pa.string())})
@@ -93,26 +107,31 @@ def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
 
 
 def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
-                   sources: dict[str, str] | None = None) -> pa.Table | None:
+                   sources: dict[str, str] | None = None, earlier: pa.Table | None = None) -> pa.Table | None:
     """(probe_id, sample) keys the instrument counts as done by earlier invocations of the experiment (its
-    ``done_cells`` hook, given ``earlier_rows``); None when it has no such hook."""
+    ``done_cells`` hook, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when
+    it has no such hook."""
     hook = getattr(ref.instrument, "done_cells", None)
     if hook is None:
         return None
-    return hook(ref.spec, earlier_rows(store, experiment, invocation_id, ref, sources)).select(list(CELL_KEY))
+    if earlier is None:
+        earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
+    return hook(ref.spec, earlier).select(list(CELL_KEY))
 
 
 def held_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table,
-              held: pa.Table) -> pa.Table:
-    """Earlier invocations' successful rows (all columns) of the ``cells`` that ``held`` counts as done there:
+              held: pa.Table, columns: list[str] | None = None) -> pa.Table:
+    """Earlier invocations' successful rows (``columns``, default all) of the ``cells`` that ``held`` counts as
+    done there:
     a later stage is built from them too, so an earlier invocation's unfinished later stage finishes here."""
     key_schema = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
     held = held.cast(key_schema).group_by(list(CELL_KEY)).aggregate([])
     wanted = cells.select(list(CELL_KEY)).cast(key_schema).join(held, keys=list(CELL_KEY), join_type="inner")
     if wanted.num_rows == 0:
-        return trace_schema(ref.instrument.columns).empty_table()
+        empty = trace_schema(ref.instrument.columns).empty_table()
+        return empty if columns is None else empty.select(columns)
     rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
-        filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null()
+        columns=columns, filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null()
         & pc.field("probe_id").isin(wanted.column("probe_id").unique()))
     rows = rows.filter(pc.is_in(_cell_keys(rows), _cell_keys(wanted)))   # (not a join: payload may be lists)
     return _first_per_cell(rows)
@@ -138,19 +157,20 @@ def _first_per_cell(rows: pa.Table) -> pa.Table:
 
 
 def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, invocation_id: str,
-                sources: dict[str, str] | None = None) -> Iterator[StageGrid]:
+                sources: dict[str, str] | None = None, earlier: pa.Table | None = None) -> Iterator[StageGrid]:
     """Each stage's grid in order; a later one is built (lazily) from the previous stage's stored rows — this
     invocation's and, for held cells, the earlier invocation's that holds them — so the caller runs a stage
     before asking for the next. ``sources`` (label → canonical model source) limits held cells to rows of
-    the same model."""
-    held = held_elsewhere(store, experiment, invocation_id, ref, sources)
+    the same model; ``earlier``: ``earlier_rows`` already read with those sources."""
+    held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
     cells = first
     for index, name in enumerate(stage_names(ref)):
         if index:
-            previous = successful_rows(store, experiment, invocation_id, ref, cells)
+            columns = stage_columns(ref, ref.instrument.stages[index - 1])
+            previous = successful_rows(store, experiment, invocation_id, ref, cells, columns)
             if held is not None and held.num_rows:
-                previous = pa.concat_tables([previous, held_rows(store, experiment, invocation_id, ref, cells, held)
-                                             .select(previous.column_names).cast(previous.schema)])
+                earlier_held = held_rows(store, experiment, invocation_id, ref, cells, held, columns)
+                previous = pa.concat_tables([previous, earlier_held.select(previous.column_names).cast(previous.schema)])
             cells = later_stage_cells(ref, index, previous)
         kept = cells if held is None else remove_done(cells, held)
         yield StageGrid(name, kept, cells.num_rows - kept.num_rows)

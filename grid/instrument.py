@@ -122,6 +122,9 @@ class Stage:
     """(instrument spec, previous stage's successful rows of the invocation, all trace columns) → this
     stage's cells: the columns ``Instrument.cells`` returns (item_key as in the previous stage: the engine
     appends the stage name), plus any column its ``render`` reads (e.g. the previous answer)."""
+    reads: tuple[str, ...] = ()
+    """Trace columns ``cells`` reads besides the identity and coordinate columns (open_scan: ``response``);
+    empty: all of them. Naming them keeps a plan over a large store from reading every stored column."""
 
 
 @runtime_checkable

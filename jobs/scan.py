@@ -293,7 +293,7 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
     label that earlier invocations ran with another model, let the instrument check its items
     (``check_append``: open_scan's changed probes) and return (lines to print, whether nothing is left to
     run). Other instruments: ([], False)."""
-    from cluster.stages import earlier_rows, stage_grids
+    from cluster.stages import earlier_rows, of_sources, stage_grids
 
     ref = instrument_ref(settings)
     if getattr(ref.instrument, "done_cells", None) is None:
@@ -310,7 +310,8 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
                                   "give this model its own label (two models never share one in an experiment)")
     check = getattr(ref.instrument, "check_append", None)
     notes = list(check(ref.spec, earlier, accept_changed)) if check is not None else []
-    for stage in stage_grids(ref, grid_cells(settings), trace_store, spec.experiment, NO_INVOCATION, sources):
+    for stage in stage_grids(ref, grid_cells(settings), trace_store, spec.experiment, NO_INVOCATION, sources,
+                             of_sources(earlier, sources)):
         if stage.cells.num_rows:
             return notes, False
     return notes + [f"nothing to do: every cell of experiment {spec.experiment!r} is already held by an earlier "

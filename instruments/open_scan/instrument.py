@@ -135,7 +135,7 @@ class OpenScan:
     """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
 
     def __init__(self):
-        self.stages = (Stage(POSTHOC, self.posthoc_cells),)
+        self.stages = (Stage(POSTHOC, self.posthoc_cells, reads=("response",)),)
 
     # ---- config ---------------------------------------------------------------------------------------
 
