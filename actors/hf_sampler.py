@@ -32,18 +32,22 @@ from grid.settings import SAMPLER_VERSION
 from grid.trace_schema import to_trace_table
 
 
+TOP_K = 256
+"""Tokens sorted first when finding a nucleus (``RowSampler.nucleus``); a row needing more is sorted whole."""
+
+
 class RowSampler:
     """Logits processor that chooses every row's next token itself, each row from its own generator.
 
     HF ``generate`` then runs greedy and takes the one token left. A greedy row (temperature 0) takes the
-    argmax. A sampled row keeps the nucleus: the smallest set of most likely tokens (at 1/temperature) whose
-    probability reaches ``top_p``; and takes the Gumbel-max over it: argmax of logit/temperature + G, with
-    one Gumbel draw per vocabulary entry per step from ``torch.Generator().manual_seed(cell seed)``. That is
-    an exact draw from the nucleus distribution, and its n-th token uses the n-th block of draws of its own
-    generator, whichever rows share its batch: a sampled cell's text depends on its seed and prompt only
-    (``grid.settings.SAMPLER_VERSION`` 2). Gumbel-max, not an inverse CDF, because a padded batch moves
-    logits by ~1e-7: an inverse CDF over nearly equal probabilities turns that into another token, while an
-    argmax of noisy values changes only if two of them lie within 1e-7."""
+    argmax. A sampled row keeps the nucleus (``nucleus``) of its probabilities at 1/temperature, and takes the
+    exponential race over it — argmax of p / E with E = −log U, one uniform U per vocabulary entry per step
+    from ``torch.Generator().manual_seed(cell seed)`` — which is the Gumbel-max trick: an exact draw from the
+    nucleus distribution. Its n-th token uses the n-th block of draws of its own generator, whichever rows
+    share its batch: a sampled cell's text depends on its seed and prompt only
+    (``grid.settings.SAMPLER_VERSION`` 2). A race, not an inverse CDF, because a padded batch moves logits by
+    ~1e-7: an inverse CDF over nearly equal probabilities turns that into another token, while an argmax of
+    noisy values changes only if two of them lie within 1e-7."""
 
     def __init__(self, temperatures: list[float], top_ps: list[float], seeds: list[int]):
         import torch
@@ -65,18 +69,42 @@ class RowSampler:
                 self.generators = [None if s is None else torch.Generator(device=device).manual_seed(s)
                                    for s in self.seeds]
             greedy = self.greedy.to(device)
-            logits = scores / torch.where(greedy[:, None], 1.0, self.temperatures.to(device))
-            sorted_probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True, stable=True)
-            in_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) < self.top_ps.to(device)
-            nucleus = torch.zeros_like(in_sorted).scatter_(1, order, in_sorted)
-            gumbel = torch.stack([torch.zeros(vocab, device=device) if g is None else
-                                  -torch.log(-torch.log(torch.rand(vocab, generator=g, device=device)))
-                                  for g in self.generators])
-            sampled = torch.where(nucleus, logits + gumbel, float("-inf")).argmax(dim=-1)
+            probs = torch.softmax(scores / torch.where(greedy[:, None], 1.0, self.temperatures.to(device)), dim=-1)
+            nucleus = self.nucleus(probs, self.top_ps.to(device))
+            race = torch.stack([torch.ones(vocab, device=device) if g is None else
+                                -torch.log(torch.rand(vocab, generator=g, device=device)) for g in self.generators])
+            sampled = torch.where(nucleus, probs / race, -1.0).argmax(dim=-1)
             chosen = torch.where(greedy, chosen, sampled)
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(1, chosen[:, None], 0.0)
         return out
+
+    @staticmethod
+    def nucleus(probs, top_ps):
+        """Mask of each row's nucleus: the most likely tokens (ties: the lower token id first) up to and
+        including the one at which their probability reaches the row's top_p; every token where top_p ≥ 1.
+        The ``TOP_K`` most likely tokens are sorted first, and a row whose nucleus does not end among them is
+        sorted whole (the same order and sums either way: a full sort of 50k tokens per row costs ~5 ms)."""
+        import torch
+
+        rows, vocab = probs.shape
+        mask = torch.zeros_like(probs, dtype=torch.bool)
+        whole = top_ps[:, 0] >= 1
+        mask[whole] = True
+        k = min(vocab, TOP_K)
+        candidates = probs.topk(k, dim=-1).indices.sort(dim=-1).values   # id order: stable ties below
+        ordered, order = probs.gather(1, candidates).sort(dim=-1, descending=True, stable=True)
+        ids = candidates.gather(1, order)
+        mass = ordered.cumsum(dim=-1)
+        inside = (mass[:, -1] >= top_ps[:, 0]) & ~whole
+        keep = (mass - ordered) < top_ps
+        mask[inside] = torch.zeros_like(mask[inside]).scatter_(1, ids[inside], keep[inside])
+        rest = ~inside & ~whole
+        if bool(rest.any()):
+            ordered, ids = probs[rest].sort(dim=-1, descending=True, stable=True)
+            keep = (ordered.cumsum(dim=-1) - ordered) < top_ps[rest]
+            mask[rest] = torch.zeros_like(keep).scatter_(1, ids, keep)
+        return mask
 
 
 class _StepClock:

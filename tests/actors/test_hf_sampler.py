@@ -254,3 +254,24 @@ def test_row_sampler_keeps_to_the_nucleus_and_is_greedy_at_temperature_zero():
     assert seen[0] == {0}              # greedy: the argmax only
     assert seen[1] == {0, 1}           # top_p 0.7: 0.5 + 0.3 reaches it, the tail never drawn
     assert seen[2] == {0, 1, 2, 3}     # the full distribution (p = 0.05 is seen in 200 draws)
+
+
+def test_the_nucleus_found_among_the_top_tokens_equals_the_full_sort():
+    """The sampler sorts only the most likely tokens when the nucleus ends among them: on peaked, flat and
+    tied distributions its mask equals the one a stable full sort gives (ties: lower token id first)."""
+    import torch
+
+    from actors.hf_sampler import TOP_K, RowSampler
+
+    torch.manual_seed(3)
+    vocab = 4 * TOP_K
+    peaked = torch.softmax(torch.randn(4, vocab) * 8, dim=-1)
+    flat = torch.softmax(torch.randn(4, vocab) * 0.01, dim=-1)   # the nucleus needs most of the vocabulary
+    tied = torch.full((2, vocab), 1.0 / vocab)
+    for probs in (peaked, flat, tied):
+        for top_p in (0.5, 0.9, 0.999):
+            tops = torch.full((probs.shape[0], 1), top_p)
+            ordered, ids = probs.sort(dim=-1, descending=True, stable=True)
+            full = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, ids, (ordered.cumsum(-1) - ordered) < tops)
+            assert torch.equal(RowSampler.nucleus(probs, tops), full)
+    assert RowSampler.nucleus(flat, torch.ones(4, 1)).all()   # top_p 1: the whole vocabulary
