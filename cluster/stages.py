@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from grid.cells import CELL_KEY, remove_done, with_probe_ids
 from grid.ids import SEP
@@ -88,13 +89,20 @@ IDENTITY_COLUMNS = ("invocation_id", "probe_id", "sample", "label", "model", "mo
 
 def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
                  sources: dict[str, str] | None = None) -> pa.Table:
-    """Successful rows of the experiment's other invocations in this store (identity and coordinate columns
-    only): those of each label answered by the model source it has now (``sources``: label → canonical
-    source; None keeps every row)."""
-    columns = [*IDENTITY_COLUMNS, *ref.instrument.coordinates]
-    rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
-        columns=columns, filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null())
+    """Successful rows of the experiment's other invocations in this store (identity and coordinate columns,
+    and ``part``: the file holding the row), read through their indexes (``cluster.row_index``): those of
+    each label answered by the model source it has now (``sources``: label → canonical source; None keeps
+    every row)."""
+    from cluster.row_index import read_rows
+
+    rows = read_rows(store, experiment, [*index_columns(ref)], trace_schema(ref.instrument.columns),
+                     exclude=invocation_id, row_filter=pc.field("error").is_null())
     return rows if sources is None else of_sources(rows, sources)
+
+
+def index_columns(ref: InstrumentRef) -> list[str]:
+    """What an invocation's index holds of each row: identity, error and the instrument's coordinates."""
+    return list(dict.fromkeys([*IDENTITY_COLUMNS, "error", *ref.instrument.coordinates]))
 
 
 def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
@@ -103,7 +111,7 @@ def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
         return rows
     wanted = pa.table({"label": pa.array(list(sources), pa.string()),
                        "model_canonical": pa.array(list(sources.values()), pa.string())})
-    return rows.join(wanted, keys=["label", "model_canonical"], join_type="inner")
+    return rows.join(wanted, keys=["label", "model_canonical"], join_type="inner").combine_chunks()
 
 
 def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
@@ -119,22 +127,35 @@ def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRe
     return hook(ref.spec, earlier).select(list(CELL_KEY))
 
 
-def held_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table,
-              held: pa.Table, columns: list[str] | None = None) -> pa.Table:
-    """Earlier invocations' successful rows (``columns``, default all) of the ``cells`` that ``held`` counts as
-    done there:
-    a later stage is built from them too, so an earlier invocation's unfinished later stage finishes here."""
+def held_rows(store, ref: InstrumentRef, cells: pa.Table, held: pa.Table, earlier: pa.Table,
+              stage: str, columns: list[str] | None = None) -> tuple[pa.Table, int]:
+    """(earlier invocations' successful rows (``columns``, default all) of the ``cells`` that ``held`` counts
+    as done there and whose cell in the later stage ``stage`` is not held yet; how many of those cells' later
+    cells are held already). A later stage is built from these rows too, so an earlier invocation's
+    unfinished later stage finishes here. Only the parts holding them are read (``earlier``'s ``part``)."""
     key_schema = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
     held = held.cast(key_schema).group_by(list(CELL_KEY)).aggregate([])
-    wanted = cells.select(list(CELL_KEY)).cast(key_schema).join(held, keys=list(CELL_KEY), join_type="inner")
+    wanted = cells.select(["label", "item_key", *CELL_KEY]).cast(
+        pa.schema([("label", pa.string()), ("item_key", pa.string()), *key_schema])).join(
+        held, keys=list(CELL_KEY), join_type="inner")
+    # a previous cell whose (label, item_key~stage, sample) is held already builds nothing new: never read it
+    parts = pc.split_pattern(held.column("probe_id"), SEP, max_splits=2)
+    done_next = pc.binary_join_element_wise(pc.list_element(parts, 0), pc.list_element(parts, 1),
+                                            held.column("sample").cast(pa.string()), "\x1f")
+    next_key = pc.binary_join_element_wise(
+        wanted.column("label"), pc.binary_join_element_wise(wanted.column("item_key"), pa.scalar(stage), STAGE_SEP),
+        wanted.column("sample").cast(pa.string()), "\x1f")
+    later_held = pc.is_in(next_key, done_next)
+    skipped = len(next_key.filter(later_held).unique())   # held later cells (two previous rows may share one)
+    wanted = wanted.filter(pc.invert(later_held)).select(list(CELL_KEY))
     if wanted.num_rows == 0:
         empty = trace_schema(ref.instrument.columns).empty_table()
-        return empty if columns is None else empty.select(columns)
-    rows = store.dataset(experiment, schema=trace_schema(ref.instrument.columns)).to_table(
-        columns=columns, filter=(pc.field("invocation_id") != invocation_id) & pc.field("error").is_null()
-        & pc.field("probe_id").isin(wanted.column("probe_id").unique()))
+        return (empty if columns is None else empty.select(columns)), skipped
+    holding = earlier.filter(pc.is_in(_cell_keys(earlier), _cell_keys(wanted))).column("part").unique().to_pylist()
+    rows = pads.dataset(holding, schema=trace_schema(ref.instrument.columns), format="parquet",
+                        filesystem=store.fs).to_table(columns=columns, filter=pc.field("error").is_null())
     rows = rows.filter(pc.is_in(_cell_keys(rows), _cell_keys(wanted)))   # (not a join: payload may be lists)
-    return _first_per_cell(rows)
+    return _first_per_cell(rows), skipped
 
 
 def _cell_keys(table: pa.Table) -> pa.Array:
@@ -162,15 +183,18 @@ def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, inv
     invocation's and, for held cells, the earlier invocation's that holds them — so the caller runs a stage
     before asking for the next. ``sources`` (label → canonical model source) limits held cells to rows of
     the same model; ``earlier``: ``earlier_rows`` already read with those sources."""
+    if getattr(ref.instrument, "done_cells", None) is not None and earlier is None:
+        earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
     held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
     cells = first
     for index, name in enumerate(stage_names(ref)):
+        skipped = 0   # held later-stage cells whose previous rows were not even read
         if index:
             columns = stage_columns(ref, ref.instrument.stages[index - 1])
             previous = successful_rows(store, experiment, invocation_id, ref, cells, columns)
             if held is not None and held.num_rows:
-                earlier_held = held_rows(store, experiment, invocation_id, ref, cells, held, columns)
+                earlier_held, skipped = held_rows(store, ref, cells, held, earlier, name, columns)
                 previous = pa.concat_tables([previous, earlier_held.select(previous.column_names).cast(previous.schema)])
             cells = later_stage_cells(ref, index, previous)
         kept = cells if held is None else remove_done(cells, held)
-        yield StageGrid(name, kept, cells.num_rows - kept.num_rows)
+        yield StageGrid(name, kept, cells.num_rows - kept.num_rows + skipped)

@@ -215,18 +215,21 @@ class OpenScan:
     # ---- the grid ---------------------------------------------------------------------------------------
 
     def cells(self, spec: OpenScanSpec, labels: list[str], samples: int) -> pa.Table:
-        """Per label and probe: ``samples`` answer cells, then one cold cell (sample 0)."""
+        """Per label: every probe's ``samples`` answer cells, then every probe's cold cell (sample 0). Cells of
+        one kind sit together so that an engine batch holds one ``max_tokens`` (the HF engine generates each
+        value's cells in their own call)."""
         f = spec.frozen
         rows = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
+        items = f["probes"]["items"]
         for label in labels:
-            for query_id, query_hash in f["probes"]["items"]:
-                for envelope, sample in [*((ANSWER, s) for s in range(samples)), (COLD, 0)]:
-                    rows["label"].append(label)
-                    rows["item_key"].append(f"{query_id}@{query_hash[:8]}")
-                    rows["envelope"].append(envelope)
-                    rows["sample"].append(sample)
-                    rows["query_id"].append(query_id)
-                    rows["query_hash"].append(query_hash)
+            kinds = [*((q, h, ANSWER, s) for q, h in items for s in range(samples)), *((q, h, COLD, 0) for q, h in items)]
+            for query_id, query_hash, envelope, sample in kinds:
+                rows["label"].append(label)
+                rows["item_key"].append(f"{query_id}@{query_hash[:8]}")
+                rows["envelope"].append(envelope)
+                rows["sample"].append(sample)
+                rows["query_id"].append(query_id)
+                rows["query_hash"].append(query_hash)
         n = len(rows["label"])
         return pa.table({"label": pa.array(rows["label"], pa.string()), "item_key": pa.array(rows["item_key"], pa.string()),
                          "envelope": pa.array(rows["envelope"], pa.string()), "ordering": pa.array(["-"] * n, pa.string()),

@@ -1,0 +1,98 @@
+"""A compact index of an invocation's rows, for plans that read many invocations at once.
+
+An appending scan (open_scan) reads, before it starts, the identity columns of every earlier invocation's
+rows, and the answers a later stage is built from. Over a store written the way scans write it — one small
+Parquet part per engine batch, 25,000 parts for 43 models × 863 probes × 5 samples — that time goes to
+opening files (each footer is ~18 KiB), not to reading rows. So when an invocation of such an instrument
+ends, its rows' identity and coordinate columns, with the part each row lives in, are written to one file
+in ``<invocation>/index/`` (named like a part, ``part-<time>-rows-<parts>-…``).
+
+The index is a cache, never the only copy: a reader takes the newest file (parts only ever accumulate, so
+it lists the most) and reads raw
+only the parts it does not list (written after it, e.g. by a resume that died before writing its own), so
+it is never wrong about what it lists and never hides a row.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+INDEX_DIR = "index"
+PART = "part"
+"""Index column: the path of the part holding the row."""
+
+log = logging.getLogger(__name__)
+
+
+def _index_files(store, experiment: str, invocation_id: str) -> list[str]:
+    folder = f"{store.invocation_dir(experiment, invocation_id)}/{INDEX_DIR}"
+    return sorted(f.path for f in store._files(folder) if f.path.endswith(".parquet"))
+
+
+def write_index(store, experiment: str, invocation_id: str, columns: list[str], schema: pa.Schema) -> str | None:
+    """Write the index of the invocation's parts as they are now (``columns`` of every row, plus ``part``);
+    returns its path (None when the invocation has no part)."""
+    parts = store.list_parts(experiment, invocation_id)
+    if not parts:
+        return None
+    tables = []
+    for fragment in pads.dataset(parts, schema=schema, format="parquet", filesystem=store.fs).get_fragments():
+        table = fragment.to_table(columns=columns, schema=schema)
+        tables.append(table.append_column(PART, pa.array([fragment.path] * table.num_rows, pa.string())))
+    rows = pa.concat_tables(tables).combine_chunks()
+    rows = rows.set_column(rows.schema.get_field_index(PART), PART, pc.dictionary_encode(rows.column(PART)))
+    folder = f"{store.invocation_dir(experiment, invocation_id)}/{INDEX_DIR}"
+    return store.write_parquet_part(folder, rows, f"rows-{len(parts):08d}-{uuid.uuid4().hex[:8]}")
+
+
+def read_rows(store, experiment: str, columns: list[str], schema: pa.Schema, *, exclude: str,
+              row_filter: pads.Expression | None = None) -> pa.Table:
+    """``columns`` (plus ``part``) of every row of the experiment's invocations other than ``exclude``, from
+    their indexes where they have one and their raw parts otherwise; ``row_filter`` on the result."""
+    parts = [p for p in store.list_parts(experiment) if f"/{exclude}/" not in p]
+    by_invocation: dict[str, list[str]] = {}
+    for path in parts:
+        by_invocation.setdefault(_invocation_of(store, experiment, path), []).append(path)
+    tables, raw = [], []
+    for invocation_id, paths in by_invocation.items():
+        indexed = _best_index(store, experiment, invocation_id, columns)
+        covered = set() if indexed is None else set(indexed.column(PART).unique().to_pylist())
+        if indexed is not None:
+            tables.append(indexed.set_column(indexed.schema.get_field_index(PART), PART,
+                                             indexed.column(PART).cast(pa.string())))
+        raw += [p for p in paths if p not in covered]
+    for fragment in (pads.dataset(raw, schema=schema, format="parquet", filesystem=store.fs).get_fragments()
+                     if raw else []):
+        table = fragment.to_table(columns=columns, schema=schema)
+        tables.append(table.append_column(PART, pa.array([fragment.path] * table.num_rows, pa.string())))
+    if not tables:
+        return schema.empty_table().select(columns).append_column(PART, pa.array([], pa.string()))
+    rows = pa.concat_tables(tables).combine_chunks()
+    return rows if row_filter is None else rows.filter(row_filter)
+
+
+def _best_index(store, experiment: str, invocation_id: str, columns: list[str]) -> pa.Table | None:
+    """The invocation's newest index, with ``columns`` and ``part`` (None: none, or one that lacks a column
+    asked for)."""
+    files = _index_files(store, experiment, invocation_id)
+    if not files:
+        return None
+    best = max(files, key=lambda f: f.rsplit("/", 1)[-1])   # part-<time>-…: the newest lists the most parts
+    with store.fs.open_input_file(best) as src:
+        table = pq.read_table(src)
+    if any(c not in table.column_names for c in columns):
+        return None
+    return table.select([*columns, PART])
+
+
+def _invocation_of(store, experiment: str, path: str) -> str:
+    """The invocation folder a part path lies in."""
+    base = f"{store.root}/{experiment}/" if store.root else f"{experiment}/"
+    rest = path[len(base):] if path.startswith(base) else path.split(f"/{experiment}/", 1)[-1]
+    return rest.split("/", 1)[0]
