@@ -47,3 +47,4 @@ bench: demo-model
 	$(PY) bench/scale.py
 	$(PY) bench/flinch.py
 	$(PY) bench/lens.py
+	$(PY) bench/open_scan.py
