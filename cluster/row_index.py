@@ -36,14 +36,14 @@ def _index_files(store, experiment: str, invocation_id: str) -> list[str]:
 
 
 def write_index(store, experiment: str, invocation_id: str, columns: list[str], schema: pa.Schema) -> str | None:
-    """Write the index of the invocation's parts as they are now (``columns`` of every row, plus ``part``);
-    returns its path (None when the invocation has no part)."""
+    """Write the index of the invocation's parts as they are now (``columns`` of every successful row, plus
+    ``part``; ``columns`` must hold ``error``); returns its path (None when the invocation has no part)."""
     parts = store.list_parts(experiment, invocation_id)
     if not parts:
         return None
     tables = []
     for fragment in pads.dataset(parts, schema=schema, format="parquet", filesystem=store.fs).get_fragments():
-        table = fragment.to_table(columns=columns, schema=schema)
+        table = fragment.to_table(columns=columns, schema=schema, filter=pc.field("error").is_null())
         tables.append(table.append_column(PART, pa.array([fragment.path] * table.num_rows, pa.string())))
     rows = pa.concat_tables(tables).combine_chunks()
     rows = rows.set_column(rows.schema.get_field_index(PART), PART, pc.dictionary_encode(rows.column(PART)))
@@ -51,10 +51,9 @@ def write_index(store, experiment: str, invocation_id: str, columns: list[str], 
     return store.write_parquet_part(folder, rows, f"rows-{len(parts):08d}-{uuid.uuid4().hex[:8]}")
 
 
-def read_rows(store, experiment: str, columns: list[str], schema: pa.Schema, *, exclude: str,
-              row_filter: pads.Expression | None = None) -> pa.Table:
-    """``columns`` (plus ``part``) of every row of the experiment's invocations other than ``exclude``, from
-    their indexes where they have one and their raw parts otherwise; ``row_filter`` on the result."""
+def read_successful_rows(store, experiment: str, columns: list[str], schema: pa.Schema, *, exclude: str) -> pa.Table:
+    """``columns`` (plus ``part``) of every successful row of the experiment's invocations other than
+    ``exclude``: from their indexes where they have one, and their raw parts otherwise."""
     parts = [p for p in store.list_parts(experiment) if f"/{exclude}/" not in p]
     by_invocation: dict[str, list[str]] = {}
     for path in parts:
@@ -62,19 +61,21 @@ def read_rows(store, experiment: str, columns: list[str], schema: pa.Schema, *, 
     tables, raw = [], []
     for invocation_id, paths in by_invocation.items():
         indexed = _best_index(store, experiment, invocation_id, columns)
-        covered = set() if indexed is None else set(indexed.column(PART).unique().to_pylist())
-        if indexed is not None:
-            tables.append(indexed.set_column(indexed.schema.get_field_index(PART), PART,
-                                             indexed.column(PART).cast(pa.string())))
+        if indexed is None:
+            raw += paths
+            continue
+        part = indexed.column(PART).cast(pa.string())
+        tables.append(indexed.set_column(indexed.schema.get_field_index(PART), PART, part))
+        covered = set(part.unique().to_pylist())   # (a part of error rows only is read raw: it finds nothing)
         raw += [p for p in paths if p not in covered]
     for fragment in (pads.dataset(raw, schema=schema, format="parquet", filesystem=store.fs).get_fragments()
                      if raw else []):
-        table = fragment.to_table(columns=columns, schema=schema)
+        table = fragment.to_table(columns=columns, schema=schema, filter=pc.field("error").is_null())
         tables.append(table.append_column(PART, pa.array([fragment.path] * table.num_rows, pa.string())))
     if not tables:
         return schema.empty_table().select(columns).append_column(PART, pa.array([], pa.string()))
-    rows = pa.concat_tables(tables).combine_chunks()
-    return rows if row_filter is None else rows.filter(row_filter)
+    rows = pa.concat_tables(tables)
+    return rows.combine_chunks() if rows.column(0).num_chunks > 64 else rows   # thousands of parts: one chunk
 
 
 def _best_index(store, experiment: str, invocation_id: str, columns: list[str]) -> pa.Table | None:
@@ -85,10 +86,10 @@ def _best_index(store, experiment: str, invocation_id: str, columns: list[str]) 
         return None
     best = max(files, key=lambda f: f.rsplit("/", 1)[-1])   # part-<time>-…: the newest lists the most parts
     with store.fs.open_input_file(best) as src:
-        table = pq.read_table(src)
-    if any(c not in table.column_names for c in columns):
-        return None
-    return table.select([*columns, PART])
+        names = pq.read_schema(src).names
+        if any(c not in names for c in columns):
+            return None
+        return pq.read_table(src, columns=[*columns, PART])
 
 
 def _invocation_of(store, experiment: str, path: str) -> str:

@@ -93,10 +93,10 @@ def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
     and ``part``: the file holding the row), read through their indexes (``cluster.row_index``): those of
     each label answered by the model source it has now (``sources``: label → canonical source; None keeps
     every row)."""
-    from cluster.row_index import read_rows
+    from cluster.row_index import read_successful_rows
 
-    rows = read_rows(store, experiment, [*index_columns(ref)], trace_schema(ref.instrument.columns),
-                     exclude=invocation_id, row_filter=pc.field("error").is_null())
+    rows = read_successful_rows(store, experiment, index_columns(ref), trace_schema(ref.instrument.columns),
+                                exclude=invocation_id)
     return rows if sources is None else of_sources(rows, sources)
 
 
@@ -109,9 +109,9 @@ def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
     """The rows whose (label, model_canonical) is a pair of ``sources`` (label → canonical model source)."""
     if rows.num_rows == 0:
         return rows
-    wanted = pa.table({"label": pa.array(list(sources), pa.string()),
-                       "model_canonical": pa.array(list(sources.values()), pa.string())})
-    return rows.join(wanted, keys=["label", "model_canonical"], join_type="inner").combine_chunks()
+    labels = pa.array(list(sources), pa.string())
+    expected = pc.take(pa.array(list(sources.values()), pa.string()), pc.index_in(rows.column("label"), labels))
+    return rows.filter(pc.fill_null(pc.equal(rows.column("model_canonical"), expected), False))
 
 
 def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
