@@ -56,12 +56,23 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range, which outgoing connections draw their ports from."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_port_pairs(n: int) -> list[int]:
-    """``n`` distinct ports P with P and P + 10000 both free on 127.0.0.1 a moment ago."""
+    """``n`` distinct ports P with P and P + 10000 both free on 127.0.0.1 a moment ago, both below the
+    ephemeral range: a restart reuses them, and while the server is down an outgoing connection of the run
+    (Ray opens hundreds) could otherwise be given one (seen: "port … for Admin is not available")."""
     chosen: list[int] = []
     rng = random.Random()
+    high = min(_ephemeral_low(), 65536) - GRPC_OFFSET
     for _ in range(2000):
-        p = rng.randrange(20000, 65535 - GRPC_OFFSET)
+        p = rng.randrange(20000, high)
         taken = {q for c in chosen for q in (c, c + GRPC_OFFSET)}
         if p in taken or p + GRPC_OFFSET in taken:
             continue

@@ -11,43 +11,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pyarrow.compute as pc
+from processes import kill_session, wait_for_parts
 
 from cluster.catalog import Catalog
 from cluster.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "tests" / "plugin"
-
-
-def kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the scan and everything in its session (a local Ray it started: head, raylet and workers)."""
-    sid = os.getsid(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getsid(p.pid) == sid:
-                p.kill()
-        except (ProcessLookupError, psutil.Error, PermissionError):
-            pass
-
-
-def wait_for_parts(store, experiment: str, proc: subprocess.Popen, at_least: int, timeout_s: float = 240) -> list[str]:
-    """The store's parts of ``experiment`` once at least ``at_least`` have landed while ``proc`` runs."""
-    deadline, parts = time.monotonic() + timeout_s, []
-    while time.monotonic() < deadline and proc.poll() is None:
-        parts = store.list_parts(experiment)
-        if len(parts) >= at_least:
-            break
-        time.sleep(0.1)
-    assert proc.poll() is None, "the scan finished before it could be stopped; make the grid bigger"
-    assert len(parts) >= at_least, "not enough parts landed within the deadline"
-    return parts
 
 
 def cell_keys(table) -> set:

@@ -155,3 +155,40 @@ def test_the_next_scan_finishes_an_invocation_that_died_before_its_post_hoc_stag
     assert finished.status == "complete" and finished.counts["held_elsewhere"] == 6
     new = rows_of(store, "dies", finished.invocation_id)
     assert sorted(r["envelope"] for r in new) == ["posthoc"] * 3 and all(r["error"] is None for r in new)
+
+
+@pytest.mark.timeout(400)
+def test_after_a_kill_9_mid_run_the_next_scan_finishes_the_experiment_exactly(tmp_path, models, catalog_dsn,
+                                                                              ray_local):
+    """A CLI scan (a driver joined to the running Ray, as on a cluster) is killed with -9 mid-run; the next
+    plain ``scan`` appends exactly the cells it did not store, post-hoc stage included: every cell of the
+    experiment once among successful rows, the killed invocation's rows kept."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from processes import kill_session, wait_for_parts
+
+    probes = "query_id,query\n" + "".join(f"k{i},Question number {i}?\n" for i in range(24))
+    exp = write(tmp_path / "killed", {"tiny": models["tiny"]}, probes=probes)
+    store_uri = str(tmp_path / "store")
+    store = open_store(store_uri)
+    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": store_uri,
+           "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.scan", exp, "--quiet"], cwd=Path(__file__).parents[3],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_parts(store, "killed", proc, 3)
+    finally:
+        kill_session(proc)
+    killed = rows_of(store, "killed")
+    assert 0 < len(killed) < 24 * 3   # mid-run: some cells stored, not all
+
+    done = run_scan(exp, store=store_uri, catalog_dsn=catalog_dsn, quiet=True)
+    assert done.status == "complete"
+    ok = [r for r in rows_of(store, "killed") if r["error"] is None]
+    keys = [(r["probe_id"], r["sample"]) for r in ok]
+    assert len(keys) == len(set(keys)) == 24 * 3   # answers, cold and post-hoc: each once in the experiment
+    assert {(r["probe_id"], r["sample"]) for r in killed if r["error"] is None} <= set(keys)
+    assert done.counts["held_elsewhere"] == len({(r["probe_id"], r["sample"]) for r in killed if r["error"] is None})
