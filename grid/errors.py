@@ -6,6 +6,9 @@ traceback and exit with code 2 before anything is written.
 
 from __future__ import annotations
 
+import functools
+import sys
+
 
 class ConfigError(Exception):
     """A problem in user input (config, probe set, envelopes, flags) that the user can fix.
@@ -62,3 +65,24 @@ def shorten(text: str, limit: int = 60) -> str:
     cut = text[:limit - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
+EXIT_CONFIG = 2
+"""Bad input (config, probe set, envelopes, flags, analysis input): nothing was written."""
+EXIT_CATALOG = 1
+"""The catalog refused or could not be reached."""
+
+
+def reports_user_errors(main):
+    """Decorate a verb's ``main``: ConfigError → ``error: …`` and exit 2; CatalogError → ``catalog error: …`` and exit 1."""
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        except CatalogError as exc:
+            print(f"catalog error: {exc}", file=sys.stderr)
+            return EXIT_CATALOG
+    return wrapper

@@ -28,26 +28,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.errors import CatalogError, ConfigError
+from grid.errors import ConfigError, reports_user_errors
 
 INSTRUMENT = "open_scan"
-
-
-def reports_user_errors(main):
-    """Decorate a verb: ConfigError → ``error: …`` and exit 2; CatalogError → ``catalog error: …`` and exit 1."""
-    import functools
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs) -> int:
-        try:
-            return main(*args, **kwargs)
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        except CatalogError as exc:
-            print(f"catalog error: {exc}", file=sys.stderr)
-            return 1
-    return wrapper
 IMPORTED_SERIES = "imported"
 """Series prefix of imported runs (``imported:<sha256 of the file, 12 hex>``): never held by a scan's series."""
 
