@@ -87,25 +87,36 @@ def current_view(inv: dict, rows: pa.Table, series: str | None) -> tuple[str, li
     return chosen, items, labels, int(settings.get("samples", 1))
 
 
+def _experiment_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The arguments ``matrix`` and ``remeasure`` share: the experiment, its series, where to read it."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("experiment", help="experiment folder or name (or an invocation id: its experiment)")
+    p.add_argument("--series", help="the series (default: the newest invocation's)")
+    p.add_argument("--store", help="trace store URI (default: the invocation's)")
+    p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
+    return p
+
+
+def _experiment_view(args) -> tuple[dict, pa.Table, str, list[tuple[str, str]], list[str], int]:
+    """(newest invocation, every row of the experiment, series, current items, labels, samples) for ``args``."""
+    inv = _target(args.experiment, args.catalog_dsn)
+    rows = experiment_rows(inv, args.store)
+    return (inv, rows, *current_view(inv, rows, args.series))
+
+
 @reports_user_errors
 def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") -> int:
     """``mirrorscan matrix``: models × probes with coverage and per-model summaries."""
     from instruments.open_scan.matrix import build_matrix
     from instruments.open_scan.numbers import summary_text
 
-    p = argparse.ArgumentParser(prog=prog, description="The model × probe matrix of an open_scan experiment: which "
-                                "cells are answered, missing (never shown as an empty answer) or superseded by a "
-                                "changed probe text, and per-model answer length and self-report summaries.")
-    p.add_argument("experiment", help="experiment folder or name (or an invocation id: its experiment)")
-    p.add_argument("--series", help="the series to show (default: the newest invocation's)")
+    p = _experiment_parser(prog, "The model × probe matrix of an open_scan experiment: which cells are answered, "
+                           "missing (never shown as an empty answer) or superseded by a changed probe text, and "
+                           "per-model answer length and self-report summaries.")
     p.add_argument("--parquet", metavar="FILE", help="write the long matrix (one row per label, probe, sample) here")
     p.add_argument("--csv", metavar="FILE", help="write the coverage matrix (labels × probes) here as CSV")
-    p.add_argument("--store", help="trace store URI (default: the invocation's)")
-    p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     args = p.parse_args(argv)
-    inv = _target(args.experiment, args.catalog_dsn)
-    rows = experiment_rows(inv, args.store)
-    series, items, labels, samples = current_view(inv, rows, args.series)
+    inv, rows, series, items, labels, samples = _experiment_view(args)
     matrix = build_matrix(rows, items, labels, series, samples)
     counts = matrix.counts()
     print(f"experiment {inv['experiment']} · series {series} · {len(labels)} models × {len(items)} probes: "
@@ -137,19 +148,13 @@ def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeas
     from instruments.open_scan.matrix import build_matrix
     from instruments.open_scan.numbers import summary_text
 
-    p = argparse.ArgumentParser(prog=prog, description="Recompute the per-model summaries of an open_scan "
-                                "experiment from its stored rows. Labels are matched exactly: a label with no rows "
-                                "is reported and skipped, never counted.")
-    p.add_argument("experiment", help="experiment folder or name")
+    p = _experiment_parser(prog, "Recompute the per-model summaries of an open_scan experiment from its stored "
+                           "rows. Labels are matched exactly: a label with no rows is reported and skipped, never "
+                           "counted.")
     p.add_argument("--models", help="comma-separated labels (default: every label of the newest invocation)")
-    p.add_argument("--series", help="the series (default: the newest invocation's)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
-    p.add_argument("--store", help="trace store URI (default: the invocation's)")
-    p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     args = p.parse_args(argv)
-    inv = _target(args.experiment, args.catalog_dsn)
-    rows = experiment_rows(inv, args.store)
-    series, items, labels, samples = current_view(inv, rows, args.series)
+    _, rows, series, items, labels, samples = _experiment_view(args)
     wanted = [m for m in args.models.split(",")] if args.models else labels
     stored = set(rows.filter(pc.equal(rows.column("series"), series)).column("label").to_pylist()) if rows.num_rows else set()
     for label in wanted:
