@@ -16,6 +16,11 @@ from grid.errors import ConfigError
 from grid.records import ModelVariant
 
 
+class NoRoom(ConfigError):
+    """No node offered a placement group's bundles in time: the cluster lacks room now (other pools may
+    hold it) or ever (no node type is that big)."""
+
+
 def tensor_parallel_group(variant: ModelVariant, accelerator: str, timeout_s: float) -> dict:
     """Ray remote args placing one engine actor of ``variant`` in a new placement group of one actor bundle
     and ``tensor_parallel_size`` bundles of ``{accelerator: 1}`` on one node. Waits up to ``timeout_s``
@@ -35,7 +40,7 @@ def tensor_parallel_group(variant: ModelVariant, accelerator: str, timeout_s: fl
     except ray.exceptions.GetTimeoutError:
         remove_placement_group(pg)
         have = ray.cluster_resources().get(accelerator, 0)
-        raise ConfigError(
+        raise NoRoom(
             "", f"models[{variant.label}].tensor_parallel_size",
             f"no node offered {tp} × {accelerator} and 1 CPU together within {timeout_s:g} s "
             f"(cluster {accelerator} now: {have:g})",

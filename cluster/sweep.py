@@ -1,14 +1,18 @@
-"""One sweep: every model's cells through its own actor pool, in journaled rounds.
+"""One sweep: every model's cells through its own actor pool, in journaled rounds, pools side by side.
 
-``run_grid`` runs the models of a grid one after another, each through ``run_model_journaled``: the cells
-go through ``cluster.pipeline.run_model`` under the in-flight journal (``cluster.crash_journal``), batches
-whose actor died become error rows, and their cells are retried one per batch, up to ``max_attempts``.
+``run_grid`` runs each model's cells through ``run_model_journaled``: the cells go through
+``cluster.pipeline.run_model`` under the in-flight journal (``cluster.crash_journal``), batches whose actor
+died become error rows, and their cells are retried one per batch, up to ``max_attempts``. Up to
+``max_concurrent_models`` models' pools run at once, each driven by a thread of the driver (Ray Data runs
+one streaming executor per pool); the parts they report reach the caller's callback in the calling thread.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import queue
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -18,6 +22,7 @@ import pyarrow.compute as pc
 from cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
                                    round_folder, settle, stored_keys)
 from cluster.pipeline import engine_resources, release_engine_resources, run_model
+from actors.placement import NoRoom
 from cluster.store import open_store
 from grid.instrument import InstrumentRef
 from grid.records import ModelVariant, RunContext
@@ -98,32 +103,123 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
 
 def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], run: RunContext,
              instrument: InstrumentRef, *, store_uri: str, batch_size: int, pool_size: int,
-             on_part: Callable[[int, int], None], max_attempts: int = 3,
-             on_model: Callable[[ModelVariant], None] | None = None) -> None:
-    """Run every model's cells, one actor pool per model, calling ``on_part(rows, errors)`` per part; a
-    pool's placement group (tensor-parallel engines) is removed when the pool ends, so the next model can
-    have its accelerators.
-    Batches whose actor died are journaled as error rows and their cells retried one per batch, up to
-    ``max_attempts`` attempts per cell (``cluster.crash_journal``). ``on_model(variant)``, when given, is
-    called as each model's pool starts (before its engines load)."""
+             on_part: Callable[..., None], max_attempts: int = 3,
+             on_model: Callable[[ModelVariant], None] | None = None, max_concurrent_models: int = 1) -> None:
+    """Run every model's cells, one actor pool per model, up to ``max_concurrent_models`` pools at once,
+    calling ``on_part(rows, errors, label)`` per part (in this thread, whichever pool it came from).
+
+    Pools start in the models' order as slots free up; each asks Ray for its actors at once, so what does not
+    fit waits as resource demand (an autoscaler sees it) and starts when room appears. A tensor-parallel
+    model whose placement group finds no room while other pools hold the accelerators waits for one of them
+    to end and tries again. A pool's placement group is removed when the pool ends. Batches whose actor
+    died are journaled as error rows and their cells retried one per batch, up to ``max_attempts``
+    attempts per cell (``cluster.crash_journal``). ``on_model(variant)``, when given, is called as each
+    model's pool starts (before its engines load). HTTP labels that share an endpoint share its
+    ``max_concurrency`` while pools run side by side (``cluster.endpoints``)."""
+    from cluster.endpoints import share_endpoints
+
+    pools = []
+    for variant in share_endpoints(variants, max_concurrent_models):
+        mine = cells.filter(pc.equal(cells.column("label"), variant.label))
+        if mine.num_rows:
+            pools.append((variant, mine))
+    common = dict(sources=sources, run=run, instrument=instrument, store_uri=store_uri, batch_size=batch_size,
+                  pool_size=pool_size, max_attempts=max_attempts)
+    if max_concurrent_models <= 1 or len(pools) <= 1:
+        for variant, mine in pools:
+            if on_model is not None:
+                on_model(variant)
+            for rows, errors in _run_pool(variant, mine, **common):
+                on_part(rows, errors, variant.label)
+        return
+    _run_pools_at_once(pools, max_concurrent_models, common, on_part, on_model)
+
+
+def _run_pool(variant: ModelVariant, mine: pa.Table, *, sources, run, instrument, store_uri, batch_size, pool_size,
+              max_attempts, stop: threading.Event | None = None) -> Iterator[tuple[int, int]]:
+    """One model's cells through its own pool, journaled; its placement group (if any) removed at the end.
+    Stops between parts once ``stop`` is set."""
     from actors.registry import engine_class
 
-    for variant in variants:
-        mine = cells.filter(pc.equal(cells.column("label"), variant.label))
-        if mine.num_rows == 0:
-            continue
-        kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
-        engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
-        if on_model is not None:
-            on_model(variant)
-        resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
+    kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
+    engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
+    resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
+    try:
+        for counts in run_model_journaled(mine, engine_cls, kwargs, instrument, store_uri=store_uri,
+                                          experiment=run.experiment, invocation_id=run.invocation_id,
+                                          batch_size=batch_size, pool_size=variant.min_actors or pool_size,
+                                          max_pool_size=variant.max_actors or pool_size,
+                                          engine_resources=resources, max_attempts=max_attempts):
+            yield counts
+            if stop is not None and stop.is_set():
+                return
+    finally:
+        release_engine_resources(resources)
+
+
+def concurrent_models(chosen: int | None, variants: list[ModelVariant], *, joined: bool) -> int:
+    """How many model pools run at once: ``chosen`` (``max_concurrent_models``) when set; else every model on
+    a cluster (``joined``: Ray reached by address), or on a local Ray when every model declares its memory
+    (``memory_gb``), so Ray can tell whether they fit together; else one at a time, since a local
+    machine's memory is not declared to Ray and two models that do not fit would both start."""
+    if chosen is not None:
+        return int(chosen)
+    return len(variants) if joined or all(v.memory_gb for v in variants) else 1
+
+
+POLL_S = 0.2
+"""How often the driver thread wakes while pools run side by side (signals such as SIGTERM are handled then)."""
+
+
+def _run_pools_at_once(pools: list, limit: int, common: dict, on_part, on_model) -> None:
+    """Run the pools in threads, at most ``limit`` at a time, started in order; relay their parts to
+    ``on_part`` in this thread. A pool's error ends the sweep: the others stop after their next part."""
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    pending = list(pools)
+    active: set[str] = set()
+    blocked = [False]   # a pool found no room: start nothing more until another pool ends
+
+    def work(variant: ModelVariant, mine: pa.Table) -> None:
         try:
-            for rows, errors in run_model_journaled(mine, engine_cls, kwargs, instrument,
-                                                    store_uri=store_uri, experiment=run.experiment,
-                                                    invocation_id=run.invocation_id, batch_size=batch_size,
-                                                    pool_size=variant.min_actors or pool_size,
-                                                    max_pool_size=variant.max_actors or pool_size,
-                                                    engine_resources=resources, max_attempts=max_attempts):
-                on_part(rows, errors)
-        finally:
-            release_engine_resources(resources)
+            for rows, errors in _run_pool(variant, mine, stop=stop, **common):
+                events.put(("part", variant, (rows, errors)))
+            events.put(("done", variant, None))
+        except NoRoom as exc:
+            events.put(("no_room", variant, (mine, exc)))
+        except BaseException as exc:   # re-raised in the driver thread
+            events.put(("error", variant, exc))
+
+    def start_next() -> None:
+        while pending and len(active) < limit and not blocked[0]:
+            variant, mine = pending.pop(0)
+            active.add(variant.label)
+            if on_model is not None:
+                on_model(variant)
+            threading.Thread(target=work, args=(variant, mine), name=f"pool-{variant.label}", daemon=True).start()
+
+    try:
+        start_next()
+        while active:
+            try:
+                kind, variant, payload = events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if kind == "part":
+                on_part(*payload, variant.label)
+                continue
+            active.discard(variant.label)
+            if kind == "error":
+                raise payload
+            if kind == "no_room":
+                if not active:   # nothing else holds resources: it can never fit
+                    raise payload[1]
+                log.info("%s: no room for its placement group while %s run; it starts when one ends",
+                         variant.label, ", ".join(sorted(active)))
+                pending.insert(0, (variant, payload[0]))
+                blocked[0] = True
+                continue
+            blocked[0] = False   # a pool ended: its resources are free again
+            start_next()
+    finally:
+        stop.set()

@@ -7,7 +7,7 @@ needed to rerun it. They come in two parts:
   arguments), samples, seed, max_tokens, batch size (left padding can move a greedy answer), the
   instrument and its frozen section (``instrument_settings``: items and their hashes, templates). This
   part is hashed (``settings_hash``) and must be equal on ``scan --resume``.
-- **how it executes** — ``execution`` (store URI, actor pool size, catalog kind) and the per-model keys in
+- **how it executes** — ``execution`` (store URI, actor pool size, catalog kind, model pools at once) and the per-model keys in
   ``EXECUTION_MODEL_KEYS`` (pool bounds, resources, timeouts, retries, the name of the key's environment
   variable). These may differ on a resume; each driver start records the ones it used.
 
@@ -32,7 +32,7 @@ SAMPLER_VERSION = 2
 (``sampler_version``) of every grid that samples on that engine, since the same seed gives other text
 under another version. 1: torch's global generator seeded per cell, one cell per ``generate`` call.
 2: a generator per row, rows of a batch sampled together (``actors.hf_sampler.RowSampler``)."""
-EXECUTION_KEYS = ("store", "actor_pool_size", "catalog")
+EXECUTION_KEYS = ("store", "actor_pool_size", "catalog", "max_concurrent_models")
 """Top-level execution settings (under ``execution`` in format 2; at the top level in format 1)."""
 EXECUTION_MODEL_KEYS = ("api_key_env", "max_concurrency", "timeout_s", "max_retries", "num_gpus", "memory_gb",
                         "min_actors", "max_actors")

@@ -52,6 +52,7 @@ TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
     "seed": (0, (int,)),                          # root seed; each cell's seed is derived from it
     "batch_size": (16, (int,)),                   # cells per engine batch
     "actor_pool_size": (1, (int,)),               # engine actors per model
+    "max_concurrent_models": (None, (int, type(None))),  # model pools at once; None = all on a cluster, else 1
     "store": (None, (str, type(None))),           # trace store URI; None = $MIRRORSCAN_STORE or the home store
     "catalog_dsn": (None, (str, type(None))),     # PostgreSQL DSN; None = embedded catalog
 }
@@ -105,7 +106,7 @@ class Spec:
     def settings(self) -> dict:
         """The frozen settings of an invocation (format 2, see ``grid.settings``): no secrets, plain JSON."""
         values = {k: v for k, v in self.values.items()
-                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size")}
+                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size", "max_concurrent_models")}
         return {
             "format": FORMAT,
             "experiment": self.experiment,
@@ -116,6 +117,7 @@ class Spec:
             "instrument_settings": self.instrument.frozen(self.instrument_spec),
             **({"sampler_version": SAMPLER_VERSION} if self.samples_on_hf() else {}),
             "execution": {"store": self.values.get("store"), "actor_pool_size": self.values["actor_pool_size"],
+                          "max_concurrent_models": self.values["max_concurrent_models"],
                           "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn"},
         }
 
@@ -312,6 +314,10 @@ def load_spec(path: str | Path) -> Spec:
     _validate_sampling(file, "", values)
     for key in ("samples", "batch_size", "actor_pool_size"):
         _check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
+    if values["max_concurrent_models"] is not None:
+        _check_range(file, "max_concurrent_models", values["max_concurrent_models"] >= 1,
+                     f"is {values['max_concurrent_models']}", "use a positive integer, or leave it out (all models "
+                     "at once on a cluster, one at a time on a local Ray)")
     config_dir = config_path.parent.resolve()
     models = _load_models(file, values["models"], values)
     for i, m in enumerate(models):

@@ -492,7 +492,8 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
 
     from cluster.ray_session import ensure_ray
     from cluster.run_log import attach_ray_output
-    from cluster.sweep import run_grid
+    from cluster.sweep import concurrent_models, run_grid
+    from jobs.progress import ModelProgress
 
     title = f"scan {experiment}" + (f" ({stage})" if stage else "")
     bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=quiet, file=sys.stderr,
@@ -508,21 +509,22 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
                      catalog_dsn=dsn, store_uri=settings["execution"]["store"])   # actors write inference_log rows there
     done = {"rows": 0, "errors": 0}
     last_update = [time.monotonic()]
-    waiting = [False]
+    variants = [ModelVariant.from_settings(m) for m in settings["models"]]
+    at_once = concurrent_models(settings["execution"].get("max_concurrent_models"), variants,
+                                joined=bool(ray_address or os.environ.get("RAY_ADDRESS")))
+    per_model = ModelProgress(todo, title)
 
     def on_model(variant: ModelVariant) -> None:
-        engine = {"vllm": "vLLM engine start", "hf": "transformers"}.get(variant.backend, variant.backend)
-        bar.set_description(f"{title} · loading {variant.label} ({engine})")
-        waiting[0] = True
+        per_model.loading(variant)
+        bar.set_description(per_model.description(), refresh=True)
 
-    def on_part(rows: int, errors: int) -> None:
-        if waiting[0]:
-            bar.set_description(title, refresh=False)
-            waiting[0] = False
+    def on_part(rows: int, errors: int, label: str) -> None:
         if driver is not None:
             driver.check()   # a driver whose lease lapsed stops: another may have taken the invocation over
+        per_model.landed(label, rows)
         done["rows"] += rows
         done["errors"] += errors
+        bar.set_description(per_model.description(), refresh=False)
         bar.update(rows)
         bar.set_postfix(errors=done["errors"], refresh=False)
         # progress in the catalog, at most every 5 s (a lost catalog: a reconnect try at most every 30 s)
@@ -535,10 +537,9 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
             except CatalogError:
                 pass   # progress is advisory; the final status is written at the end (record_outcome)
     try:
-        run_grid(todo, [ModelVariant.from_settings(m) for m in settings["models"]], sources, run, ref,
-                 store_uri=settings["execution"]["store"], batch_size=settings["batch_size"],
-                 pool_size=settings["execution"]["actor_pool_size"], on_part=on_part, max_attempts=max_attempts,
-                 on_model=on_model)
+        run_grid(todo, variants, sources, run, ref, store_uri=settings["execution"]["store"],
+                 batch_size=settings["batch_size"], pool_size=settings["execution"]["actor_pool_size"],
+                 on_part=on_part, max_attempts=max_attempts, on_model=on_model, max_concurrent_models=at_once)
     finally:
         bar.close()
 

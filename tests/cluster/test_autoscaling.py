@@ -126,7 +126,7 @@ def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, mon
     seen: set[str] = set()
     peak = [0]
 
-    def on_part(rows: int, errors: int) -> None:
+    def on_part(rows: int, errors: int, label: str) -> None:
         """Note which GPU nodes are up whenever a part lands."""
         up = gpu_nodes()
         seen.update(up)

@@ -400,7 +400,7 @@ def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path,
         invocation_id, store_uri = str(uuid.uuid4()), "s3://sweep/run"
         landed = {"before": 0, "after": 0, "restarted": False}
 
-        def restart_after_first_part(rows: int, errors: int) -> None:
+        def restart_after_first_part(rows: int, errors: int, label: str) -> None:
             if not landed["restarted"]:
                 landed["before"] += rows
                 server.stop()

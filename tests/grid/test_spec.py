@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grid.errors import ConfigError
+from grid.records import ModelVariant
 from grid.settings import settings_differences, settings_hash
 from grid.spec import default_label, load_spec
 
@@ -75,6 +76,8 @@ def test_default_label_from_model_and_effort(tmp_path):
     (base_config(models=[{"model": "a/m", "api_key": "sk-secret"}]), "models[0].api_key"),
     (base_config(probe_set="missing.csv"), "probe_set"),
     (base_config(models=[]), "models"),
+    (base_config(max_concurrent_models=0), "max_concurrent_models"),
+    (base_config(max_concurrent_models="all"), "max_concurrent_models"),
 ])
 def test_bad_config_names_file_field_and_fix(tmp_path, config, field):
     err = error_for(tmp_path, config)
@@ -227,6 +230,24 @@ def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
     assert (a.num_gpus, a.memory_gb, a.min_actors, a.max_actors) == (4.0, 64, 1, 1)
     assert (b.num_gpus, b.min_actors, b.max_actors) == (0.0, 2, 6)   # CPU build: no GPU asked for
     assert (c.num_gpus, c.min_actors, c.max_actors) == (0.5, 1, 2)
+
+
+def test_model_pools_at_once_is_an_execution_setting(tmp_path):
+    """max_concurrent_models says how a sweep runs, not what it answers: recorded under execution, left out
+    of the hash, so a resume may change it; and resolved by where the sweep runs when left out."""
+    from cluster.sweep import concurrent_models
+    from grid.settings import settings_hash
+
+    one = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=1))).settings()
+    three = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=3))).settings()
+    assert one["execution"]["max_concurrent_models"] == 1 and "max_concurrent_models" not in one
+    assert settings_hash(one) == settings_hash(three)
+    local = [ModelVariant(label="a", model="m"), ModelVariant(label="b", model="m")]
+    declared = [ModelVariant(label="a", model="m", memory_gb=2), ModelVariant(label="b", model="m", memory_gb=2)]
+    assert concurrent_models(None, local, joined=False) == 1   # a local machine's memory is not declared
+    assert concurrent_models(None, declared, joined=False) == 2
+    assert concurrent_models(None, local, joined=True) == 2    # on a cluster: every model at once
+    assert concurrent_models(1, local, joined=True) == 1
 
 
 # ---- overrides a backend would drop are refused ---------------------------------------------------------

@@ -1,0 +1,57 @@
+"""Requests in flight per endpoint across a sweep (``cluster.endpoints``): labels that share an endpoint share
+its bound while their pools run side by side."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.http_common import per_actor_concurrency
+from cluster.endpoints import share_endpoints
+from grid.errors import ConfigError
+from grid.records import ModelVariant
+
+
+def api(label: str, endpoint: str = "http://127.0.0.1:9/v1", *, bound: int = 8, actors: int = 1,
+        backend: str = "openai") -> ModelVariant:
+    return ModelVariant(label=label, model="m", backend=backend, endpoint=endpoint, max_concurrency=bound,
+                        min_actors=actors, max_actors=actors)
+
+
+def in_flight(variants: list[ModelVariant]) -> int:
+    """Requests all of ``variants``' actors may keep in flight together (as the HTTP engines bound them)."""
+    return sum(per_actor_concurrency(v) * (v.max_actors or 1) for v in variants)
+
+
+def test_two_labels_on_one_endpoint_stay_within_its_bound_together():
+    variants = [api("low", bound=8, actors=1), api("high", bound=8, actors=2)]
+    assert in_flight(variants) == 16, "without sharing each label would use the whole bound"
+    shared = share_endpoints(variants, concurrent_models=2)
+    assert in_flight(shared) <= 8
+    assert all(per_actor_concurrency(v) >= 1 for v in shared)
+    assert [v.max_concurrency for v in shared] == [2, 5]   # 8 × 1/3 and 8 × 2/3, floored
+
+
+def test_the_smallest_declared_bound_is_the_endpoints():
+    shared = share_endpoints([api("a", bound=4), api("b", bound=10)], concurrent_models=2)
+    assert in_flight(shared) <= 4
+
+
+def test_alone_on_an_endpoint_or_one_pool_at_a_time_is_unchanged():
+    variants = [api("a", "http://127.0.0.1:9/v1"), api("b", "http://127.0.0.1:10/v1"),
+                ModelVariant(label="local", model="m")]
+    assert share_endpoints(variants, concurrent_models=3) == variants
+    same = [api("a"), api("b")]
+    assert share_endpoints(same, concurrent_models=1) == same
+
+
+def test_a_trailing_slash_is_the_same_endpoint_and_another_backend_is_not():
+    shared = share_endpoints([api("a", "http://127.0.0.1:9/v1/"), api("b", "http://127.0.0.1:9/v1")], 2)
+    assert in_flight(shared) <= 8
+    other = [api("a"), api("b", backend="anthropic")]
+    assert share_endpoints(other, 2) == other
+
+
+def test_more_actors_than_the_bound_allows_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as err:
+        share_endpoints([api("a", bound=3, actors=2), api("b", bound=3, actors=2)], concurrent_models=2)
+    assert "a, b" in str(err.value) and "max_concurrent_models to 1" in str(err.value)

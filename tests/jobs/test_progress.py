@@ -1,0 +1,30 @@
+"""The scan's progress bar text names each model that is loading or running (``jobs.progress``)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from grid.records import ModelVariant
+from jobs.progress import ModelProgress
+
+
+def test_each_running_model_is_named_with_its_own_count_and_finished_ones_leave():
+    todo = pa.table({"label": ["a"] * 4 + ["b"] * 2})
+    bar = ModelProgress(todo, "scan demo")
+    bar.loading(ModelVariant(label="a", model="m"))
+    bar.loading(ModelVariant(label="b", model="m", backend="vllm"))
+    assert bar.description() == "scan demo · loading a (transformers) · loading b (vLLM engine start)"
+    bar.landed("a", 2)
+    assert bar.description() == "scan demo · a 2/4 · loading b (vLLM engine start)"
+    bar.landed("b", 2)
+    assert bar.description() == "scan demo · a 2/4"
+    bar.landed("a", 3)   # a retried cell lands again: never more than the label's cells
+    assert bar.description() == "scan demo"
+
+
+def test_one_model_alone_is_named_only_while_it_loads():
+    bar = ModelProgress(pa.table({"label": ["solo"] * 3}), "scan x")
+    bar.loading(ModelVariant(label="solo", model="m"))
+    assert bar.description() == "scan x · loading solo (transformers)"
+    bar.landed("solo", 1)
+    assert bar.description() == "scan x"
