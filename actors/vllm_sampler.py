@@ -46,6 +46,8 @@ trace column. A delta that straddles the end of reasoning counts as reasoning (i
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -108,8 +110,19 @@ class _EngineHost:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def shutdown(self) -> None:
-        """Shut the engine down (its core process too) and stop the loop thread."""
+        """Shut the engine down (its core process too) and stop the loop thread; a second call does nothing."""
+        if self.engine is None:
+            return
+
         async def stop():
+            # AsyncLLM.shutdown stops the engine core first and cancels its output handler after: the
+            # handler, still reading, then logs an EngineDeadError traceback for an engine that was asked to
+            # stop. Cancelling the handler first ends it quietly.
+            handler = getattr(self.engine, "output_handler", None)
+            if handler is not None and not handler.done():
+                handler.cancel()
+                with contextlib.suppress(BaseException):
+                    await handler
             self.engine.shutdown()
             self.engine = None   # collected now, not at interpreter exit (where its __del__ fails noisily)
 
@@ -129,7 +142,21 @@ def engine_host(engine_kwargs: dict) -> _EngineHost:
     with _HOSTS_LOCK:
         if key not in _HOSTS:
             _HOSTS[key] = _EngineHost(engine_kwargs)
+            if len(_HOSTS) == 1:   # registered after vLLM's own exit finalizers, so it runs before them
+                atexit.register(shutdown_engines)
         return _HOSTS[key]
+
+
+def shutdown_engines() -> None:
+    """Stop every engine this process still holds (at exit: an engine actor whose pool ended exits without
+    the pipeline's teardown reaching its sampler, and vLLM's own finalizer would stop the engine core
+    before its output handler, which then logs an EngineDeadError traceback)."""
+    with _HOSTS_LOCK:
+        hosts = list(_HOSTS.values())
+        _HOSTS.clear()
+    for host in hosts:
+        with contextlib.suppress(Exception):
+            host.shutdown()
 
 
 def config_file(run: RunContext) -> str:

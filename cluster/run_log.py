@@ -9,7 +9,8 @@ is appended to ``scan.log``: in the invocation's folder for a local store, else
 How: while a ``RunLog`` is open, descriptor 2 points at the log file, ``sys.stderr`` (when it was the
 process's real stderr) is replaced by a stream on a copy of the terminal's descriptor, so Python-level
 messages still reach the user, and Ray's forwarded worker output is written to the file instead of
-``sys.stderr``. Closing restores all three.
+``sys.stderr``. Closing restores the first two; forwarded worker lines that still arrive in the next
+``LATE_S`` seconds (engine actors tearing down after the summary) are appended to the same file.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class RunLog:
         printer = dict(getattr(dispatcher, "handlers", ())).get(RAY_HANDLER)
         if printer is None:   # log_to_driver off, or another Ray layout: nothing is forwarded here
             return
-        self._ray_printer = printer
+        self._ray_printer = getattr(printer, "original", printer)   # an earlier scan's late-lines handler: Ray's own
         dispatcher.remove_handler(RAY_HANDLER)
         file = self._file
         dispatcher.add_handler(OWN_HANDLER, lambda data: ray_worker.print_worker_logs(data, file))
@@ -84,7 +85,7 @@ class RunLog:
 
             dispatcher = ray_worker.global_worker_stdstream_dispatcher
             dispatcher.remove_handler(OWN_HANDLER)
-            dispatcher.add_handler(RAY_HANDLER, self._ray_printer)
+            dispatcher.add_handler(RAY_HANDLER, _late_lines(self.path, self._ray_printer, ray_worker.print_worker_logs))
             self._ray_attached = False
         if self._saved_stderr is not None:
             sys.stderr.flush()
@@ -97,6 +98,28 @@ class RunLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+LATE_S = 120.0
+"""How long after a scan's log closes the lines its engine actors still print (their teardown: vLLM's engine
+shutdown, which comes after the summary) are appended to that log rather than shown on the terminal."""
+
+
+def _late_lines(path: Path, printer, print_worker_logs):
+    """A forwarded-output handler that appends to ``path`` for ``LATE_S`` seconds, then hands every line to
+    Ray's own ``printer`` (the terminal) as before. The next scan's log replaces it."""
+    import time
+
+    until = time.monotonic() + LATE_S
+
+    def handle(data) -> None:
+        if time.monotonic() > until:
+            printer(data)
+            return
+        with open(path, "a", encoding="utf-8", errors="replace") as file:
+            print_worker_logs(data, file)
+    handle.original = printer
+    return handle
 
 
 def attach_ray_output() -> None:

@@ -216,6 +216,22 @@ def test_a_request_past_its_timeout_is_an_error_row_and_the_engine_goes_on(engin
     assert all(r["error"] is None for r in engine(batch).to_pylist())   # aborted requests left nothing behind
 
 
+def test_a_process_that_exits_with_its_engine_running_logs_no_engine_dead_error(demo_dir):
+    """An engine actor whose pool ended exits without the pipeline's teardown reaching its sampler. vLLM's own
+    exit finalizer then stopped the engine core before its output handler, which logged an EngineDeadError
+    traceback after every successful run (on the terminal, after the scan's summary); the sampler now stops
+    its engines at exit, handler first."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here.parent), str(here)])}
+    done = subprocess.run([sys.executable, str(here / "vllm_exit_child.py"), str(demo_dir)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "answered 2" in out, out[-2000:]
+    assert "EngineDeadError" not in out and "output_handler failed" not in out, out[-2000:]
+
+
 def test_engine_args_are_merged_last_and_unknown_ones_refused():
     from actors.vllm_sampler import engine_kwargs
 

@@ -3,6 +3,9 @@ its bound while their pools run side by side."""
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 
 from actors.http_common import per_actor_concurrency
@@ -55,3 +58,43 @@ def test_more_actors_than_the_bound_allows_is_refused_with_the_fix():
     with pytest.raises(ConfigError) as err:
         share_endpoints([api("a", bound=3, actors=2), api("b", bound=3, actors=2)], concurrent_models=2)
     assert "a, b" in str(err.value) and "max_concurrent_models to 1" in str(err.value)
+
+
+# ---- on a real Ray, against a real local server -----------------------------------------------------
+
+KEY_ENV = "MIRRORSCAN_TEST_SHARED_ENDPOINT_KEY"
+os.environ.setdefault(KEY_ENV, "sk-ant-test-shared-endpoint")   # at collection: Ray workers inherit it
+SLOW_PIECES = ["word "] * 30
+"""A slow answer (30 deltas 0.1 s apart: ~3 s per request), so each label's requests pile up to its bound."""
+
+
+def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_at_once(tmp_path, ray_local):
+    """Two Anthropic labels (max_concurrency 4 each) on one local Messages server, their pools side by side:
+    the server never sees more than 4 requests at once, and more than one label's share (2) at some
+    moment, so both labels were in flight together. Without the shared bound it would see up to 8."""
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "actors"))
+    from anthropic_server import FaultServer
+    import standin_engine as standin
+
+    from cluster.store import open_store
+    from cluster.sweep import run_grid
+
+    labels = ("tier-low", "tier-high")
+    cells, instrument = standin.grid_cells(list(labels), n_pairs=2)   # 8 cells per label
+    with FaultServer() as server:
+        for probe_id in cells["probe_id"].to_pylist():
+            server.faults[probe_id] = "slow"
+            server.answers[probe_id] = SLOW_PIECES
+        variants = [ModelVariant(label=label, model="claude-test", backend="anthropic", endpoint=server.url,
+                                 api_key_env=KEY_ENV, max_concurrency=4, timeout_s=60.0, max_tokens=64,
+                                 min_actors=1, max_actors=1) for label in labels]
+        invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
+        run_grid(cells, variants, {label: "claude-test" for label in labels},
+                 standin.run_identity(invocation_id, "shared-endpoint"), instrument, store_uri=store_uri,
+                 batch_size=8, pool_size=1, on_part=lambda rows, errors, label: None, max_concurrent_models=2)
+        peak = server.max_inflight
+    rows = open_store(store_uri).read("shared-endpoint", invocation_id)
+    assert rows.num_rows == cells.num_rows and rows["error"].null_count == rows.num_rows
+    assert 2 < peak <= 4, f"peak requests in flight {peak}"

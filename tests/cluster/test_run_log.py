@@ -56,3 +56,34 @@ def test_output_forwarded_from_ray_workers_lands_in_the_log(tmp_path, ray_local,
 
     names = [name for name, _ in ray_worker.global_worker_stdstream_dispatcher.handlers]
     assert "ray_print_logs" in names and "mirrorscan_run_log" not in names   # Ray's own printer is back
+
+
+def test_lines_engine_actors_print_after_the_log_closed_land_in_it_too(tmp_path, ray_local, capsys):
+    """An engine actor's teardown (vLLM's engine shutdown) prints after the scan's summary, when its log has
+    closed: those lines are appended to that log, not shown on the terminal; the next scan's log takes over
+    and restores Ray's own printer when it closes, not the earlier scan's handler."""
+    import ray
+    from ray._private import worker as ray_worker
+
+    dispatcher = ray_worker.global_worker_stdstream_dispatcher
+    ray_printer = dict(dispatcher.handlers)["ray_print_logs"]
+    ray_printer = getattr(ray_printer, "original", ray_printer)   # an earlier test's scan may have left its own
+
+    @ray.remote(num_cpus=0)
+    def teardown():
+        print("engine shutdown: a line after the summary", file=sys.stderr, flush=True)
+        return 1
+
+    first = tmp_path / "first.log"
+    with RunLog(first):
+        attach_ray_output()
+    assert ray.get(teardown.remote()) == 1
+    deadline = time.monotonic() + 20
+    while "after the summary" not in first.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "after the summary" in first.read_text()
+    assert "after the summary" not in capsys.readouterr().err
+    with RunLog(tmp_path / "second.log"):
+        attach_ray_output()
+    late = dict(dispatcher.handlers)["ray_print_logs"]
+    assert late.original is ray_printer
