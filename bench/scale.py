@@ -59,28 +59,38 @@ from grid.records import ModelVariant, RunContext  # noqa: E402
 from grid.trace_schema import to_trace_table  # noqa: E402
 
 TARGET_EFFICIENCY = 0.9   # at N = 8
+TARGET_CPU_MS = 2.0       # orchestration CPU per cell, every process of the run
+TARGET_HEAD_MS = 0.3      # of which the head side (driver, GCS, head raylet and its workers)
+TARGET_BUSY = 0.9         # engine busy fraction, 8 actors, two models at once, 0.5 s batches
 EXPERIMENT = "bench_scale"
 LABEL = "standin"
 FAKE_GPU = "fake_gpu"
 
 
 class SleepEngine:
-    """Stand-in engine: sleeps per batch, answers "A", appends each batch's start and end to a file."""
+    """Stand-in engine: sleeps per batch, answers "A", appends each batch's start, end and own CPU to a file.
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, sleep_s: float, timing_dir: str):
-        self.variant, self.source, self.run, self.sleep_s = variant, model_source, run, sleep_s
+    Built as the pipeline builds engines (``SleepEngine(variant, model_source, run)``, sleep and timing
+    folder from ``variant.engine_args``) or with them given directly."""
+
+    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, sleep_s: float | None = None,
+                 timing_dir: str | None = None):
+        self.variant, self.source, self.run = variant, model_source, run
+        self.sleep_s = sleep_s if sleep_s is not None else float(variant.engine_args["sleep_s"])
+        timing_dir = timing_dir or variant.engine_args["timing_dir"]
         self.where = where_am_i()
         self.timing_path = f"{timing_dir}/actor-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.thread_time()
         cells = batch.to_pylist()
         time.sleep(self.sleep_s)
         rows = to_trace_table([trace_row(self.variant, self.run, self.source, self.where, c, response="A",
                                          finish_reason="stop", timing_scope="batch", batch_size=len(cells),
                                          endpoint="engine://standin") for c in cells])
         with open(self.timing_path, "a") as fh:
-            fh.write(json.dumps({"start": start, "end": time.monotonic(), "rows": len(cells)}) + "\n")
+            fh.write(json.dumps({"start": start, "end": time.monotonic(), "rows": len(cells),
+                                 "cpu": time.thread_time() - cpu}) + "\n")
         return rows
 
 
@@ -169,6 +179,150 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
             "first_batch": min(e["start"] for e in events) - t0}
 
 
+def busy_fraction(events: list[dict]) -> float:
+    """Mean over actors of the union of its engine-call intervals ÷ its wall time (first call's start → last
+    call's end); events grouped by actor (``file``)."""
+    by_actor: dict[str, list[tuple[float, float]]] = {}
+    for e in events:
+        by_actor.setdefault(e["file"], []).append((e["start"], e["end"]))
+    fractions = []
+    for spans in by_actor.values():
+        spans.sort()
+        busy, (lo, hi) = 0.0, spans[0]
+        for a, b in spans[1:]:
+            if a > hi:
+                busy, lo, hi = busy + hi - lo, a, b
+            else:
+                hi = max(hi, b)
+        busy += hi - lo
+        wall = max(b for _, b in spans) - min(a for a, _ in spans)
+        fractions.append(busy / wall if wall > 0 else 1.0)
+    return statistics.mean(fractions)
+
+
+def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], actors_per_model: int, *, store_uri: str,
+               catalog, dsn: str, work: Path, batch_size: int, sleep_s: float, meter) -> dict:
+    """One sweep as a scan runs it (``cluster.sweep.run_grid``: every model's pool at once, journal, parts,
+    inference_log in the catalog, progress in the catalog at most every 5 s); CPU seconds of every process of
+    the cluster before and after (``meter``), the engines' own CPU and calls (timing files)."""
+    from actors import registry
+    from cluster.store import open_store
+    from cluster.sweep import run_grid
+
+    invocation_id = str(uuid.uuid4())
+    timing_dir = work / f"sweep-{invocation_id[:8]}"
+    timing_dir.mkdir()
+    registry.ENGINES[("generate", "standin")] = ("__main__", "SleepEngine")   # pickled by value to the actors
+    variants = [ModelVariant(label=label, model="standin", backend="standin", temperature=0.0, top_p=1.0,
+                             max_tokens=4, num_gpus=1, min_actors=actors_per_model, max_actors=actors_per_model,
+                             engine_args={"sleep_s": sleep_s, "timing_dir": str(timing_dir)}) for label in labels]
+    per_model = cells.num_rows // len(labels)
+    grid = pa.concat_tables([cells.slice(0, per_model).set_column(cells.schema.get_field_index("label"), "label",
+                                                                   pa.array([label] * per_model, pa.string()))
+                             for label in labels])
+    grid = grid.set_column(grid.schema.get_field_index("probe_id"), "probe_id", pa.array(
+        [f"{label}|{rest.split('|', 1)[1]}" for label, rest in zip(grid["label"].to_pylist(),
+                                                                   grid["probe_id"].to_pylist())], pa.string()))
+    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
+                     store_uri=store_uri)
+    catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
+                               "settings": {"bench": "sweep", "models": labels}, "settings_hash": "bench",
+                               "status": "running", "counts": {"cells": grid.num_rows}, "store_uri": store_uri})
+    done, last = {"rows": 0, "errors": 0}, [time.monotonic()]
+
+    def on_part(rows: int, errors: int, label: str) -> None:
+        done["rows"] += rows
+        done["errors"] += errors
+        if time.monotonic() - last[0] > 5:   # as jobs/scan.py
+            last[0] = time.monotonic()
+            catalog.update_progress(invocation_id, "running", {"cells_this_run": grid.num_rows, **done})
+
+    head0, nodes0 = meter.read()
+    t0 = time.monotonic()
+    run_grid(grid, variants, {label: "standin" for label in labels}, run, envelopes, store_uri=store_uri,
+             batch_size=batch_size, pool_size=actors_per_model, on_part=on_part, max_concurrent_models=len(labels))
+    wall = time.monotonic() - t0
+    head1, nodes1 = meter.read()
+    catalog.update_progress(invocation_id, "complete", {"cells": grid.num_rows, **done}, finished=True)
+    events = []
+    for path in glob.glob(f"{timing_dir}/*.jsonl"):
+        events += [{**json.loads(line), "file": path} for line in Path(path).read_text().splitlines()]
+    stored = open_store(store_uri).read(EXPERIMENT, invocation_id, columns=["probe_id", "sample", "error"])
+    keys = set(zip(stored["probe_id"].to_pylist(), stored["sample"].to_pylist()))
+    problems = []
+    if stored.num_rows != grid.num_rows or len(keys) != grid.num_rows or stored.column("error").null_count != grid.num_rows:
+        problems.append(f"{stored.num_rows} rows for {len(keys)} distinct cells, want {grid.num_rows} without errors")
+    # gap between an actor's calls: what the pipeline costs per batch while the engine waits
+    gaps = []
+    by_actor: dict[str, list[dict]] = {}
+    for e in events:
+        by_actor.setdefault(e["file"], []).append(e)
+    for es in by_actor.values():
+        es.sort(key=lambda e: e["start"])
+        gaps += [b["start"] - a["end"] for a, b in zip(es, es[1:])]
+    return {"cells": grid.num_rows, "wall": wall, "head_s": head1 - head0, "nodes_s": nodes1 - nodes0,
+            "engine_cpu_s": sum(e["cpu"] for e in events), "busy": busy_fraction(events), "actors": len(by_actor),
+            "gap_s": statistics.median(gaps) if gaps else float("nan"), "problems": problems}
+
+
+def idle_rates(meter, seconds: float) -> tuple[float, float]:
+    """CPU seconds per wall second of the cluster's processes while nothing runs: (head side, node side)."""
+    head0, nodes0 = meter.read()
+    time.sleep(seconds)
+    head1, nodes1 = meter.read()
+    return (head1 - head0) / seconds, (nodes1 - nodes0) / seconds
+
+
+def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[str]:
+    """The sweep figures (module docstring): orchestration CPU per cell, head and node side; the engines'
+    busy fraction, median of ``args.sweep_runs`` runs; the head's ceiling; the batch time where busy < 0.9."""
+    import sys as _sys
+
+    from cluster.catalog import Catalog
+
+    _sys.path.insert(0, _HERE)
+    from proc_cpu import ClusterCPU
+    _sys.path.remove(_HERE)
+
+    meter = ClusterCPU(cluster)
+    idle_head, idle_nodes = idle_rates(meter, args.idle_s)
+    labels = ["model-a", "model-b"]
+    per = args.sweep_actors // len(labels)
+    print(f"\nsweep: {len(labels)} models at once × {per} actors ({args.sweep_actors} over {args.nodes} nodes), "
+          f"{args.sweep_cells} cells, batch {args.batch_size}, stand-in {args.sweep_sleep_ms:.0f} ms/batch; idle "
+          f"baseline {idle_head:.3f} (head) + {idle_nodes:.3f} (nodes) CPU-s per s over {args.idle_s:.0f} s", flush=True)
+    runs, problems = [], []
+    with Catalog(dsn) as catalog:
+        for i in range(args.sweep_runs):
+            r = sweep_once(cells.slice(0, args.sweep_cells), envelopes, labels, per, store_uri=store_uri,
+                           catalog=catalog, dsn=dsn, work=work, batch_size=args.batch_size,
+                           sleep_s=args.sweep_sleep_ms / 1000, meter=meter)
+            r["head_ms"] = 1000 * max(0.0, r["head_s"] - idle_head * r["wall"]) / r["cells"]
+            r["nodes_ms"] = 1000 * max(0.0, r["nodes_s"] - idle_nodes * r["wall"] - r["engine_cpu_s"]) / r["cells"]
+            runs.append(r)
+            problems += [f"sweep {i + 1}: {x}" for x in r["problems"]]
+            print(f"run {i + 1}: wall {r['wall']:6.1f} s  busy {r['busy']:.3f} over {r['actors']} actors  "
+                  f"median gap between calls {1000 * r['gap_s']:.0f} ms  CPU per cell: head {r['head_ms']:.3f} ms + "
+                  f"nodes {r['nodes_ms']:.3f} ms = {r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head {r['head_s']:.1f} s, "
+                  f"nodes {r['nodes_s']:.1f} s, engines' own {r['engine_cpu_s']:.1f} s)"
+                  f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
+    med = lambda key: statistics.median(r[key] for r in runs)   # noqa: E731
+    head_ms, nodes_ms, busy, gap = med("head_ms"), med("nodes_ms"), med("busy"), med("gap_s")
+    total = head_ms + nodes_ms
+    print(f"orchestration CPU per cell (median of {len(runs)}): {total:.3f} ms (target ≤ {TARGET_CPU_MS:g}: "
+          f"{'met' if total <= TARGET_CPU_MS else 'MISSED'}), head side {head_ms:.3f} ms (target ≤ {TARGET_HEAD_MS:g}: "
+          f"{'met' if head_ms <= TARGET_HEAD_MS else 'MISSED'}), node side {nodes_ms:.3f} ms")
+    print(f"engine busy fraction (median of {len(runs)}): {busy:.3f} (target ≥ {TARGET_BUSY:g}: "
+          f"{'met' if busy >= TARGET_BUSY else 'MISSED'})")
+    ceiling = 1000 / head_ms if head_ms > 0 else float("inf")
+    print(f"head's ceiling: one head core feeds {ceiling:,.0f} cells/s at {head_ms:.3f} ms of head CPU per cell")
+    if gap == gap:   # not NaN
+        print(f"busy = T / (T + gap): with the median gap of {1000 * gap:.0f} ms between an actor's calls, an engine "
+              f"batch shorter than {9 * gap:.2f} s keeps it busy less than {TARGET_BUSY:g} of the time")
+    return problems
+
+
 def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: ModelVariant, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
@@ -247,6 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=4, help="worker nodes, 3 CPUs and 2 fake GPUs each (default 4)")
     p.add_argument("--single-node", action="store_true", help="one ray.init(num_cpus=3 × nodes) instead")
     p.add_argument("--overhead-reps", type=int, default=200, help="repetitions of each per-batch overhead (default 200)")
+    p.add_argument("--study", choices=("all", "scaling", "sweep"), default="all",
+                   help="scaling: one pool of N actors at a time; sweep: two models at once, CPU per cell and busy "
+                        "fraction (default all)")
+    p.add_argument("--sweep-cells", type=int, default=20000, help="cells of each sweep run, both models (default 20000)")
+    p.add_argument("--sweep-actors", type=int, default=8, help="actors of the sweep, half per model (default 8)")
+    p.add_argument("--sweep-sleep-ms", type=float, default=500.0, help="stand-in time per batch in the sweep (default 500)")
+    p.add_argument("--sweep-runs", type=int, default=3, help="sweep runs; the median is reported (default 3)")
+    p.add_argument("--idle-s", type=float, default=10.0, help="seconds of the idle CPU baseline (default 10)")
     args = p.parse_args(argv)
     ns = [int(x) for x in args.actors.split(",")]
     if min(ns) < 1 or max(ns) > 2 * args.nodes or args.cells < args.batch_size:
@@ -258,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster import embedded_pg
     from cluster.catalog import Catalog
 
-    cells, envelopes = bench_cells(args.cells)
+    cells, envelopes = bench_cells(max(args.cells, args.sweep_cells))
     variant = ModelVariant(label=LABEL, model="standin", backend="standin", temperature=0.0, top_p=1.0,
                            max_tokens=4)
     work = Path(tempfile.mkdtemp(prefix="mirrorscan-bench-scale-"))
@@ -275,9 +437,15 @@ def main(argv: list[str] | None = None) -> int:
               f"(ideal {args.batch_size / args.sleep_ms * 1000:.0f} cells/s per actor); {shape}; "
               f"started in {time.monotonic() - t0:.1f} s; this machine: {os.cpu_count()} cores")
         ray.data.DataContext.get_current().wait_for_min_actors_s = 600   # every actor up before the clock runs
+        if args.study in ("all", "sweep"):
+            if args.single_node:
+                p.error("the sweep study measures a multi-node cluster: leave out --single-node or use --study scaling")
+            problems += sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster)
+        if args.study == "sweep":
+            return 1 if problems else 0
         with Catalog(dsn) as catalog:
             for n in ns:
-                r = run_once(n, cells, envelopes, variant, store_uri=store_uri, catalog=catalog, dsn=dsn, work=work,
+                r = run_once(n, cells.slice(0, args.cells), envelopes, variant, store_uri=store_uri, catalog=catalog, dsn=dsn, work=work,
                              batch_size=args.batch_size, sleep_s=args.sleep_ms / 1000)
                 results.append(r)
                 problems += [f"N={n}: {x}" for x in r["problems"]]

@@ -53,6 +53,7 @@ def scanned(vllm_server, demo_dir, pg_dsn, ray_local, tmp_path_factory):
 
 def test_every_cell_of_every_backend_lands_once(scanned):
     result, rows, _ = scanned
+    assert [r["error"] for r in rows if r["error"]] == []
     assert result.status == "complete" and result.counts["ok"] == result.counts["cells"] == 12
     assert sorted((r["label"], r["backend"]) for r in rows) == sorted(
         [("hf", "hf")] * 4 + [("vllm", "vllm")] * 4 + [("http", "openai")] * 4)

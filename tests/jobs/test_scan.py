@@ -25,7 +25,8 @@ def write_experiment(folder: Path, tiny_dir: Path, **overrides) -> Path:
     config = {"instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"},
                                                         {"model": str(tiny_dir), "label": "tiny@hot", "temperature": 1.0}],
               "probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"], "samples": 2,
-              "temperature": 0.0, "max_tokens": 6, "seed": 5, "batch_size": 8, "actor_pool_size": 1, **overrides}
+              "temperature": 0.0, "max_tokens": 6, "seed": 5, "batch_size": 8, "actor_pool_size": 1,
+              "max_concurrent_models": 2, **overrides}
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
@@ -102,7 +103,8 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tm
     capsys.readouterr()
     second = run_scan(str(rerun), store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=False, as_name="fc")
     bar = capsys.readouterr().err   # the progress bar says what it waits for before cells land
-    assert "scan fc · loading tiny (transformers)" in bar and "scan fc · loading tiny@hot (transformers)" in bar
+    # both pools load at once (max_concurrent_models 2), and the bar names each
+    assert "scan fc · loading tiny (transformers) · loading tiny@hot (transformers)" in bar
     assert second.invocation_id != first.invocation_id and second.status == "complete"
     assert store.list_parts("fc", first.invocation_id) == parts_before
     from cluster.catalog import resolve_invocation

@@ -45,7 +45,7 @@ def write_experiment(folder, models: dict, **section) -> None:
     (folder / "scoring.csv").write_text("id,text,label\n" + "\n".join(f'{r["id"]},"{r["text"]}",{r["label"]}'
                                                                       for r in scoring) + "\n")
     (folder / "config.json").write_text(json.dumps({
-        "instrument": "lens", "batch_size": 8,
+        "instrument": "lens", "batch_size": 8, "max_concurrent_models": len(models),   # pools side by side
         "models": [{"model": str(path), "label": label} for label, path in models.items()],
         "lens": {"framings": "framings", "tasks": "tasks.jsonl", "scoring_set": "scoring.csv", "item_samples": 2,
                  "null_permutations": 50, "contrastive_permutations": 50, "bootstrap_draws": 50, **section}}))

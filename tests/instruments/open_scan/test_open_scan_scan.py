@@ -45,7 +45,7 @@ def write(folder, models: dict, probes: str = PROBES, samples: int = 1) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "probes.csv").write_bytes(probes.encode())
     (folder / "config.json").write_text(json.dumps({
-        "instrument": "open_scan", "samples": samples, "batch_size": 8,
+        "instrument": "open_scan", "samples": samples, "batch_size": 8, "max_concurrent_models": len(models),
         "models": [{"model": path, "label": label} for label, path in models.items()],
         "open_scan": {"probes": "probes.csv", "sampling": {"max_tokens": 6}, "report_max_tokens": 4}}))
     return str(folder)
