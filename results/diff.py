@@ -228,6 +228,10 @@ def _num(value) -> str:
     return "—" if value is None else str(value)
 
 
+def _shift(value) -> str:
+    return "shift —" if value is None else f"shift {value:+.3g}"
+
+
 def format_diff(d: Diff) -> str:
     """The diff as text: counts, match rates, breakdowns, headlines side by side, fingerprints, timing."""
     lines = [f"diff A {d.left}  vs  B {d.right}   instrument {d.instrument}",
@@ -240,7 +244,8 @@ def format_diff(d: Diff) -> str:
     for coordinate, values in d.by.items():
         if list(values) == ["-"]:
             continue
-        lines.append(f"by {coordinate}: " + " · ".join(f"{value} {_pct(m)}" for value, m in values.items()))
+        name = "model" if coordinate == "label" else coordinate
+        lines.append(f"by {name}: " + " · ".join(f"{value} {_pct(m)}" for value, m in values.items()))
     left, right = d.headlines.get("left", {}), d.headlines.get("right", {})
     if left or right:
         lines.append("headline (A → B):")
@@ -264,7 +269,7 @@ def format_diff(d: Diff) -> str:
             continue
         ttft, rate = entry["ttft_ms"], entry["decode_tok_s"]
         lines.append(f"timing {label} ({source}, medians): ttft {_num(ttft['left'])} → {_num(ttft['right'])} ms "
-                     f"(shift {_num(ttft['shift'])}), decode {_num(rate['left'])} → {_num(rate['right'])} tok/s "
-                     f"(shift {_num(rate['shift'])})")
+                     f"({_shift(ttft['shift'])}), decode {_num(rate['left'])} → {_num(rate['right'])} tok/s "
+                     f"({_shift(rate['shift'])})")
     lines.append("settings that differ: " + (", ".join(d.settings_differences) or "none"))
     return "\n".join(lines)
