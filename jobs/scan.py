@@ -207,6 +207,9 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
                 spec.values["store"] = inv["store_uri"]
                 settings = spec.settings()
                 trace_store = open_store(spec.values["store"])
+            reproduces = (inv["settings"].get("execution") or {}).get("reproduces")
+            if reproduces:   # a reproduction stays one: its full grid, holding no cells
+                settings["execution"]["reproduces"] = reproduces
             # before touching the store: refused while another driver runs it
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
                                   config_file=spec.config_path, submitted=submitted_config(spec))
