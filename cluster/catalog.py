@@ -32,12 +32,12 @@ DSN_ENV = "MIRRORSCAN_CATALOG_DSN"  # a DSN here is used when none is passed; un
 CONNECT_TIMEOUT_S = 10  # used when the DSN does not set connect_timeout itself
 STATUSES = ("running", "complete", "incomplete", "failed", "interrupted")
 _MIGRATION_LOCK = 0x6D69_7272_6F72  # pg_advisory_xact_lock key for migrations ("mirror")
-_JSONB = {"settings", "package_versions", "content_hashes", "counts"}
+_JSONB = {"settings", "package_versions", "content_hashes", "counts", "model_weights"}
 _REQUIRED = {"invocation_id", "experiment", "instrument", "settings", "settings_hash", "status"}
 _COLUMNS = (  # scan_invocations, in table order
     "invocation_id", "experiment", "instrument", "settings", "settings_hash", "git_sha", "git_dirty",
     "host", "pid", "username", "package_versions", "content_hashes", "store_uri", "started_at",
-    "finished_at", "status", "counts", "reconstructed_from")
+    "finished_at", "status", "counts", "reconstructed_from", "model_weights", "reproduces")
 _PASSWORD_KEYS = ("password", "sslpassword")
 
 
@@ -181,8 +181,8 @@ class Catalog:
 
         Required: invocation_id (uuid or str), experiment, instrument, settings, settings_hash,
         status. Optional: the other columns; started_at defaults to now() and counts to ``{}``.
-        Values of the jsonb columns (settings, package_versions, content_hashes, counts) are
-        stored as JSON.
+        Values of the jsonb columns (settings, package_versions, content_hashes, counts,
+        model_weights) are stored as JSON; ``reproduces`` is an invocation id (uuid or str).
         """
         unknown = sorted(set(record) - set(_COLUMNS))
         missing = sorted(_REQUIRED - {key for key, value in record.items() if value is not None})
@@ -195,6 +195,8 @@ class Catalog:
         values = {key: Jsonb(value) if key in _JSONB else value
                   for key, value in record.items() if value is not None}
         values["invocation_id"] = _uuid(record["invocation_id"])
+        if values.get("reproduces") is not None:
+            values["reproduces"] = _uuid(values["reproduces"])
         query = sql.SQL("INSERT INTO scan_invocations ({}) VALUES ({})").format(
             sql.SQL(", ").join(map(sql.Identifier, values)),
             sql.SQL(", ").join(sql.Placeholder() * len(values)))
@@ -280,6 +282,8 @@ class Catalog:
             rows = cursor.execute("SELECT * FROM scan_invocations " + where, params).fetchall()
         for row in rows:
             row["invocation_id"] = str(row["invocation_id"])
+            if row.get("reproduces") is not None:
+                row["reproduces"] = str(row["reproduces"])
         return rows
 
     @contextmanager

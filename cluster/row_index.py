@@ -53,11 +53,15 @@ def write_index(store, experiment: str, invocation_id: str, columns: list[str], 
 
 def read_successful_rows(store, experiment: str, columns: list[str], schema: pa.Schema, *, exclude: str) -> pa.Table:
     """``columns`` (plus ``part``) of every successful row of the experiment's invocations other than
-    ``exclude``: from their indexes where they have one, and their raw parts otherwise."""
+    ``exclude`` and other than reproductions (``mirrorscan reproduce``: their manifest names the invocation they
+    reproduce; a reproduction never holds cells): from their indexes where they have one, and their raw parts
+    otherwise."""
     parts = [p for p in store.list_parts(experiment) if f"/{exclude}/" not in p]
     by_invocation: dict[str, list[str]] = {}
     for path in parts:
         by_invocation.setdefault(_invocation_of(store, experiment, path), []).append(path)
+    for invocation_id in [i for i in by_invocation if is_reproduction(store, experiment, i)]:
+        del by_invocation[invocation_id]
     tables, raw = [], []
     for invocation_id, paths in by_invocation.items():
         indexed = _best_index(store, experiment, invocation_id, columns)
@@ -76,6 +80,12 @@ def read_successful_rows(store, experiment: str, columns: list[str], schema: pa.
         return schema.empty_table().select(columns).append_column(PART, pa.array([], pa.string()))
     rows = pa.concat_tables(tables)
     return rows.combine_chunks() if rows.column(0).num_chunks > 64 else rows   # thousands of parts: one chunk
+
+
+def is_reproduction(store, experiment: str, invocation_id: str) -> bool:
+    """Whether the invocation was made by ``mirrorscan reproduce`` (its manifest's ``reproduces``)."""
+    manifest = store.read_manifest(experiment, invocation_id) or {}
+    return bool(manifest.get("reproduces"))
 
 
 def _best_index(store, experiment: str, invocation_id: str, columns: list[str]) -> pa.Table | None:

@@ -178,14 +178,19 @@ def _first_per_cell(rows: pa.Table) -> pa.Table:
 
 
 def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, invocation_id: str,
-                sources: dict[str, str] | None = None, earlier: pa.Table | None = None) -> Iterator[StageGrid]:
+                sources: dict[str, str] | None = None, earlier: pa.Table | None = None,
+                hold: bool = True) -> Iterator[StageGrid]:
     """Each stage's grid in order; a later one is built (lazily) from the previous stage's stored rows — this
     invocation's and, for held cells, the earlier invocation's that holds them — so the caller runs a stage
     before asking for the next. ``sources`` (label → canonical model source) limits held cells to rows of
-    the same model; ``earlier``: ``earlier_rows`` already read with those sources."""
-    if getattr(ref.instrument, "done_cells", None) is not None and earlier is None:
-        earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
-    held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
+    the same model; ``earlier``: ``earlier_rows`` already read with those sources. ``hold`` False (a
+    reproduction): no cell counts as held by another invocation, every stage is the full grid."""
+    if not hold:
+        held = None
+    else:
+        if getattr(ref.instrument, "done_cells", None) is not None and earlier is None:
+            earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
+        held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
     cells = first
     for index, name in enumerate(stage_names(ref)):
         skipped = 0   # held later-stage cells whose previous rows were not even read

@@ -187,6 +187,14 @@ class TraceStore:
             pass
         return path
 
+    def read_manifest(self, experiment: str, invocation_id: str) -> dict | None:
+        """The invocation's ``invocation.json`` (None when it has none, or it cannot be parsed)."""
+        path = f"{self.invocation_dir(experiment, invocation_id)}/{MANIFEST}"
+        try:
+            return json.loads(self.read_bytes(path))
+        except (OSError, ValueError):
+            return None
+
     def write_analysis(self, experiment: str, invocation_id: str, relpath: str, data: bytes) -> str:
         """Write one analysis output under ``<invocation>/analysis/``; refuses to overwrite an existing
         file (FileExistsError). Returns its display path."""

@@ -142,6 +142,38 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     ``as_name`` names the experiment explicitly (default: its folder's name, which must not already belong
     to another folder's runs). ``accept_changed_probes``: an appending instrument (open_scan) takes probes whose
     text changed under their id as new versions instead of refusing them."""
+    if max_attempts < 1:
+        raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
+    spec = load_spec(experiment)
+    if as_name is not None:
+        spec.experiment = check_component(as_name, "", "--as")
+    return run_spec(spec, resume=resume, max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn,
+                    ray_address=ray_address, quiet=quiet, check_home=as_name is None,
+                    accept_changed_probes=accept_changed_probes)
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What makes a new invocation a reproduction of an earlier one (``mirrorscan reproduce``)."""
+
+    of: str
+    """The invocation id reproduced (catalog ``reproduces``; also in the manifest and ``execution``)."""
+    cells: pa.Table | None = None
+    """The first stage's cells when they cannot come from the item files (their hashes changed): rebuilt from
+    the coordinates stored in the traces; None: the instrument expands them from the files."""
+    submitted: dict = field(default_factory=dict)
+    """What the driver run records as submitted (the original's config file where one is known)."""
+    sources: dict | None = None
+    """Label → resolved model source, resolved by the caller (None: resolved here, as a scan does)."""
+
+
+def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
+             catalog_dsn: str | None = None, ray_address: str | None = None, quiet: bool = False,
+             check_home: bool = True, accept_changed_probes: bool = False,
+             reproduction: Reproduction | None = None) -> ScanResult:
+    """Run (or resume) the grid of a validated ``spec`` (see ``run_scan``). ``check_home``: refuse an
+    experiment name that belongs to another folder's runs. ``reproduction``: a new invocation that reruns an
+    earlier one's full grid (no cell counts as held elsewhere, and it holds none for later scans)."""
     from cluster import runs
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
@@ -149,25 +181,21 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
     from cluster.run_log import RunLog, log_path
     from cluster.store import open_store
 
-    if max_attempts < 1:
-        raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
-    spec = load_spec(experiment)
-    if as_name is not None:
-        spec.experiment = check_component(as_name, "", "--as")
     check_engines(spec)
     check_template_overrides(spec)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
-    sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
-               else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
-               for i, m in enumerate(spec.models)}
+    sources = dict(reproduction.sources) if reproduction is not None and reproduction.sources is not None else {
+        m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
+        else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+        for i, m in enumerate(spec.models)}
     check_context(spec, sources)
     check_empty_prefixes(spec, sources)
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:
-        if as_name is None:
+        if check_home and reproduction is None:
             check_experiment_home(catalog, spec)
         if resume:
             inv = _resume_target(catalog, spec, settings)
@@ -179,6 +207,9 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                 spec.values["store"] = inv["store_uri"]
                 settings = spec.settings()
                 trace_store = open_store(spec.values["store"])
+            reproduces = (inv["settings"].get("execution") or {}).get("reproduces")
+            if reproduces:   # a reproduction stays one: its full grid, holding no cells
+                settings["execution"]["reproduces"] = reproduces
             # before touching the store: refused while another driver runs it
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
                                   config_file=spec.config_path, submitted=submitted_config(spec))
@@ -188,24 +219,33 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
                       file=sys.stderr)
             catalog.update_progress(invocation_id, "running", inv.get("counts") or {})
         else:
-            notes, nothing_left = check_append(spec, settings, sources, trace_store, accept_changed_probes)
+            notes, nothing_left = check_append(spec, settings, sources, trace_store, accept_changed_probes) \
+                if reproduction is None else ([], False)   # a reproduction reruns the full grid
             for line in notes:
                 print(line, file=sys.stderr)
             if nothing_left:
                 return ScanResult("", spec.experiment, "complete", "", {"cells": 0, "ok": 0})
             if notes:
                 settings["execution"]["append_notes"] = notes   # recorded with the invocation, not hashed
+            if reproduction is not None:
+                settings["execution"]["reproduces"] = reproduction.of   # not hashed; a resume reads it
             invocation_id = str(uuid.uuid4())
             prov = provenance()
+            weights = model_weights(spec, sources)
+            n_cells = reproduction.cells.num_rows if reproduction is not None and reproduction.cells is not None \
+                else spec.n_cells()
             catalog.create_invocation({
                 "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
                 "settings": settings, "settings_hash": settings_hash(settings), **prov,
-                "content_hashes": content_hashes(spec),
-                "store_uri": spec.values["store"], "status": "running", "counts": {"cells": spec.n_cells()}})
+                "content_hashes": content_hashes(spec), "model_weights": weights,
+                "reproduces": reproduction.of if reproduction is not None else None,
+                "store_uri": spec.values["store"], "status": "running", "counts": {"cells": n_cells}})
             trace_store.write_manifest(spec.experiment, invocation_id, {
-                "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources})
+                "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources,
+                "model_weights": weights, **({"reproduces": reproduction.of} if reproduction is not None else {})})
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
-                                  config_file=spec.config_path, submitted=submitted_config(spec))
+                                  config_file=spec.config_path,
+                                  submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
         # one machine-readable line before any work, so a submitted job's log names its invocation at once
         print(f"mirrorscan-invocation: {invocation_id} experiment={spec.experiment} "
               f"{'resumed' if resume else 'new'}", file=sys.stderr, flush=True)
@@ -218,7 +258,8 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
         try:
             with RunLog(log):
                 result = _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts,
-                                  ray_address, quiet, dsn, driver)
+                                  ray_address, quiet, dsn, driver,
+                                  first=reproduction.cells if reproduction is not None else None)
         finally:
             driver.end(catalog)
     result.log_path = str(log)
@@ -266,6 +307,20 @@ def content_hashes(spec: Spec) -> dict:
         return hashes(spec.instrument_spec)
     frozen = json.dumps(spec.instrument.frozen(spec.instrument_spec), sort_keys=True, ensure_ascii=False)
     return {"instrument_settings": hashlib.sha256(frozen.encode()).hexdigest()}
+
+
+def model_weights(spec: Spec, sources: dict) -> dict:
+    """Each model variant's weight identity (``cluster.weights``), by label; a model whose identity cannot be
+    read (a hub id gone from the cache) is recorded as unknown with the reason, never failing the scan."""
+    from cluster.weights import UNKNOWN, weights_identity
+
+    out = {}
+    for m in spec.models:
+        try:
+            out[m.label] = weights_identity(sources[m.label], m.backend)
+        except Exception as exc:   # noqa: BLE001 - identity is provenance; the engine reports a bad source itself
+            out[m.label] = {"kind": UNKNOWN, "value": UNKNOWN, "reason": f"{type(exc).__name__}: {exc}"}
+    return out
 
 
 def changed_inputs(inv: dict, spec: Spec) -> list[str]:
@@ -331,17 +386,19 @@ def grid_cells(settings: dict) -> pa.Table:
 
 
 def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_attempts, ray_address, quiet,
-             dsn: str | None = None, driver=None) -> ScanResult:
-    """Expand the grid from frozen ``settings``, run what is left stage by stage (``cluster.stages``), and
-    record the outcome."""
+             dsn: str | None = None, driver=None, first: pa.Table | None = None) -> ScanResult:
+    """Expand the grid from frozen ``settings`` (or take ``first``, the first stage's cells with probe ids),
+    run what is left stage by stage (``cluster.stages``), and record the outcome. A reproduction
+    (``execution.reproduces``) runs its full grid: no cell counts as held by another invocation."""
     from cluster.stages import stage_grids
 
     experiment = spec.experiment
     n_cells, given_up, held = 0, 0, 0
     status = "running"
+    hold = not settings.get("execution", {}).get("reproduces")
     try:
-        for stage in stage_grids(instrument_ref(settings), grid_cells(settings), trace_store, experiment,
-                                 invocation_id, sources):
+        for stage in stage_grids(instrument_ref(settings), grid_cells(settings) if first is None else first,
+                                 trace_store, experiment, invocation_id, sources, hold=hold):
             n_cells += stage.cells.num_rows
             held += stage.held_elsewhere
             prior = trace_store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])

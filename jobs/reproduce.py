@@ -1,0 +1,74 @@
+"""``mirrorscan reproduce <invocation>``: rerun an invocation's exact grid as a new invocation, then diff the two.
+
+The spec is rebuilt from the invocation's frozen settings (either settings format): models and their
+sources, backends, endpoints and overrides, the instrument's frozen section (envelopes or framings, items,
+orderings), sampling, seeds and batch size. Items come from the item files when their hashes match what was
+frozen, else from the coordinates stored in the traces. Every difference that cannot be restored is printed
+as a warning first: result-shaping settings that come out differently today, a changed item set, model
+sources that resolve elsewhere, weights whose recorded identity differs (or was never recorded: "unknown"),
+package versions, a different or dirty git tree.
+
+The grid then runs in full as a new invocation of the same experiment, in the original's store and catalog,
+with ``reproduces`` = the original's id recorded (a reproduction never holds cells for an appending
+instrument such as open_scan, and none count as held for it). It ends with ``mirrorscan diff`` of the two.
+
+Exit codes: as ``scan`` (0 every cell has a successful row; 1 some errored or are missing; 2 bad input;
+130 interrupted); with ``--expect-exact``, 1 also when the diff is not an exact match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from jobs.errors import reports_user_errors
+
+
+def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
+    """The reproduce command's parser."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("invocation", help="invocation id (or its unique start, 6+ hex digits), or an experiment → its newest")
+    p.add_argument("--dry-run", action="store_true", help="rebuild the spec and print it with its warnings; run nothing")
+    p.add_argument("--store", help="trace store URI (default: the one the invocation recorded; the reproduction "
+                                   "is written there too)")
+    p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
+    p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
+    p.add_argument("--max-attempts", type=int, default=3, metavar="N", help="attempts per cell (default 3)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--expect-exact", action="store_true", help="exit 1 unless every cell gives the same answer")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    return p
+
+
+@reports_user_errors
+def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
+    """CLI entry point; returns the exit code."""
+    from jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Reproduction, print_summary, run_spec
+    from results.diff import diff_targets, format_diff
+    from results.invocations import catalog_dsn
+    from results.reproduce import describe, plan
+
+    args = build_parser(prog).parse_args(argv)
+    dsn = catalog_dsn(args.catalog_dsn)
+    rebuilt = plan(args.invocation, store=args.store, dsn=dsn)
+    print(describe(rebuilt), file=sys.stderr if not args.dry_run else sys.stdout)
+    if args.dry_run:
+        return EXIT_OK
+    try:
+        result = run_spec(rebuilt.spec, max_attempts=args.max_attempts, catalog_dsn=dsn, ray_address=args.ray_address,
+                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.id, rebuilt.cells,
+                                                                      rebuilt.submitted, rebuilt.sources))
+    except KeyboardInterrupt:
+        print("interrupted: finished parts are kept; run scan --resume on the experiment to finish it", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_summary(result, out=sys.stderr if args.json else sys.stdout)
+    d = diff_targets(rebuilt.original.id, result.invocation_id, store=args.store, dsn=dsn)
+    print(json.dumps(d.to_dict(), indent=2, ensure_ascii=False) if args.json else format_diff(d))
+    if result.status != "complete":
+        return EXIT_INCOMPLETE
+    return EXIT_INCOMPLETE if args.expect_exact and not d.exact else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m jobs.reproduce"))

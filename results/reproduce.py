@@ -1,0 +1,263 @@
+"""Rebuild an invocation's exact spec from its frozen settings, and say what cannot be restored.
+
+``plan(target)`` reads the invocation (catalog row, settings in either format, traces, manifest) and returns a
+``Plan``: a ``grid.spec.Spec`` whose ``settings()`` are the frozen ones — models with their sources,
+backends, endpoints, dtypes, sampling and overrides; the instrument's frozen section (envelopes or framings,
+items and their hashes, orderings); samples, seed, max_tokens, batch size — plus the cells to run and one
+warning per difference it cannot restore:
+
+- result-shaping settings that come out differently today (e.g. the HF sampler's version of a sampled grid);
+- items: the instrument expands the grid from its item files when their hashes match what was frozen; when
+  a file changed or is gone, the cells are rebuilt from the coordinates stored in the traces (first stage
+  only; cells of the original with no stored row cannot be recovered);
+- model sources that resolve elsewhere now, and weights whose recorded identity (``cluster.weights``)
+  differs from today's, or was never recorded ("unknown");
+- package versions, and the git tree (another commit, or a dirty one then or now).
+
+Nothing here runs the grid or writes anything: ``jobs/reproduce.py`` runs the plan as a new invocation of
+the same experiment (``reproduces`` recorded) and ends with ``results.diff``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from grid.cells import with_probe_ids
+from grid.errors import ConfigError
+from grid.records import ModelVariant
+from grid.settings import shaping_differences, upgrade
+from grid.spec import API_BACKENDS, TOP_LEVEL, Spec
+from results.invocations import Invocation, load
+
+ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
+"""Where a plan's cells come from."""
+
+
+@dataclass
+class Plan:
+    """A reproduction, ready to run: the rebuilt spec, its cells, and what could not be restored."""
+
+    original: Invocation
+    """The invocation reproduced."""
+    spec: Spec
+    """The spec rebuilt from the frozen settings (``spec.settings()`` is what the new invocation freezes)."""
+    sources: dict[str, str]
+    """Label → model source resolved now (a folder, a cached hub id, or an API model's name)."""
+    weights: dict[str, dict]
+    """Label → the identity of those weights now (``cluster.weights``)."""
+    items_from: str
+    """ITEMS_FROM_FILES or ITEMS_FROM_TRACES."""
+    cells: pa.Table | None
+    """With ITEMS_FROM_TRACES: the first stage's cells rebuilt from the stored coordinates (probe ids
+    added); None: the instrument expands them from its files."""
+    submitted: dict
+    """What the new driver run records as submitted: the original's config file where one is known."""
+    warnings: list[str] = field(default_factory=list)
+    """One line per difference that cannot be restored."""
+
+    @property
+    def n_cells(self) -> int:
+        """Cells of the first stage the reproduction runs."""
+        return self.cells.num_rows if self.cells is not None else self.spec.n_cells()
+
+
+def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) -> Spec:
+    """The ``Spec`` frozen ``settings`` (any format) describe, as if its config had been validated again:
+    ``Spec.settings()`` gives back their result-shaping part. ``config_path`` is what errors name (the
+    original config file where known); ``store_uri`` the store to write to."""
+    from grid.instrument import resolve
+
+    settings = upgrade(settings)
+    instrument = resolve(settings["instrument"])
+    execution = settings.get("execution", {})
+    values = {key: settings.get(key, default) for key, (default, _) in TOP_LEVEL.items()
+              if key not in ("store", "catalog_dsn", "actor_pool_size", "models")}
+    values.update(models=settings["models"], store=store_uri, catalog_dsn=None,
+                  actor_pool_size=execution.get("actor_pool_size") or 1)
+    try:
+        models = [ModelVariant.from_settings(m) for m in settings["models"]]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(config_path, "settings.models", str(exc), "reproduce it with the mirrorscan version that "
+                          "made it") from None
+    return Spec(config_path=config_path, experiment=settings["experiment"], raw={"models": settings["models"]},
+                values=values, models=models, instrument=instrument,
+                instrument_spec=instrument.from_frozen(settings["instrument_settings"]))
+
+
+def stored_cells(traces: pa.Table, instrument) -> pa.Table:
+    """The first-stage cells of ``traces`` (every cell with a stored row, errors included), from their stored
+    coordinates, in the order they were stored, with probe ids: what the grid was, without its item files."""
+    from cluster.stages import STAGE_SEP
+
+    rows = traces
+    if getattr(instrument, "stages", ()):
+        rows = rows.filter(pc.invert(pc.match_substring(rows.column("item_key"), STAGE_SEP)))
+    columns = ["label", "item_key", "envelope", "ordering", "sample", *instrument.coordinates]
+    seen, keep = set(), []
+    for i, key in enumerate(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist())):
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    cells = rows.take(pa.array(keep, pa.int64())).select(columns)
+    return with_probe_ids(cells, instrument=instrument.name)
+
+
+def _recorded_sources(original: Invocation) -> dict[str, str]:
+    """Label → the model source the original resolved (its manifest, else its trace rows)."""
+    recorded = dict((original.manifest or {}).get("model_sources") or {})
+    if not recorded and original.traces.num_rows:
+        pairs = original.traces.select(["label", "model_canonical"]).group_by(["label", "model_canonical"]).aggregate([])
+        recorded = dict(zip(pairs.column("label").to_pylist(), pairs.column("model_canonical").to_pylist()))
+    return recorded
+
+
+def _resolve_sources(spec: Spec, config_file: str, recorded: dict[str, str], warnings: list[str]) -> dict[str, str]:
+    """Each model's source now: an API model's name; else its entry resolved as a scan resolves it (relative
+    paths next to the original config file), falling back to the source the original recorded."""
+    from cluster.models import resolve_model_source
+
+    sources = {}
+    for i, m in enumerate(spec.models):
+        if m.backend in API_BACKENDS:
+            sources[m.label] = m.model
+            continue
+        before = recorded.get(m.label)
+        try:
+            now = resolve_model_source(m.model, config_file, f"models[{i}].model")
+        except ConfigError as exc:
+            if before and (os.path.isdir(before) or not before.startswith("/")):
+                warnings.append(f"model {m.label}: {m.model!r} does not resolve now ({exc.problem}); using the source "
+                                f"the original resolved, {before}")
+                sources[m.label] = before
+                continue
+            raise
+        if before and os.path.realpath(now) != os.path.realpath(before):
+            warnings.append(f"model {m.label}: {m.model!r} resolves to {now} now, the original ran {before}")
+        sources[m.label] = now
+    return sources
+
+
+def _weight_warnings(spec: Spec, sources: dict, recorded: dict | None, warnings: list[str]) -> dict[str, dict]:
+    """Today's weight identities, with a warning for each that differs from the recorded one or cannot be
+    compared."""
+    from cluster.weights import UNKNOWN, describe, same_weights, weights_identity
+
+    now = {}
+    for m in spec.models:
+        try:
+            now[m.label] = weights_identity(sources[m.label], m.backend)
+        except Exception as exc:   # noqa: BLE001 - an identity that cannot be read is a warning, not a stop
+            now[m.label] = {"kind": UNKNOWN, "value": UNKNOWN, "reason": f"{type(exc).__name__}: {exc}"}
+        before = (recorded or {}).get(m.label)
+        same = same_weights(before, now[m.label])
+        if same is False:
+            warnings.append(f"model {m.label}: weights differ (recorded {describe(before)}, now {describe(now[m.label])})")
+        elif same is None:
+            why = "the original recorded no weight identity" if not before else "the identities cannot be compared"
+            warnings.append(f"model {m.label}: weights unknown ({why}; recorded {describe(before)}, "
+                            f"now {describe(now[m.label])})")
+    return now
+
+
+def _provenance_warnings(row: dict, warnings: list[str]) -> None:
+    """Package versions and the git tree: then (the catalog row) against now."""
+    from cluster.provenance import git_state, package_versions
+
+    then, now = row.get("package_versions") or {}, package_versions()
+    for name in sorted(set(then) | set(now)):
+        if then.get(name) != now.get(name):
+            warnings.append(f"package {name}: {then.get(name, 'absent')} then, {now.get(name, 'absent')} now")
+    sha, dirty = git_state()
+    if row.get("git_sha") != sha:
+        warnings.append(f"git: the original ran commit {row.get('git_sha') or 'unknown'}, this is "
+                        f"{sha or 'not a git tree'}")
+    if row.get("git_dirty"):
+        warnings.append("git: the original ran from a tree with uncommitted changes")
+    if dirty:
+        warnings.append("git: this tree has uncommitted changes")
+
+
+def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, pa.Table | None]:
+    """Where the cells come from: the item files when the instrument can expand them (their hashes match),
+    else the stored coordinates (checked to render without the files)."""
+    labels = [m.label for m in spec.models]
+    try:
+        with_probe_ids(spec.instrument.cells(spec.instrument_spec, labels, spec.values["samples"]),
+                       instrument=spec.instrument.name)   # reads the item files and checks their hashes
+    except (ConfigError, OSError) as exc:
+        problem = exc.problem if isinstance(exc, ConfigError) else str(exc)
+        where = f"{exc.file}: " if isinstance(exc, ConfigError) and exc.file else ""
+        warnings.append(f"items: {where}{problem}; the cells are rebuilt from the coordinates stored in the traces")
+        cells = stored_cells(original.traces, spec.instrument)
+        planned = int((original.row.get("counts") or {}).get("cells") or 0)
+        if planned > cells.num_rows and not getattr(spec.instrument, "stages", ()):
+            warnings.append(f"items: {planned - cells.num_rows} of the original's {planned} cells have no stored row "
+                            f"and cannot be rebuilt")
+        try:
+            spec.instrument.render(cells.slice(0, 1), spec.instrument_spec)
+        except (ConfigError, OSError, KeyError) as err:
+            raise ConfigError(getattr(err, "file", "") or "", "items", f"instrument {spec.instrument.name!r} renders "
+                              f"its prompts from the item file, which changed since invocation {original.id}",
+                              "restore the file as it was, then reproduce again") from None
+        return ITEMS_FROM_TRACES, cells
+    return ITEMS_FROM_FILES, None
+
+
+def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Plan:
+    """The reproduction of invocation ``target`` (see the module docstring): read from the catalog at ``dsn``
+    and the store (``store``, default the one it recorded), which the reproduction writes to as well."""
+    original = load(target, store=store, dsn=dsn, need_traces=False)
+    submitted = original.submitted_config or {}
+    config_file = submitted.get("file") or ""
+    warnings: list[str] = []
+    store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
+    spec = spec_from_settings(original.settings, config_file or f"(invocation {original.id})", store_uri)
+    for path in shaping_differences(original.row["settings"], spec.settings()):
+        warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
+                        f"now {_at(spec.settings(), path)!r})")
+    sources = _resolve_sources(spec, config_file, _recorded_sources(original), warnings)
+    weights = _weight_warnings(spec, sources, original.row.get("model_weights"), warnings)
+    items_from, cells = _cells(spec, original, warnings)
+    _provenance_warnings(original.row, warnings)
+    record = {"reproduces": original.id}
+    if config_file:
+        record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
+    return Plan(original, spec, sources, weights, items_from, cells, record, warnings)
+
+
+def _at(settings: dict, path: str):
+    """The value at a dotted path with ``[i]`` indexes (as ``grid.settings.settings_differences`` names them)."""
+    import re
+
+    value = settings
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            value = value[index] if isinstance(value, list) and index < len(value) else None
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def describe(plan: Plan) -> str:
+    """The rebuilt spec in a few lines: experiment, instrument, models (source, backend, sampling), grid."""
+    s = plan.spec
+    v = s.values
+    lines = [f"reproduce {plan.original.id}  experiment {s.experiment}  instrument {s.instrument.name}  "
+             f"(settings format {plan.original.row['settings'].get('format', 1)})"]
+    for m in s.models:
+        where = f" at {m.endpoint}" if m.endpoint else ""
+        overrides = {k: val for k, val in (("effort", m.effort), ("extra_body", m.extra_body),
+                                          ("chat_template_kwargs", m.chat_template_kwargs),
+                                          ("engine_args", m.engine_args)) if val}
+        lines.append(f"  model {m.label}: {m.model} → {plan.sources[m.label]} ({m.backend}{where}, {m.dtype}; "
+                     f"temperature {m.temperature:g}, top_p {m.top_p:g}, max_tokens {m.max_tokens}"
+                     + (f"; overrides {overrides}" if overrides else "") + ")")
+    lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
+                 f"batch_size {v['batch_size']}; store {v['store']}")
+    lines += [f"  warning: {w}" for w in plan.warnings] or ["  nothing that cannot be restored"]
+    return "\n".join(lines)
