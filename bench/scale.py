@@ -81,6 +81,11 @@ class SleepEngine:
         self.where = where_am_i()
         self.timing_path = f"{timing_dir}/actor-{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
 
+    @staticmethod
+    def ray_resources(variant: ModelVariant) -> dict:
+        """One CPU and one ``fake_gpu`` per actor, as a GPU engine asks (the sweep builds its pools this way)."""
+        return {"num_cpus": 1, "resources": {FAKE_GPU: 1}}
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         start, cpu = time.monotonic(), time.thread_time()
         cells = batch.to_pylist()
@@ -239,11 +244,14 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
             catalog.update_progress(invocation_id, "running", {"cells_this_run": grid.num_rows, **done})
 
     head0, nodes0 = meter.read()
+    parts0 = meter.head_breakdown()
     t0 = time.monotonic()
     run_grid(grid, variants, {label: "standin" for label in labels}, run, envelopes, store_uri=store_uri,
              batch_size=batch_size, pool_size=actors_per_model, on_part=on_part, max_concurrent_models=len(labels))
     wall = time.monotonic() - t0
     head1, nodes1 = meter.read()
+    parts1 = meter.head_breakdown()
+    head_parts = {k: v - parts0.get(k, 0.0) for k, v in parts1.items() if v - parts0.get(k, 0.0) > 0.05}
     catalog.update_progress(invocation_id, "complete", {"cells": grid.num_rows, **done}, finished=True)
     events = []
     for path in glob.glob(f"{timing_dir}/*.jsonl"):
@@ -263,7 +271,8 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
         gaps += [b["start"] - a["end"] for a, b in zip(es, es[1:])]
     return {"cells": grid.num_rows, "wall": wall, "head_s": head1 - head0, "nodes_s": nodes1 - nodes0,
             "engine_cpu_s": sum(e["cpu"] for e in events), "busy": busy_fraction(events), "actors": len(by_actor),
-            "gap_s": statistics.median(gaps) if gaps else float("nan"), "problems": problems}
+            "gap_s": statistics.median(gaps) if gaps else float("nan"), "problems": problems,
+            "head_parts": head_parts}
 
 
 def idle_rates(meter, seconds: float) -> tuple[float, float]:
@@ -307,6 +316,8 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
                   f"nodes {r['nodes_ms']:.3f} ms = {r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head {r['head_s']:.1f} s, "
                   f"nodes {r['nodes_s']:.1f} s, engines' own {r['engine_cpu_s']:.1f} s)"
                   f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
+            print("       head side by process (CPU-s): " + ", ".join(
+                f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
     med = lambda key: statistics.median(r[key] for r in runs)   # noqa: E731
     head_ms, nodes_ms, busy, gap = med("head_ms"), med("nodes_ms"), med("busy"), med("gap_s")
     total = head_ms + nodes_ms
@@ -320,6 +331,7 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
     if gap == gap:   # not NaN
         print(f"busy = T / (T + gap): with the median gap of {1000 * gap:.0f} ms between an actor's calls, an engine "
               f"batch shorter than {9 * gap:.2f} s keeps it busy less than {TARGET_BUSY:g} of the time")
+    meter.close()
     return problems
 
 

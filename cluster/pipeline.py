@@ -1,14 +1,19 @@
-"""Running cells through Ray Data: render → engine actor pool (one pool per model) → Parquet parts.
+"""Running cells through Ray Data: cells → engine actor pool (one pool per model) → Parquet parts.
 
-The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it answers a
-batch, copies the instrument's coordinate columns onto the rows, runs the instrument's in-actor step
+The driver never holds the results. Each engine actor wraps its engine in ``StoringEngine``: it renders a
+batch of cells through their instrument (the request columns of its engine kind: a few ms of string
+work, done beside the engine rather than in a task of its own, which cost a worker process per block and
+a round trip through the object store), answers it, copies the instrument's coordinate columns onto the
+rows, runs the instrument's in-actor step
 (``annotate``, which may fill the instrument's own columns at scan time), stores the
 batch's trace rows as one immutable part, and returns only the counts, which the driver turns into the
 progress bar. A crash therefore loses at most the batches in flight, never a written part. The instrument
 travels as an ``InstrumentRef`` (a name and its frozen section): every worker resolves it by import.
 
 The cells are cut into many small input blocks (a few engine batches each) so that every actor of a pool
-gets work and progress arrives as it happens: Ray Data hands an actor a whole block per call.
+gets work and progress arrives as it happens: Ray Data hands an actor a whole block per call. The blocks
+enter Ray Data with their metadata computed in the driver (``ray.data.from_blocks``; ``from_arrow`` runs a
+remote task per block for it, hundreds of them at once for a large sweep).
 """
 
 from __future__ import annotations
@@ -27,9 +32,6 @@ from grid.instrument import InstrumentRef
 from grid.records import ModelVariant
 from grid.trace_schema import conform, trace_schema
 
-LIGHT_TASK_CPUS = 0
-"""Render tasks are light and reserve no CPU: with a fraction, a pool whose engine actors hold every CPU
-(two actors on a two-CPU Ray) left the render tasks unschedulable and the scan waited forever."""
 MAX_BATCHES_PER_BLOCK = 8
 """Upper bound on engine batches per input block (bounds what a crash or a slow actor holds)."""
 LOG_WAIT_S = 1.0
@@ -59,10 +61,11 @@ class StoringEngine:
         self.log = InferenceLogWriter(run.catalog_dsn if run is not None else None, store_uri, experiment, invocation_id, self.writer)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        """Answer ``batch``, store the rows as a part, return (rows, error rows) for it; meanwhile the
-        batch's cells are marked in flight in the journal folder (``cluster.crash_journal``)."""
+        """Render ``batch`` (cells) through its instrument, answer it, store the rows as a part, return (rows,
+        error rows) for it; meanwhile the batch's cells are marked in flight in the journal folder
+        (``cluster.crash_journal``)."""
         with in_flight(self.store, self.journal, self.writer, batch):
-            return self._answer(batch)
+            return self._answer(render_block(batch, self.instrument) if self.instrument is not None else batch)
 
     def _answer(self, batch: pa.Table) -> pa.Table:
         rows = instrument_rows(self.engine(batch), batch, self.instrument)
@@ -165,9 +168,7 @@ def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument
     overlap = {"max_concurrent_calls_per_actor": calls, "enable_true_multi_threading": True} if calls > 1 else {}
     pool = (ray.data.ActorPoolStrategy(size=pool_size, **overlap) if max_pool_size == pool_size
             else ray.data.ActorPoolStrategy(min_size=pool_size, max_size=max_pool_size, **overlap))
-    ds = ray.data.from_arrow(input_blocks(cells, batch_size, max_pool_size))
-    ds = ds.map_batches(render_block, fn_kwargs={"instrument": instrument}, batch_format="pyarrow",
-                        batch_size=None, num_cpus=LIGHT_TASK_CPUS)
+    ds = ray.data.from_blocks(input_blocks(cells, batch_size, max_pool_size))
     with warnings.catch_warnings():
         # Ray 2.60 deprecates ray_remote_args but names no parameter for an actor's restarts and retries
         warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
