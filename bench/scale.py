@@ -295,9 +295,15 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
     _sys.path.remove(_HERE)
 
     meter = ClusterCPU(cluster)
-    idle_head, idle_nodes = idle_rates(meter, args.idle_s)
     labels = ["model-a", "model-b"]
     per = args.sweep_actors // len(labels)
+    # A short warm-up sweep first: Ray Data's own actors (stats, usage, actor locations, autoscaling) start
+    # with the first execution and stay, so the idle baseline is taken with them, as the definition asks.
+    with Catalog(dsn) as catalog:
+        sweep_once(cells.slice(0, 32 * args.batch_size), envelopes, labels, per, store_uri=store_uri,
+                   catalog=catalog, dsn=dsn, work=work, batch_size=args.batch_size, sleep_s=0.01, meter=meter)
+    time.sleep(5)   # the warm-up's engine actors exit
+    idle_head, idle_nodes = idle_rates(meter, args.idle_s)
     print(f"\nsweep: {len(labels)} models at once × {per} actors ({args.sweep_actors} over {args.nodes} nodes), "
           f"{args.sweep_cells} cells, batch {args.batch_size}, stand-in {args.sweep_sleep_ms:.0f} ms/batch; idle "
           f"baseline {idle_head:.3f} (head) + {idle_nodes:.3f} (nodes) CPU-s per s over {args.idle_s:.0f} s", flush=True)
@@ -320,7 +326,7 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
                 f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
     med = lambda key: statistics.median(r[key] for r in runs)   # noqa: E731
     head_ms, nodes_ms, busy, gap = med("head_ms"), med("nodes_ms"), med("busy"), med("gap_s")
-    total = head_ms + nodes_ms
+    total = statistics.median(r["head_ms"] + r["nodes_ms"] for r in runs)
     print(f"orchestration CPU per cell (median of {len(runs)}): {total:.3f} ms (target ≤ {TARGET_CPU_MS:g}: "
           f"{'met' if total <= TARGET_CPU_MS else 'MISSED'}), head side {head_ms:.3f} ms (target ≤ {TARGET_HEAD_MS:g}: "
           f"{'met' if head_ms <= TARGET_HEAD_MS else 'MISSED'}), node side {nodes_ms:.3f} ms")
