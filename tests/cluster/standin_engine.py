@@ -29,6 +29,8 @@ from grid.trace_schema import to_trace_table
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 FAKE_GPU = "fake_gpu"
 """Custom Ray resource standing in for a GPU."""
+RENDEZVOUS_S = 60.0
+"""Longest wait (s) of an actor for its peers at a rendezvous (``SleepEngine._meet``)."""
 TP_GROUP_TIMEOUT_S = 45.0
 """How long a tensor-parallel stand-in waits for its placement group (s)."""
 
@@ -52,11 +54,25 @@ class SleepEngine:
         gpus = variant.num_gpus or 0
         return {"num_cpus": 1, **({"resources": {FAKE_GPU: gpus}} if gpus else {})}
 
+    def _meet(self) -> None:
+        """With ``engine_args["rendezvous"]`` (a folder) and ``["peers"]`` (n): on its first batch the actor
+        leaves a file there and waits, at most RENDEZVOUS_S, until n actors have, so that pools running side
+        by side are known to overlap whatever their start-up times; pools run one after another never meet."""
+        folder = self.variant.engine_args.get("rendezvous")
+        if folder is None or getattr(self, "_met", False):
+            return
+        self._met = True
+        open(os.path.join(folder, f"{self.variant.label}-{os.getpid()}"), "w").close()
+        deadline = time.monotonic() + RENDEZVOUS_S
+        while len(os.listdir(folder)) < int(self.variant.engine_args["peers"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Trace rows for ``batch`` (response "A"), after ``sleep_s`` seconds."""
         cells = batch.to_pylist()
         if self.poison is not None and any(c["probe_id"] == self.poison for c in cells):
             os._exit(1)
+        self._meet()
         start = time.monotonic()
         time.sleep(self.sleep_s)
         total_ms = (time.monotonic() - start) * 1000

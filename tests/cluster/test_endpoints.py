@@ -82,7 +82,7 @@ def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_
     from cluster.sweep import run_grid
 
     labels = ("tier-low", "tier-high")
-    cells, instrument = standin.grid_cells(list(labels), n_pairs=2)   # 8 cells per label
+    cells, instrument = standin.grid_cells(list(labels), n_pairs=3)   # 12 cells per label: ~18 s each
     with FaultServer() as server:
         for probe_id in cells["probe_id"].to_pylist():
             server.faults[probe_id] = "slow"

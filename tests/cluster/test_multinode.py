@@ -164,12 +164,16 @@ def overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> flo
 
 def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     """Two one-GPU models on a cluster of two fake GPUs with max_concurrent_models 2: both pools start at
-    once, so their engine calls overlap (one after the other they could not), and the caller hears parts of
-    both models, interleaved, each with its label."""
+    once, so their engine calls overlap (one after the other they could not: the first pool's actor waits
+    at the rendezvous for the second's, in vain, and then answers alone), and the caller hears parts of both
+    models, interleaved, each with its label."""
     from cluster.sweep import run_grid
 
+    meet = tmp_path / "rendezvous"   # each actor waits on its first batch until both have one
+    meet.mkdir()
     variants = [standin.standin_variant(label, num_gpus=1, min_actors=1, max_actors=1,
-                                        engine_args={"sleep_s": 0.3}) for label in ("left", "right")]
+                                        engine_args={"sleep_s": 0.3, "rendezvous": str(meet), "peers": 2})
+                for label in ("left", "right")]
     cells, instrument = standin.grid_cells([v.label for v in variants], n_pairs=10)   # 40 cells, 5 batches each
     invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
     heard, started = [], []
@@ -180,11 +184,12 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)
     spans = engine_intervals(rows)
-    assert overlap_s(spans["left"], spans["right"]) > 0.3, f"the two pools never ran together: {spans}"
+    assert overlap_s(spans["left"], spans["right"]) > 0.1, f"the two pools never ran together: {spans}"
     assert started == ["left", "right"]
     assert set(heard) == {"left", "right"} and len(heard) == 10
-    switches = sum(1 for a, b in zip(heard, heard[1:]) if a != b)
-    assert switches >= 2, f"parts arrived one model after the other: {heard}"
+    last = {label: max(i for i, x in enumerate(heard) if x == label) for label in ("left", "right")}
+    first = {label: heard.index(label) for label in ("left", "right")}
+    assert first["right"] < last["left"] and first["left"] < last["right"], f"parts came one model after the other: {heard}"
 
 
 def test_b_node_removed_mid_run_every_cell_once(tmp_path, cluster, standin_backend):
