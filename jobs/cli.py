@@ -3,6 +3,7 @@
   mirrorscan scan EXPERIMENT_DIR [--resume]   run (or finish) an experiment's grid
   mirrorscan analyze EXPERIMENT_DIR            its newest invocation's numbers, as its instrument defines them
   mirrorscan compare A B                      two invocations side by side (forced_choice: fingerprints)
+  mirrorscan report TARGET [--all]            one self-contained HTML report per invocation
   mirrorscan stats gstudy|kendall|auroc|null  statistics on a long table or an invocation's traces
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
@@ -27,6 +28,7 @@ VERBS = {
     "scan": ("jobs.scan", "run or resume an experiment's grid"),
     "analyze": ("jobs.analyze", "an invocation's numbers, tables and charts, as its instrument defines them"),
     "compare": ("jobs.compare", "two invocations or models side by side (forced_choice: fingerprints)"),
+    "report": ("jobs.report", "one self-contained HTML file per invocation: numbers, definitions, charts, queries"),
     "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
