@@ -11,9 +11,7 @@ import html
 import json
 import os
 import re
-import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -23,14 +21,10 @@ import overfit  # noqa: E402  (tests/jobs/overfit.py)
 
 from conftest import new_database  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_page import numbers, query_of, run_cli  # noqa: E402
+
 DESCRIPTION = 'planted table <script>alert("x")</script> & more'
-
-
-def run_cli(args: list[str], env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
-    """``mirrorscan ARGS`` as a user runs it (this checkout's code first on the path)."""
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -59,52 +53,6 @@ def reported(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     path = Path(line.removeprefix("report: "))
     return {"exp": exp, "inv": result.invocation_id, "store": store, "env": env, "path": path,
             "html": path.read_text(encoding="utf-8")}
-
-
-class Numbers(HTMLParser):
-    """The headline rows of a report page: (model, number) → (shown value, printed sql command lines)."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: dict = {}
-        self._key, self._cell, self._text = None, None, []
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "tr" and a.get("class") == "number":
-            self._key = (a["data-model"], a["data-number"])
-            self.rows[self._key] = {"value": "", "sql": []}
-        elif self._key and tag == "td" and a.get("class") == "value":
-            self._cell, self._text = "value", []
-        elif self._key and tag == "pre" and a.get("class") == "sql":
-            self._cell, self._text = "sql", []
-
-    def handle_endtag(self, tag):
-        if self._key and self._cell == "value" and tag == "td":
-            self.rows[self._key]["value"] = "".join(self._text)
-            self._cell = None
-        elif self._key and self._cell == "sql" and tag == "pre":
-            self.rows[self._key]["sql"].append("".join(self._text))
-            self._cell = None
-        elif tag == "tr":
-            self._key = None
-
-    def handle_data(self, data):
-        if self._cell:
-            self._text.append(data)
-
-
-def numbers(page: str) -> dict:
-    parser = Numbers()
-    parser.feed(page)
-    return parser.rows
-
-
-def query_of(command: str) -> str:
-    """The SQL of a printed ``mirrorscan sql "…"`` line."""
-    match = re.fullmatch(r'mirrorscan sql "(.*)"', command, re.DOTALL)
-    assert match, command
-    return match.group(1)
 
 
 def test_the_report_holds_settings_counts_numbers_definitions_charts_and_queries(reported):
