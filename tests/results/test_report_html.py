@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 
 def test_responses_and_labels_are_escaped_and_passwords_never_shown():
     from grid.headline import HeadlineSource
@@ -71,3 +73,26 @@ def test_results_imports_neither_jobs_nor_an_instrument():
         if bad:
             offenders[path.name] = bad
     assert offenders == {}
+
+
+def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys):
+    """What lens's source claims: `mirrorscan stats kendall` on the analysis's wrappers.parquet returns the W
+    the lens analysis reports (its concordance over the same table), whatever the seed."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from instruments.lens.gstudy import concordance
+    from jobs import stats
+
+    rng = np.random.default_rng(5)
+    rows = [{"label": m, "variant": "base", "wrapper": f"e{i}×d{j}", "max_auroc_minus_half": float(rng.normal())}
+            for m in ("a", "b", "c") for i in range(3) for j in range(2)]
+    w = concordance(rows, {"variants": {"base": {}}, "null_permutations": 20, "seed": 7})["base"]["w"]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "wrappers.parquet")
+    assert stats.main(["kendall", "--input", str(tmp_path / "wrappers.parquet"), "--score", "max_auroc_minus_half",
+                       "--object", "label", "--rater", "wrapper", "--permutations", "20", "--seed", "7"]) == 0
+    got = json.loads(capsys.readouterr().out)["kendall_w"]["w_tie_corrected"]
+    assert 0 < w < 1 and got == pytest.approx(w, rel=1e-12)
