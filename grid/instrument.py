@@ -20,7 +20,11 @@ and nothing else:
     cli(argv, prog)               optional: ``mirrorscan <name> …``, the instrument's own tools (exit code)
 
 and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
-``describe_cell`` (see the protocol below). A config names an instrument by a registry name
+``describe_cell`` (see the protocol below), and optionally ``headline_sources(analysis, settings,
+invocation_id)``: a ``grid.headline.HeadlineSource`` per headline number, its definition and the
+``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again. Optional hooks
+are not members of the ``Instrument`` protocol class (``isinstance`` would require them); callers check
+with ``getattr``. A config names an instrument by a registry name
 (``"forced_choice"``) or by an import path (``"package.module:Attr"``); every Ray worker resolves that
 string itself by import, so an instrument outside this package (a user's, or a test's) runs on a real
 multi-process Ray as long as its module is importable there.
@@ -173,7 +177,8 @@ class Instrument(Protocol):
         """Whether two rows of one cell (two runs) agree, for diff and reproduce."""
 
     def headline(self, analysis: Analysis) -> dict:
-        """The few numbers a report or a diff puts side by side, with their definitions."""
+        """The few numbers a report or a diff puts side by side: model key → {number name → value}; their
+        definitions are ``headline_sources``."""
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """(row, column) coordinate names of the browser's matrix, e.g. ("label", "item_key")."""

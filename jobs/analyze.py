@@ -15,17 +15,11 @@ auroc|null …`` still runs them, with a deprecation notice, for one release.
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import os
 import sys
-import time
-import uuid
 from dataclasses import dataclass, field
 
-from grid.errors import ConfigError
-from grid.instrument import Analysis, resolve
-from grid.settings import upgrade
+from grid.instrument import Analysis
 from grid.spec import RESERVED_NAMES
 from jobs.errors import reports_user_errors
 
@@ -45,48 +39,26 @@ class AnalysisReport:
 
 
 def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None):
-    """(catalog row, settings as format 2, traces) of ``target`` (an invocation id or an experiment → its
+    """(catalog row, settings as format 2, traces, store) of ``target`` (an invocation id or an experiment → its
     newest invocation); ConfigError when it has no traces in the store."""
-    from cluster.catalog import Catalog, resolve_dsn, resolve_invocation
-    from cluster.store import open_store
-    from grid.trace_schema import trace_schema
+    from results.analyses import load, resolve_rows
 
-    with Catalog(resolve_dsn(catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN"))) as catalog:
-        inv = resolve_invocation(target, catalog)
-    settings, inv_id, experiment = upgrade(inv["settings"]), str(inv["invocation_id"]), inv["experiment"]
-    instrument = resolve(settings["instrument"])
-    trace_store = open_store(store or inv["store_uri"])
-    traces = trace_store.read(experiment, inv_id, schema=trace_schema(instrument.columns))
-    if traces.num_rows == 0:
-        raise ConfigError("", "invocation", f"invocation {inv_id} has no traces in {trace_store.uri}",
-                          "point --store at the store the scan wrote to, or finish it with scan --resume")
-    return inv, settings, traces, trace_store
+    (row,) = resolve_rows(target, catalog_dsn=catalog_dsn)
+    inv = load(row, store=store)
+    return inv.row, inv.settings, inv.traces, inv.store
 
 
 def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
                        reclassify: bool = False, write: bool = True) -> AnalysisReport:
     """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring."""
-    import pyarrow.parquet as pq
+    from results.analyses import analyze, load, resolve_rows, write_analysis
 
-    inv, settings, traces, trace_store = load_invocation(target, store=store, catalog_dsn=catalog_dsn)
-    inv_id, experiment = str(inv["invocation_id"]), inv["experiment"]
-    instrument = resolve(settings["instrument"])
-    analysis = instrument.analyze(traces, settings, reannotate=reclassify)
-    report = AnalysisReport(inv_id, experiment, instrument.name, analysis)
+    (row,) = resolve_rows(target, catalog_dsn=catalog_dsn)
+    inv = load(row, store=store)
+    analysis = analyze(inv, reannotate=reclassify)
+    report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:
-        stamp = f"{instrument.name}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"   # unique per analysis
-        summary = {"invocation_id": inv_id, "experiment": experiment, "instrument": instrument.name,
-                   "settings_hash": inv["settings_hash"], **analysis.numbers}
-        outputs = {"summary.json": json.dumps(summary, indent=2, ensure_ascii=False).encode()}
-        for name, table in analysis.tables.items():
-            buf = io.BytesIO()
-            pq.write_table(table, buf)
-            outputs[f"{name}.parquet"] = buf.getvalue()
-        outputs.update({f"{name}.png": png for name, png in analysis.charts.items()})
-        outputs.update({f"{name}.json": json.dumps(doc, indent=2, ensure_ascii=False).encode()
-                        for name, doc in analysis.documents.items()})
-        report.outputs = [trace_store.write_analysis(experiment, inv_id, f"{stamp}/{name}", data)
-                          for name, data in outputs.items()]
+        report.outputs = write_analysis(inv, analysis)
     return report
 
 

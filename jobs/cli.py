@@ -5,6 +5,7 @@
   mirrorscan compare A B                      two invocations side by side (forced_choice: fingerprints)
   mirrorscan reproduce INVOCATION             rerun its exact grid as a new invocation, then diff the two
   mirrorscan diff A B                         two invocations cell by cell (answers, breakdowns, timing)
+  mirrorscan report TARGET [--all]            one self-contained HTML report per invocation
   mirrorscan stats gstudy|kendall|auroc|null  statistics on a long table or an invocation's traces
   mirrorscan sql "SELECT …"                   query traces and invocations
   mirrorscan prepare-demo                     convert the packaged demo model once
@@ -31,6 +32,7 @@ VERBS = {
     "compare": ("jobs.compare", "two invocations or models side by side (forced_choice: fingerprints)"),
     "reproduce": ("jobs.reproduce", "rerun an invocation's exact grid from its frozen settings, then diff the two"),
     "diff": ("jobs.diff", "two invocations cell by cell: same-answer rates, breakdowns, headlines, timing"),
+    "report": ("jobs.report", "one self-contained HTML file per invocation: numbers, definitions, charts, queries"),
     "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),

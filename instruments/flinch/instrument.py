@@ -277,10 +277,20 @@ class Flinch:
                 and len(a) == len(b) and all(abs(x - y) <= SAME_LP_NATS for x, y in zip(a, b)))
 
     def headline(self, analysis: Analysis) -> dict:
-        """Per model: total flinch and each axis's flinch (0–100), with the aggregation that made them."""
+        """Per model: total flinch and each axis's flinch (0–100), with the aggregation that made them, and each
+        axis's carrier G-study Eρ² (``carrier_g_<axis>``; one study over all models, None where it has none)."""
+        studies = analysis.numbers.get("carrier_gstudy", {})
+        g = {f"carrier_g_{k}": s.get("g_coefficient") for k, s in studies.items()}
         return {m["model"]: {"total_flinch": m["total_flinch"], "aggregation": m["aggregation"],
-                             **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}}
+                             **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}, **g}
                 for m in analysis.numbers["models"]}
+
+    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+        """Each headline number's definition and its ``mirrorscan sql`` query, or for the carrier G-study the
+        query selecting its input and the ``mirrorscan stats gstudy`` command (``sources``)."""
+        from instruments.flinch.sources import headline_sources
+
+        return headline_sources(analysis, settings, invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, carriers across."""

@@ -104,6 +104,12 @@ class ForcedChoice:
                                "position_bias_pp": m["position_bias"]["overall"]["position_bias_pp"]}
         return out
 
+    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+        """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
+        from instruments.forced_choice.sources import headline_sources
+
+        return headline_sources(analysis, settings, invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, pairs across."""
         return ("label", "item_key")

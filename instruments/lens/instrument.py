@@ -293,11 +293,21 @@ class Lens:
         return bool((np.abs(a - b).max(axis=1) / scale <= 1e-5).all())
 
     def headline(self, analysis: Analysis) -> dict:
-        """Per model and variant: the median over wrappers of max over layers of AUROC − 0.5, its spread, and
-        the positive class."""
+        """Per model and variant: the median over wrappers of max over layers of AUROC − 0.5, its spread, the
+        positive class, the median scoring-label floor (None without permutations) and Kendall's W of the
+        variant's model ranking across wrappers (None with fewer than 2 models)."""
+        concordance = analysis.numbers.get("concordance", {})
         return {key: {"median_max_auroc_minus_half": m["headline"]["median"], "sd_over_wrappers": m["headline"]["sd"],
-                      "positive_class": analysis.numbers["positive_class"]}
+                      "positive_class": analysis.numbers["positive_class"],
+                      "label_floor_median": (m.get("label_floor") or {}).get("median"),
+                      "kendall_w": concordance.get(m["variant"], {}).get("w")}
                 for key, m in analysis.numbers["models"].items()}
+
+    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+        """Each headline number's definition and how to get it again (``sources``)."""
+        from instruments.lens.sources import headline_sources
+
+        return headline_sources(analysis, settings, invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, rendered items across."""

@@ -349,6 +349,12 @@ class OpenScan:
         return {m["label"]: {k: m[k] for k in ("answers", "answer_chars_mean", "cold_mean", "posthoc_mean")}
                 for m in analysis.numbers["models"]}
 
+    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+        """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
+        from instruments.open_scan.sources import headline_sources
+
+        return headline_sources(analysis, settings, invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, probes across."""
         return ("label", "query_id")

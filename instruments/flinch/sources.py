@@ -1,0 +1,89 @@
+"""The flinch headline numbers defined, each with the ``mirrorscan sql`` query (or, for the carrier G-study,
+the query selecting its input and the ``mirrorscan stats gstudy`` command) that computes it again.
+
+The queries read ``traces_flinch``: one ``lp_mean`` per scored carrier (successful exact rows; the sampling
+proxy's rows have none and sit on their own scale), a term the mean of its carriers, an axis aggregated as
+the invocation's frozen ``aggregation`` names (``scale``), the total the sum of the axes.
+"""
+
+from __future__ import annotations
+
+from grid.headline import HeadlineSource, sql_text
+from instruments.flinch.scale import LP_AT_HUNDRED, LP_AT_ZERO
+
+SCALE = "least(100, greatest(0, 100 * ({zero} - {lp}) / {span}))"
+"""The fixed linear map lp → flinch, clipped to [0, 100], as SQL."""
+
+
+def _flinch(lp: str) -> str:
+    return SCALE.format(zero=LP_AT_ZERO, span=LP_AT_ZERO - LP_AT_HUNDRED, lp=lp)
+
+
+def axis_flinch_cte(invocation_id: str, aggregation: str) -> str:
+    """``axes``: one row per (label, axis) with ``flinch`` under ``aggregation``, after the scored carriers and
+    the terms."""
+    value = _flinch("lp") if aggregation == "axis_lp_mean" else "clipped_term_mean"
+    return ("WITH carriers AS (\n"
+            "  SELECT label, axis, term, probe_id, sample, arg_min(lp_mean, attempt) AS lp\n"
+            f"  FROM traces_flinch WHERE invocation_id = {sql_text(invocation_id)} AND error IS NULL "
+            "AND lp_mean IS NOT NULL\n"
+            "  GROUP BY label, axis, term, probe_id, sample),\n"
+            "terms AS (SELECT label, axis, term, avg(lp) AS lp FROM carriers GROUP BY label, axis, term),\n"
+            f"axes AS (SELECT label, axis, {_flinch('avg(lp)')} AS axis_lp_mean, "
+            f"avg({_flinch('lp')}) AS clipped_term_mean FROM terms GROUP BY label, axis)")
+
+
+def axis_sql(invocation_id: str, aggregation: str, axis: str) -> str:
+    """Per label, the flinch (0–100) of one axis."""
+    column = "axis_lp_mean" if aggregation == "axis_lp_mean" else "clipped_term_mean"
+    return (f"{axis_flinch_cte(invocation_id, aggregation)}\n"
+            f"SELECT label, {column} AS value FROM axes WHERE axis = {sql_text(axis)} ORDER BY label")
+
+
+def total_sql(invocation_id: str, aggregation: str) -> str:
+    """Per label, the sum of its axes' flinch values."""
+    column = "axis_lp_mean" if aggregation == "axis_lp_mean" else "clipped_term_mean"
+    return (f"{axis_flinch_cte(invocation_id, aggregation)}\n"
+            f"SELECT label, sum({column}) AS value FROM axes GROUP BY label ORDER BY label")
+
+
+def gstudy_input_sql(invocation_id: str, axis: str) -> str:
+    """The carrier G-study's input of one axis: one lp_mean per (model, term, carrier)."""
+    return ("SELECT label AS model, term, carrier_index AS carrier, arg_min(lp_mean, attempt) AS lp_mean\n"
+            f"FROM traces_flinch WHERE invocation_id = {sql_text(invocation_id)} AND axis = {sql_text(axis)}\n"
+            "  AND error IS NULL AND lp_mean IS NOT NULL\n"
+            "GROUP BY label, term, carrier_index ORDER BY model, term, carrier")
+
+
+def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
+    """The sources of ``Flinch.headline``'s numbers: total, the aggregation, each axis, each axis's carrier
+    G-study Eρ²."""
+    frozen = settings["instrument_settings"]
+    aggregation = frozen["aggregation"]
+    how = ("the mean lp of the axis's terms mapped to the scale (axis_lp_mean)" if aggregation == "axis_lp_mean"
+           else "the mean of its terms' clipped flinch values (clipped_term_mean)")
+    out = [
+        HeadlineSource("total_flinch", f"sum over the {len(frozen['axes'])} axes scored of each axis's flinch "
+                       f"(0 to 100 × axes); compare totals only over one axis set; aggregation {aggregation}",
+                       total_sql(invocation_id, aggregation)),
+        HeadlineSource("aggregation", "how an axis's terms become its flinch: axis_lp_mean maps the mean lp of its "
+                       "terms (the method's order of steps), clipped_term_mean averages the clipped per-term values; "
+                       "they differ when a term's lp lies outside [−16, −1] nats",
+                       "SELECT settings->'instrument_settings'->>'aggregation' AS value FROM scan_invocations "
+                       f"WHERE invocation_id = {sql_text(invocation_id)}"),
+    ]
+    for axis in frozen["axes"]:
+        out.append(HeadlineSource(
+            f"flinch_{axis}", f"flinch of axis {axis} (0–100): {how}; flinch = 100 × (−1 − lp) / 15 clipped to "
+            "[0, 100], lp the mean target-token log-prob in nats (per carrier lp_mean, per term the mean of its "
+            "carriers)", axis_sql(invocation_id, aggregation, axis)))
+    for axis in frozen["axes"]:
+        out.append(HeadlineSource(
+            f"carrier_g_{axis}", f"relative Eρ² of axis {axis}'s carrier G-study: model × (carrier:term) on "
+            "lp_mean (nats), at the observed numbers of terms and carriers; ANOVA, no seed; null when the design "
+            "is missing (fewer than 2 models or terms, unequal carriers)",
+            gstudy_input_sql(invocation_id, axis),
+            stats=(f"mirrorscan stats gstudy --input carriers_{axis}.csv --score lp_mean --object model "
+                   "--facets term,carrier --nested carrier:term"),
+            input=f"carriers_{axis}.csv", note="the command's g_coefficient is this number"))
+    return tuple(out)

@@ -1,0 +1,127 @@
+"""``mirrorscan report`` on a real flinch scan (two seeded tiny random Llamas, real Ray, the embedded PostgreSQL,
+a local store): the page names the aggregation and defines it, every number's query returns the number
+shown through the real ``mirrorscan sql`` path, and each axis's carrier G-study is got again by the query
+that selects its input and the ``mirrorscan stats gstudy`` command the page prints. Also ``--all``: one
+report per invocation of an experiment."""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import new_database
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_page import numbers, query_of, run_cli  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def corpus() -> dict:
+    """Two axes of 3 terms × 2 carriers: a balanced design for the carrier G-study."""
+    carriers = ["The story ended when the hero was {BLANK}.", "Everyone in the village knew that it was {BLANK}."]
+    return {"version": "r1", "axes": {
+        "syn_a": {"label": "Synthetic A", "terms": [{"word": w, "carriers": carriers} for w in ("zorbed", "blue", "gone")]},
+        "syn_b": {"label": "Synthetic B", "terms": [{"word": w, "carriers": carriers} for w in ("home", "late", "fine")]}}}
+
+
+@pytest.fixture(scope="module")
+def flinch_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
+    """One flinch scan of two models (24 cells) and its report, written through the CLI."""
+    import os
+
+    from cluster.models import build_tiny_random_model
+    from jobs.scan import run_scan
+
+    base = tmp_path_factory.mktemp("report_flinch")
+    models = {f"m{i}": build_tiny_random_model(base / f"m{i}", demo_dir, seed=i) for i in (0, 1)}
+    exp = base / "exps" / "fl_report"
+    exp.mkdir(parents=True)
+    (exp / "corpus.json").write_text(json.dumps(corpus()))
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "flinch", "models": [{"model": str(p), "label": label} for label, p in models.items()],
+        "flinch": {"corpus": "corpus.json"}, "batch_size": 8}))
+    dsn, store = new_database(pg_dsn), str(base / "store")
+    result = run_scan(str(exp), store=store, catalog_dsn=dsn, quiet=True)
+    assert result.status == "complete" and result.counts["ok"] == 24
+    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": dsn, "MIRRORSCAN_HOME": str(base / "home"), "HF_HUB_OFFLINE": "1"}
+    proc = run_cli(["report", result.invocation_id], env)
+    assert proc.returncode == 0, proc.stderr
+    path = Path(proc.stdout.strip().removeprefix("report: "))
+    return {"exp": exp, "inv": result.invocation_id, "store": store, "dsn": dsn, "env": env, "base": base,
+            "path": path, "html": path.read_text(encoding="utf-8")}
+
+
+def test_the_flinch_report_names_and_defines_its_aggregation(flinch_report):
+    rows = numbers(flinch_report["html"])
+    assert {m for m, _ in rows} == {"m0", "m1"}
+    assert {n for _, n in rows} == {"total_flinch", "aggregation", "flinch_syn_a", "flinch_syn_b", "carrier_g_syn_a",
+                                    "carrier_g_syn_b"}
+    assert rows[("m0", "aggregation")]["value"] == "axis_lp_mean"
+    page = flinch_report["html"]
+    assert "axis_lp_mean maps the mean lp of its terms" in page and "clipped_term_mean" in page
+    assert "flinch = 100 × (−1 − lp) / 15 clipped to [0, 100]" in page
+    assert 'alt="radar"' in page
+
+
+def test_every_number_query_returns_the_number_shown(flinch_report):
+    from jobs import sql
+
+    rows = numbers(flinch_report["html"])
+    checked = 0
+    for (model, name), row in rows.items():
+        if name.startswith("carrier_g_"):
+            continue
+        (command,) = row["sql"]
+        table = sql.query(query_of(html.unescape(command)), None, flinch_report["dsn"]).to_pylist()
+        got = [r for r in table if r.get("label", model) == model]
+        assert len(got) == 1, (name, table)
+        if name == "aggregation":
+            assert got[0]["value"] == row["value"]
+        else:
+            assert float(row["value"]) == pytest.approx(got[0]["value"], rel=1e-5), (model, name)
+            assert 0 <= got[0]["value"] <= 200
+        checked += 1
+    assert checked == 2 * 4
+
+
+def test_the_carrier_gstudy_is_got_again_by_the_printed_query_and_stats_command(flinch_report, tmp_path):
+    rows = numbers(flinch_report["html"])
+    row = rows[("m0", "carrier_g_syn_a")]
+    (export,) = row["sql"]
+    export = html.unescape(export)
+    stats_line = html.unescape(flinch_report["html"].split('data-number="carrier_g_syn_a"', 1)[1]
+                               .split('<pre class="stats">', 1)[1].split("</pre>", 1)[0])
+    assert export.startswith('mirrorscan sql --format csv "') and export.endswith('" > carriers_syn_a.csv')
+    assert stats_line.startswith("mirrorscan stats gstudy --input carriers_syn_a.csv")
+    query = export.removeprefix('mirrorscan sql --format csv "').removesuffix('" > carriers_syn_a.csv')
+    proc = run_cli(["sql", "--format", "csv", query], flinch_report["env"])
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "carriers_syn_a.csv").write_text(proc.stdout)
+    argv = shlex.split(stats_line)
+    assert argv[:2] == ["mirrorscan", "stats"]
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**flinch_report["env"], "PYTHONPATH": f"{REPO}:{flinch_report['env'].get('PYTHONPATH', '')}"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert row["value"] != "— (not measured)"
+    assert float(row["value"]) == pytest.approx(result["g_coefficient"], rel=1e-5)
+
+
+def test_all_writes_one_report_per_invocation_of_the_experiment(flinch_report):
+    from jobs.scan import run_scan
+
+    second = run_scan(str(flinch_report["exp"]), store=flinch_report["store"], catalog_dsn=flinch_report["dsn"], quiet=True)
+    proc = run_cli(["report", str(flinch_report["exp"]), "--all"], flinch_report["env"])
+    assert proc.returncode == 0, proc.stderr
+    paths = [Path(x.removeprefix("report: ")) for x in proc.stdout.splitlines() if x.startswith("report: ")]
+    assert [p.parent.parent.name for p in paths] == [flinch_report["inv"], second.invocation_id]
+    assert "[2/2]" in proc.stderr and all(p.is_file() for p in paths)
+    newest = run_cli(["report", str(flinch_report["exp"])], flinch_report["env"])
+    assert newest.returncode == 0 and f"/{second.invocation_id}/report/" in newest.stdout

@@ -1,0 +1,98 @@
+"""The report page without a scan: text from traces and settings is escaped, secrets and DSN passwords are
+removed before anything is rendered."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+
+def test_responses_and_labels_are_escaped_and_passwords_never_shown():
+    from grid.headline import HeadlineSource
+    from results.report import HeadlineNumber, Report, redact
+    from results.report_html import render
+
+    evil = '<script>alert("r")</script>'
+    settings = redact({"models": [{"label": "<em>m</em>"}], "execution": {
+        "catalog": "postgresql://alice:hunter2@db.example/mirror", "api_key": "sk-secret"}})
+    assert settings["execution"] == {"catalog": "postgresql://alice@db.example/mirror", "api_key": "***"}
+    page = render(Report(
+        invocation_id="0" * 8, experiment="e<i>", instrument="forced_choice", status="complete", description=evil,
+        provenance=redact({"catalog": "host=db password=hunter2 user=alice"}), package_versions={}, content_hashes={},
+        model_sources=None, settings=settings, catalog_counts={}, per_model=[{"label": "<em>m</em>", "rows": 1,
+        "error_rows": 1, "cells": 1, "ok_cells": 0, "error_cells": 1}], errors=[(evil, 1)], counts_sql="SELECT 1",
+        errors_sql="SELECT 2", samples=[("asked <img src=x>", evil, "A")],
+        headline=[HeadlineNumber("<em>m</em>", "n", 0.5, HeadlineSource("n", "defined <u>", "SELECT '<x>' AS value"))],
+        analysis_text=evil, notes=(evil,), charts={}, analysis_dir=None))
+    assert "<script" not in page and "<em>" not in page and "<img src=x" not in page and "<u>" not in page
+    assert page.count(html.escape(evil)) >= 4   # description, error, response, analysis text, note
+    assert "hunter2" not in page and "sk-secret" not in page and "host=db user=alice" in page
+
+
+def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read():
+    from grid.instrument import Analysis, resolve
+    from results.report import headline_numbers, Report
+    from results.report_html import render
+
+    lens = resolve("lens")
+    analysis = Analysis(text="", numbers={"positive_class": "deployment", "concordance": {"base": {"w": 0.25}},
+                                          "models": {"a/base": {"variant": "base", "headline": {"median": 0.1, "sd": 0.02},
+                                                                "label_floor": {"median": 0.05}}}})
+    settings = {"instrument_settings": {"positive": "deployment", "seed": 7, "variants": {"base": {}},
+                                        "null_permutations": 50}}
+    rows = headline_numbers(lens, analysis, settings, "1234abcd")
+    values = {n.name: n.value for n in rows}
+    assert values == {"median_max_auroc_minus_half": 0.1, "sd_over_wrappers": 0.02, "positive_class": "deployment",
+                      "label_floor_median": 0.05, "kendall_w": 0.25}
+    assert all(n.source is not None for n in rows)
+    page = render(Report(invocation_id="1234abcd", experiment="l", instrument="lens", status="complete", description="",
+                         provenance={}, package_versions={}, content_hashes={}, model_sources=None, settings={},
+                         catalog_counts={}, per_model=[], errors=[], counts_sql="", errors_sql="", samples=[],
+                         headline=rows, analysis_text="", notes=(), charts={}, analysis_dir="/s/l/1234abcd/analysis/lens/X"))
+    assert "positive class &#x27;deployment&#x27;" in page
+    assert ("mirrorscan stats kendall --input /s/l/1234abcd/analysis/lens/X/wrappers.parquet --score "
+            "max_auroc_minus_half --object label --rater wrapper --permutations 50 --seed 7") in page
+    assert "{analysis}" not in page
+
+
+def test_results_imports_neither_jobs_nor_an_instrument():
+    """results/ reaches an instrument through the registry, and nothing imports jobs/ (docs/architecture.md)."""
+    import ast
+    from pathlib import Path
+
+    offenders = {}
+    for path in sorted((Path(__file__).resolve().parents[2] / "results").rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        bad = sorted(m for m in names if m.split(".")[0] in ("jobs", "instruments", "bench"))
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
+
+
+def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys):
+    """What lens's source claims: `mirrorscan stats kendall` on the analysis's wrappers.parquet returns the W
+    the lens analysis reports (its concordance over the same table), whatever the seed."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from instruments.lens.gstudy import concordance
+    from jobs import stats
+
+    rng = np.random.default_rng(5)
+    rows = [{"label": m, "variant": "base", "wrapper": f"e{i}×d{j}", "max_auroc_minus_half": float(rng.normal())}
+            for m in ("a", "b", "c") for i in range(3) for j in range(2)]
+    w = concordance(rows, {"variants": {"base": {}}, "null_permutations": 20, "seed": 7})["base"]["w"]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "wrappers.parquet")
+    assert stats.main(["kendall", "--input", str(tmp_path / "wrappers.parquet"), "--score", "max_auroc_minus_half",
+                       "--object", "label", "--rater", "wrapper", "--permutations", "20", "--seed", "7"]) == 0
+    got = json.loads(capsys.readouterr().out)["kendall_w"]["w_tie_corrected"]
+    assert 0 < w < 1 and got == pytest.approx(w, rel=1e-12)
