@@ -21,6 +21,7 @@ a part no file lists is indexed when the invocation is next refreshed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
@@ -42,6 +43,14 @@ INDEX_SCHEMA = pa.schema([
 ])
 """One row per trace row; see the module docstring (``part`` is dictionary-encoded on disk)."""
 
+FACETS = {"envelope": "envelope", "ordering": "ordering", "label": "label", "answer": "answer_class",
+          "mrow": "mrow", "mcol": "mcol"}
+"""Name → index column whose distinct values an index file lists in its metadata: the filters' choices, and the
+matrix's rows and columns (the unfiltered matrix needs no scan to know them)."""
+FACET_MAX = 50_000
+"""Distinct values, at most, a facet lists in an index file's metadata (a column with more is left out)."""
+ROW_GROUP_ROWS = 64 * 1024
+"""Rows per row group of an index file: small enough that a trace lookup reads little of a large index."""
 READ_THREADS = 8
 """Parts read at once while indexing (small files: the time goes to opening them, which overlaps well)."""
 
@@ -146,16 +155,42 @@ def build(store, experiment: str, invocation_id: str, instrument, folder: Path, 
             if progress is not None and (i % 500 == 0 or i == len(parts) - 1):
                 progress(i + 1, len(parts))
     rows = pa.concat_tables(tables).combine_chunks()
+    # sorted by the trace key, so a trace lookup reads one row group (its min/max statistics skip the rest)
+    rows = rows.sort_by([("probe_id", "ascending"), ("sample", "ascending"), ("attempt", "ascending")])
     rows = rows.set_column(rows.schema.get_field_index("part"), "part", pc.dictionary_encode(rows.column("part")))
-    return _write(folder, rows, len(parts))
+    return _write(folder, rows, len(parts), _facets_of(rows))
 
 
-def _write(folder: Path, rows: pa.Table, n_parts: int) -> Path:
+def _facets_of(rows: pa.Table) -> dict[str, list]:
+    """Distinct values of each filter column (the browser's filter choices), kept in the file's metadata."""
+    out = {}
+    for name, column in FACETS.items():
+        values = pc.unique(rows.column(column))
+        if len(values) <= FACET_MAX:
+            out[name] = sorted(v for v in values.to_pylist() if v is not None)
+    return out
+
+
+def facets(files: list[Path]) -> dict[str, list]:
+    """The union of the distinct values the index files hold in their metadata (read from their footers only);
+    a facet some file left out (too many values) is absent."""
+    out: dict[str, set] = {name: set() for name in FACETS}
+    missing: set[str] = set()
+    for f in files:
+        listed = json.loads((pq.read_schema(f).metadata or {}).get(b"mirrorscan.facets", b"{}"))
+        missing |= set(FACETS) - set(listed)
+        for name, values in listed.items():
+            out.setdefault(name, set()).update(values)
+    return {name: sorted(values) for name, values in out.items() if name not in missing}
+
+
+def _write(folder: Path, rows: pa.Table, n_parts: int, facet_values: dict) -> Path:
     """Write one index file atomically (temporary name, then rename); never overwrites."""
     folder.mkdir(parents=True, exist_ok=True)
     name = f"index-{time.strftime('%Y%m%dT%H%M%S')}-{n_parts:08d}-{uuid.uuid4().hex[:12]}.parquet"
     final, temp = folder / name, folder / f".{name}.tmp"
-    pq.write_table(rows, temp, compression="zstd", row_group_size=256 * 1024)
+    rows = rows.replace_schema_metadata({"mirrorscan.facets": json.dumps(facet_values)})
+    pq.write_table(rows, temp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     os.replace(temp, final)
     return final
 

@@ -169,18 +169,10 @@ class Browser:
     # ---- pages' data -------------------------------------------------------------------------------------
 
     def facets(self, inv: Indexed) -> dict[str, list]:
-        """Distinct values of each filter of the invocation (cached until its index grows)."""
+        """Distinct values of each filter of the invocation (from its index files' metadata, cached until the
+        index grows)."""
         if inv.facets is None:
-            table = self.query(inv, "SELECT 'envelope' AS f, envelope AS v FROM idx GROUP BY envelope UNION ALL "
-                                    "SELECT 'ordering', ordering FROM idx GROUP BY ordering UNION ALL "
-                                    "SELECT 'label', label FROM idx GROUP BY label UNION ALL "
-                                    "SELECT 'answer', answer_class FROM idx WHERE answer_class IS NOT NULL "
-                                    "GROUP BY answer_class")
-            out: dict[str, list] = {"envelope": [], "ordering": [], "label": [], "answer": []}
-            for f, v in zip(table.column("f").to_pylist(), table.column("v").to_pylist()):
-                if v is not None:
-                    out[f].append(v)
-            inv.facets = {k: sorted(v) for k, v in out.items()}
+            inv.facets = idx.facets(inv.files)
         return inv.facets
 
     def matrix(self, inv: Indexed, filters: dict, offset: int = 0, limit: int = 40) -> dict:
@@ -188,13 +180,19 @@ class Browser:
         every row, and per cell the answers of its successful rows (count per class, or mean score) and its
         failed attempts."""
         cond, params = where(filters)
-        cols = self.query(inv, f"SELECT mcol, count(*) OVER () AS total FROM (SELECT mcol FROM idx WHERE {cond} "
-                               f"GROUP BY mcol) ORDER BY mcol NULLS LAST LIMIT ? OFFSET ?", [*params, limit, offset])
-        names = cols.column("mcol").to_pylist()
-        total = cols.column("total")[0].as_py() if cols.num_rows else 0
+        known = self.facets(inv)
+        if not filters and "mcol" in known and "mrow" in known:   # unfiltered: rows and columns are in the index's metadata
+            names, total, row_names = known["mcol"][offset:offset + limit], len(known["mcol"]), known["mrow"]
+        else:
+            cols = self.query(inv, f"SELECT mcol, count(*) OVER () AS total FROM (SELECT mcol FROM idx WHERE {cond} "
+                                   f"GROUP BY mcol) ORDER BY mcol LIMIT ? OFFSET ?", [*params, limit, offset])
+            names = cols.column("mcol").to_pylist()
+            total = cols.column("total")[0].as_py() if cols.num_rows else 0
+            row_names = self.query(inv, f"SELECT mrow FROM idx WHERE {cond} GROUP BY mrow ORDER BY mrow",
+                                   params).column("mrow").to_pylist()
         cells = self.query(inv, f"SELECT mrow, mcol, answer_class, count(*) AS n, count(*) FILTER (WHERE failed) "
                                 f"AS failed, avg(score) AS score, count(score) AS scored FROM idx WHERE {cond} "
-                                f"AND list_contains(?, mcol) GROUP BY ALL", [*params, names])
+                                f"AND mcol IN (SELECT unnest(?)) GROUP BY ALL", [*params, names])
         grid: dict[tuple, dict] = {}
         for r in cells.to_pylist():
             cell = grid.setdefault((r["mrow"], r["mcol"]), {"answers": {}, "ok": 0, "failed": 0, "score": None,
@@ -206,8 +204,7 @@ class Browser:
                 cell["answers"][r["answer_class"]] = cell["answers"].get(r["answer_class"], 0) + ok
             if r["scored"]:   # score rows of one cell are one group (their answer_class is null)
                 cell["score"], cell["scored"] = r["score"], r["scored"]
-        rows = self.query(inv, f"SELECT mrow FROM idx WHERE {cond} GROUP BY mrow ORDER BY mrow NULLS LAST", params)
-        return {"rows": rows.column("mrow").to_pylist(), "cols": names, "total_cols": total, "offset": offset,
+        return {"rows": [r for r in row_names if r is not None], "cols": [c for c in names if c is not None], "total_cols": total, "offset": offset,
                 "limit": limit, "cells": grid}
 
     def cell(self, inv: Indexed, mrow: str, mcol: str, filters: dict, limit: int = 500) -> list[dict]:
