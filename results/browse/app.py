@@ -11,7 +11,7 @@ Ray Serve (``results.browse.serve``).
 from __future__ import annotations
 
 from importlib import resources
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -131,10 +131,11 @@ def build_app(browser: Browser) -> Starlette:
         inv = browser.indexed(request.path_params["id"])
         iid = inv.row["invocation_id"]
         return pages.timing(f"timing · {iid[:8]}", timing(browser, inv),
-                            [(inv.row["experiment"], ""), (iid[:8], pages.inv_path(iid)), ("timing", "")])
+                            [(inv.row["experiment"], pages.url(f'/experiments/{quote(inv.row["experiment"], safe="")}')),
+                             (iid[:8], pages.inv_path(iid)), ("timing", "")])
 
     def all_timing(request):
-        return pages.timing("timing of every request in the catalog", timing(browser, None), [("timing", "")])
+        return pages.timing("timing of every request in the catalog", timing(browser, None), [])
 
     def compare(request):
         q = request.query_params

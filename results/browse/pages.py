@@ -47,7 +47,8 @@ def table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
     """A table; ``rows`` hold HTML already escaped by the caller."""
     head = "".join(f"<th>{e(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{e(css)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    return f'<table class="{e(css)}">{thead}<tbody>{body}</tbody></table>'
 
 
 def when(value) -> str:

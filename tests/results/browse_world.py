@@ -66,7 +66,8 @@ def _row(inv, label, item, a, b, env, order, attempt, response, cls, t, first, s
             "user_text": f"Which do you prefer, {first} or {second}?", "response": response,
             "temperature": 0.0, "max_tokens": 24, "seed": 7, "prompt_tokens": 20,
             "completion_tokens": None if response is None else 5, "timing_scope": "batch", "batch_size": 4,
-            "started_at": t, "ttft_ms": 40.0 + attempt, "total_ms": 120.0, "decode_tok_s": 50.0,
+            "started_at": t, "ttft_ms": 30.0 + (t.second * 17) % 40 + attempt, "total_ms": 160.0 + t.second,
+            "decode_tok_s": 40.0 + (t.second * 13) % 25,
             "endpoint": f"engine://hf/org/{label}", "error": error, "created_at": t,
             "pair_id": f"{a}_{b}", "word_a": a, "word_b": b, "class": cls, "classifier_version": "fc-test"}
 

@@ -122,7 +122,6 @@ def test_pages_load_and_a_cell_opens_its_trace(site, driver):
     assert [th.text for th in table.find_elements(By.CSS_SELECTOR, "th.row")] == ["tiny"]
     links = table.find_elements(By.CSS_SELECTOR, "td a")
     assert len(links) == 2    # two pairs
-    shot(driver, "matrix")
     follow(driver, links[0])
     traces = driver.find_elements(By.CLASS_NAME, "trace-link")
     assert len(traces) == 4   # two envelopes × AB/BA
@@ -140,6 +139,7 @@ def test_a_filter_narrows_the_matrix(site, driver):
     driver.get(f"{site['url']}/invocations/{site['world']}/matrix")
     rows = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#matrix th.row")]
     assert rows == world.LABELS
+    shot(driver, "matrix")
     Select(driver.find_element(By.ID, "f-answer")).select_by_visible_text("B")
     follow(driver, driver.find_element(By.ID, "apply"))
     assert "answer=B" in driver.current_url
@@ -183,6 +183,9 @@ def test_timing_draws_each_endpoint_of_a_real_scan(site, driver):
     assert len(sections) == 1 and "engine://hf/" in sections[0].text
     assert len(driver.find_elements(By.CSS_SELECTOR, "section.endpoint svg")) >= 1
     assert "8 requests" in sections[0].text    # 2 pairs × 2 envelopes × AB/BA
+    assert console_errors(driver) == []
+    driver.get(f"{site['url']}/invocations/{site['world']}/timing")   # request timing, spread over time
+    assert len(driver.find_elements(By.CSS_SELECTOR, "section.endpoint svg polygon.band")) == 2 * len(world.LABELS)
     shot(driver, "timing")
     assert console_errors(driver) == []
 
