@@ -181,20 +181,29 @@ class Browser:
         failed attempts."""
         cond, params = where(filters)
         known = self.facets(inv)
+        aggregate = ("count(*) AS n, count(*) FILTER (WHERE failed) AS failed, avg(score) AS score, "
+                     "count(score) AS scored")
         if not filters and "mcol" in known and "mrow" in known:   # unfiltered: rows and columns are in the index's metadata
             names, total, row_names = known["mcol"][offset:offset + limit], len(known["mcol"]), known["mrow"]
-        else:
-            cols = self.query(inv, f"SELECT mcol, count(*) OVER () AS total FROM (SELECT mcol FROM idx WHERE {cond} "
-                                   f"GROUP BY mcol) ORDER BY mcol LIMIT ? OFFSET ?", [*params, limit, offset])
-            names = cols.column("mcol").to_pylist()
-            total = cols.column("total")[0].as_py() if cols.num_rows else 0
-            row_names = self.query(inv, f"SELECT mrow FROM idx WHERE {cond} GROUP BY mrow ORDER BY mrow",
-                                   params).column("mrow").to_pylist()
-        cells = self.query(inv, f"SELECT mrow, mcol, answer_class, count(*) AS n, count(*) FILTER (WHERE failed) "
-                                f"AS failed, avg(score) AS score, count(score) AS scored FROM idx WHERE {cond} "
-                                f"AND mcol IN (SELECT unnest(?)) GROUP BY ALL", [*params, names])
+            cells = self.query(inv, f"SELECT mrow, mcol, answer_class, {aggregate} FROM idx "
+                                    f"WHERE mcol IN (SELECT unnest(?)) GROUP BY ALL", [names]).to_pylist()
+        else:   # one pass over the filtered rows (materialised once): the page of columns, every row, the cells
+            cells = self.query(inv, f"WITH f AS MATERIALIZED (SELECT mrow, mcol, answer_class, failed, score FROM idx "
+                                    f"WHERE {cond}), page AS (SELECT mcol, count(*) OVER () AS total FROM (SELECT "
+                                    f"DISTINCT mcol FROM f) ORDER BY mcol LIMIT ? OFFSET ?), "
+                                    f"all_rows AS (SELECT list(DISTINCT mrow ORDER BY mrow) AS names FROM f) "
+                                    f"SELECT mrow, mcol, answer_class, {aggregate}, any_value(page.total) AS total, "
+                                    f"any_value((SELECT names FROM all_rows)) AS row_names FROM f JOIN page USING (mcol) "
+                                    f"GROUP BY mrow, mcol, answer_class", [*params, limit, offset]).to_pylist()
+            names = sorted({r["mcol"] for r in cells})
+            if cells:
+                total, row_names = cells[0]["total"], cells[0]["row_names"]
+            else:   # a page past the last column (or nothing matches): count them apart
+                total = self.query(inv, f"SELECT count(DISTINCT mcol) AS n FROM idx WHERE {cond}", params) \
+                    .column("n")[0].as_py()
+                row_names = []
         grid: dict[tuple, dict] = {}
-        for r in cells.to_pylist():
+        for r in cells:
             cell = grid.setdefault((r["mrow"], r["mcol"]), {"answers": {}, "ok": 0, "failed": 0, "score": None,
                                                              "scored": 0})
             cell["failed"] += r["failed"]
@@ -204,8 +213,8 @@ class Browser:
                 cell["answers"][r["answer_class"]] = cell["answers"].get(r["answer_class"], 0) + ok
             if r["scored"]:   # score rows of one cell are one group (their answer_class is null)
                 cell["score"], cell["scored"] = r["score"], r["scored"]
-        return {"rows": [r for r in row_names if r is not None], "cols": [c for c in names if c is not None], "total_cols": total, "offset": offset,
-                "limit": limit, "cells": grid}
+        return {"rows": [r for r in row_names if r is not None], "cols": [c for c in names if c is not None],
+                "total_cols": total, "offset": offset, "limit": limit, "cells": grid}
 
     def cell(self, inv: Indexed, mrow: str, mcol: str, filters: dict, limit: int = 500) -> list[dict]:
         """The trace rows of one matrix cell under ``filters`` (index columns), at most ``limit``."""

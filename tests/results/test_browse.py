@@ -111,8 +111,12 @@ def test_the_matrix_counts_the_stored_answers_and_filters_narrow_it(made):
     assert {k: v["answers"] for k, v in narrowed["cells"].items()} == expected(subset)
     assert narrowed["rows"] == ["beta"]    # alpha never answers B
 
-    paged = browser.matrix(inv, {}, offset=1, limit=2)
-    assert paged["cols"] == sorted(f"{a}|{b}" for a, b in world.PAIRS)[1:3] and paged["total_cols"] == 4
+    for filters in ({}, {"envelope": "json_schema"}):   # from the index's metadata, and from one filtered pass
+        paged = browser.matrix(inv, filters, offset=1, limit=2)
+        assert paged["cols"] == sorted(f"{a}|{b}" for a, b in world.PAIRS)[1:3] and paged["total_cols"] == 4
+        assert paged["rows"] == world.LABELS
+        past = browser.matrix(inv, filters, offset=10, limit=2)
+        assert past["cols"] == [] and past["total_cols"] == 4
 
     page = made["client"].get(inv_url(made, "matrix"), params={"envelope": "json_schema", "answer": "B"})
     assert page.status_code == 200 and '<th class="row">beta</th>' in page.text
