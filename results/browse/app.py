@@ -11,7 +11,7 @@ Ray Serve (``results.browse.serve``).
 from __future__ import annotations
 
 from importlib import resources
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -157,7 +157,7 @@ def build_app(browser: Browser) -> Starlette:
     async def report_file(request: Request):
         try:
             inv = await run_in_threadpool(browser.indexed, request.path_params["id"])
-            rel = unquote(request.path_params["path"])
+            rel = request.path_params["path"]   # decoded once by the router; only listed files are served
             kind = FILE_TYPES.get("." + rel.rsplit(".", 1)[-1].lower()) if "." in rel else None
             if kind is None:
                 raise NotFound(f"{rel!r} is not a file type the browser shows")
