@@ -48,3 +48,4 @@ bench: demo-model
 	$(PY) bench/flinch.py
 	$(PY) bench/lens.py
 	$(PY) bench/open_scan.py
+	$(PY) bench/browse.py

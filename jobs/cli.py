@@ -14,6 +14,7 @@
   mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
   mirrorscan logs JOB_ID [--follow]           a job's output
   mirrorscan tap --upstream URL [--port P]    time any client's requests to an OpenAI-compatible server
+  mirrorscan browse [--port P] [--host H]    a read-only web app: matrices, traces, comparisons, timing
   mirrorscan matrix EXPERIMENT                an open_scan experiment's models × probes, coverage, summaries
   mirrorscan remeasure EXPERIMENT [--models]  its per-model summaries, recomputed from stored rows
   mirrorscan open_scan import|export …        the method's JSONL in and out
@@ -41,6 +42,7 @@ VERBS = {
     "status": ("jobs.submit", "a cluster's submitted jobs, or one job in detail"),
     "logs": ("jobs.submit", "a submitted job's output (--follow to stream it)"),
     "tap": ("jobs.tap", "relay an OpenAI-compatible server and log each request's timing (inference_log)"),
+    "browse": ("jobs.browse", "a read-only web app over the store and catalog: matrices, traces, comparisons, timing"),
 }
 
 

@@ -97,6 +97,8 @@ class Flinch:
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    cell_value = ("lp_mean", "score")
+    """A cell's answer, for the browser: the target's mean token log-prob (nats), averaged."""
 
     def load_spec(self, section: dict, ctx: SpecContext) -> FlinchSpec:
         """Validate the ``flinch`` section: unknown keys, the corpus file, the axes, the aggregation."""

@@ -36,6 +36,8 @@ class ForcedChoice:
     columns = COLUMNS
     coordinates = ("pair_id", "word_a", "word_b")
     legacy_keys = ("probe_set", "envelopes_file", "envelopes", "orderings")
+    cell_value = ("class", "class")
+    """A cell's answer, for the browser: its class (A, B, UNCLEAR, REF), counted per value."""
     stages = ()
 
     def load_spec(self, section: dict, ctx: SpecContext) -> ForcedChoiceSpec:

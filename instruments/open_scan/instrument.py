@@ -131,6 +131,8 @@ class OpenScan:
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    cell_value = ("rating", "score")
+    """A cell's answer, for the browser: the self-report rating (1–10; null for an answer row), averaged."""
     sampled = True
     """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
 
