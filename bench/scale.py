@@ -130,6 +130,17 @@ def steady_rate(events: list[dict]) -> tuple[float, float, int]:
     return cells / (hi - lo), hi - lo, len(by_actor)
 
 
+def bench_invocation(catalog, invocation_id: str, envelopes: InstrumentRef, dsn: str, store_uri: str, settings: dict,
+                     n_cells: int) -> RunContext:
+    """Record a benchmark run as an invocation in the catalog (so actors' inference_log rows have one); its run."""
+    catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
+                               "settings": settings, "settings_hash": "bench", "status": "running",
+                               "counts": {"cells": n_cells}, "store_uri": store_uri})
+    return RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+                      envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
+                      store_uri=store_uri)
+
+
 def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, *, store_uri: str, catalog, dsn: str,
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
@@ -137,12 +148,8 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
     from cluster.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
-    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
-                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
-                     store_uri=store_uri)
-    catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-                               "settings": {"bench": "scale", "actors": n_actors}, "settings_hash": "bench",
-                               "status": "running", "counts": {"cells": cells.num_rows}, "store_uri": store_uri})
+    run = bench_invocation(catalog, invocation_id, envelopes, dsn, store_uri, {"bench": "scale", "actors": n_actors},
+                           cells.num_rows)
     timing_dir = work / f"timing-{n_actors}-{invocation_id[:8]}"
     timing_dir.mkdir()
     kwargs = {"variant": variant, "model_source": "standin", "run": run, "sleep_s": sleep_s,
@@ -228,12 +235,8 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     grid = grid.set_column(grid.schema.get_field_index("probe_id"), "probe_id", pa.array(
         [f"{label}|{rest.split('|', 1)[1]}" for label, rest in zip(grid["label"].to_pylist(),
                                                                    grid["probe_id"].to_pylist())], pa.string()))
-    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
-                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
-                     store_uri=store_uri)
-    catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
-                               "settings": {"bench": "sweep", "models": labels}, "settings_hash": "bench",
-                               "status": "running", "counts": {"cells": grid.num_rows}, "store_uri": store_uri})
+    run = bench_invocation(catalog, invocation_id, envelopes, dsn, store_uri, {"bench": "sweep", "models": labels},
+                           grid.num_rows)
     done, last = {"rows": 0, "errors": 0}, [time.monotonic()]
 
     def on_part(rows: int, errors: int, label: str) -> None:
