@@ -217,3 +217,23 @@ def s3_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# ---- the legacy forced-choice fixture (tests/fixtures/legacy_fc) --------------------------------------
+
+LEGACY_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "legacy_fc"
+"""A store and catalog dump of invocations made by the code before instruments were plug-ins (format 1)."""
+
+
+@pytest.fixture
+def legacy(tmp_path, pg_dsn):
+    """(root, catalog DSN): the legacy fixture's experiment and store under ``root``, its catalog dump loaded."""
+    root = tmp_path / "legacy"
+    shutil.copytree(LEGACY_FIXTURE / "experiments", root / "experiments")
+    shutil.copytree(LEGACY_FIXTURE / "store", root / "store")
+    for manifest in (root / "store").rglob("invocation.json"):
+        manifest.write_text(manifest.read_text().replace("@ROOT@", str(root)))
+    dsn = new_database(pg_dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((LEGACY_FIXTURE / "catalog.sql").read_text().replace("@ROOT@", str(root)))
+    return root, dsn

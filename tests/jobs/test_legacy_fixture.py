@@ -6,33 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
-import psycopg
 import pyarrow.compute as pc
 import pytest
-
-from conftest import new_database
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_fc"
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"
 INTERRUPTED = "e2afe5a8-0024-4618-a018-891091f6a406"
-
-
-@pytest.fixture
-def legacy(tmp_path, pg_dsn):
-    """(root, catalog DSN): the fixture's experiment and store under ``root``, its catalog dump loaded."""
-    root = tmp_path / "legacy"
-    shutil.copytree(FIXTURE / "experiments", root / "experiments")
-    shutil.copytree(FIXTURE / "store", root / "store")
-    for manifest in (root / "store").rglob("invocation.json"):
-        manifest.write_text(manifest.read_text().replace("@ROOT@", str(root)))
-    dsn = new_database(pg_dsn)
-    script = (FIXTURE / "catalog.sql").read_text().replace("@ROOT@", str(root))
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(script)
-    return root, dsn
 
 
 def normalised(text: str, root: Path) -> str:

@@ -3,33 +3,14 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from conftest import new_database
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_fc"
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def legacy(tmp_path, pg_dsn):
-    """(root, catalog DSN): the fixture's experiment and store under ``root``, its catalog dump loaded."""
-    root = tmp_path / "legacy"
-    shutil.copytree(FIXTURE / "experiments", root / "experiments")
-    shutil.copytree(FIXTURE / "store", root / "store")
-    for manifest in (root / "store").rglob("invocation.json"):
-        manifest.write_text(manifest.read_text().replace("@ROOT@", str(root)))
-    dsn = new_database(pg_dsn)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute((FIXTURE / "catalog.sql").read_text().replace("@ROOT@", str(root)))
-    return root, dsn
 
 
 def test_the_legacy_spec_is_rebuilt_with_what_cannot_be_restored(legacy, demo_dir):
