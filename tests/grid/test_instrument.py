@@ -75,6 +75,17 @@ def test_the_engine_never_imports_an_instrument():
     assert offenders == {}
 
 
+def test_results_imports_neither_jobs_nor_an_instrument():
+    """results/ reaches an instrument through the registry, and imports neither jobs/ nor bench/
+    (docs/architecture.md)."""
+    offenders = {}
+    for path in sorted((REPO / "results").rglob("*.py")):
+        bad = sorted(m for m in imported_modules(path) if m.split(".")[0] in ("jobs", "instruments", "bench"))
+        if bad:
+            offenders[str(path.relative_to(REPO))] = bad
+    assert offenders == {}
+
+
 def test_the_import_walk_sees_a_function_level_import(tmp_path):
     sample = tmp_path / "x.py"
     sample.write_text("def f():\n    from instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")

@@ -56,25 +56,6 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
     assert "{analysis}" not in page
 
 
-def test_results_imports_neither_jobs_nor_an_instrument():
-    """results/ reaches an instrument through the registry, and nothing imports jobs/ (docs/architecture.md)."""
-    import ast
-    from pathlib import Path
-
-    offenders = {}
-    for path in sorted((Path(__file__).resolve().parents[2] / "results").rglob("*.py")):
-        names = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module)
-        bad = sorted(m for m in names if m.split(".")[0] in ("jobs", "instruments", "bench"))
-        if bad:
-            offenders[path.name] = bad
-    assert offenders == {}
-
-
 def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys):
     """What lens's source claims: `mirrorscan stats kendall` on the analysis's wrappers.parquet returns the W
     the lens analysis reports (its concordance over the same table), whatever the seed."""
