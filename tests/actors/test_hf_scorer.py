@@ -49,10 +49,9 @@ def test_rows_carry_ids_logprobs_and_their_summaries(tiny_scorer):
         assert r["lp_mean"] == pytest.approx(sum(r["target_logprobs"]) / len(r["target_logprobs"]))
         assert r["lp_min"] == min(r["target_logprobs"])
         assert r["prompt_tokens"] == len(r["prefix_token_ids"]) + len(r["target_token_ids"])
-        same_length = sum(q["prompt_tokens"] == r["prompt_tokens"] for q in rows)   # one forward pass per length
-        assert r["timing_scope"] == "batch" and r["batch_size"] == same_length and r["total_ms"] > 0
+        assert r["timing_scope"] == "batch" and r["batch_size"] == len(TEXTS) and r["total_ms"] > 0   # one pass
     assert any(len(r["target_token_ids"]) > 1 for r in rows)   # multi-token targets are scored token by token
-    assert rows[0]["batch_size"] >= 2 and rows[0]["target_logprobs"] == rows[-1]["target_logprobs"]
+    assert rows[0]["target_logprobs"] == rows[-1]["target_logprobs"]   # the same cell twice in a batch: the same numbers
 
 
 def test_values_equal_an_unpadded_forward_pass_of_each_sequence(tiny_scorer):
