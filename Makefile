@@ -41,6 +41,7 @@ test: demo-model
 
 bench: demo-model
 	$(PIP) install -q -e '.[cpu,dev,bench]'
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true   # pulled in again by the resolve above
 	$(PY) bench/grid.py
 	$(PY) bench/pipeline.py
 	$(PY) bench/engines.py
