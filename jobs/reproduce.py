@@ -57,13 +57,13 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
         return EXIT_OK
     try:
         result = run_spec(rebuilt.spec, max_attempts=args.max_attempts, catalog_dsn=dsn, ray_address=args.ray_address,
-                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.id, rebuilt.cells,
+                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.invocation_id, rebuilt.cells,
                                                                       rebuilt.submitted, rebuilt.sources))
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run scan --resume on the experiment to finish it", file=sys.stderr)
         return EXIT_INTERRUPTED
     print_summary(result, out=sys.stderr if args.json else sys.stdout)
-    d = diff_targets(rebuilt.original.id, result.invocation_id, store=args.store, dsn=dsn)
+    d = diff_targets(rebuilt.original.invocation_id, result.invocation_id, store=args.store, dsn=dsn)
     print(json.dumps(d.to_dict(), indent=2, ensure_ascii=False) if args.json else format_diff(d))
     if result.status != "complete":
         return EXIT_INCOMPLETE

@@ -31,7 +31,7 @@ from grid.errors import ConfigError
 from grid.records import ModelVariant
 from grid.settings import shaping_differences, upgrade
 from grid.spec import API_BACKENDS, TOP_LEVEL, Spec
-from results.invocations import Invocation, load
+from results.invocations import Invocation, catalog_dsn, load
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
 """Where a plan's cells come from."""
@@ -104,6 +104,18 @@ def stored_cells(traces: pa.Table, instrument) -> pa.Table:
             keep.append(i)
     cells = rows.take(pa.array(keep, pa.int64())).select(columns)
     return with_probe_ids(cells, instrument=instrument.name)
+
+
+def submitted_config(invocation_id: str, dsn: str | None = None) -> dict | None:
+    """The config as the invocation's first driver run recorded it (``scan_runs.submitted_config``: its file
+    and JSON); None when none was recorded (before migration 0004)."""
+    from cluster.catalog import Catalog
+
+    with Catalog(catalog_dsn(dsn)) as catalog:
+        rows = catalog.execute(
+            "SELECT submitted_config FROM scan_runs WHERE invocation_id = %s AND submitted_config IS NOT NULL "
+            "ORDER BY started_at LIMIT 1", [invocation_id])
+    return rows[0][0] if rows else None
 
 
 def _recorded_sources(original: Invocation) -> dict[str, str]:
@@ -201,7 +213,7 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
             spec.instrument.render(cells.slice(0, 1), spec.instrument_spec)
         except (ConfigError, OSError, KeyError) as err:
             raise ConfigError(getattr(err, "file", "") or "", "items", f"instrument {spec.instrument.name!r} renders "
-                              f"its prompts from the item file, which changed since invocation {original.id}",
+                              f"its prompts from the item file, which changed since invocation {original.invocation_id}",
                               "restore the file as it was, then reproduce again") from None
         return ITEMS_FROM_TRACES, cells
     return ITEMS_FROM_FILES, None
@@ -211,11 +223,11 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Pl
     """The reproduction of invocation ``target`` (see the module docstring): read from the catalog at ``dsn``
     and the store (``store``, default the one it recorded), which the reproduction writes to as well."""
     original = load(target, store=store, dsn=dsn, need_traces=False)
-    submitted = original.submitted_config or {}
+    submitted = submitted_config(original.invocation_id, dsn) or {}
     config_file = submitted.get("file") or ""
     warnings: list[str] = []
     store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
-    spec = spec_from_settings(original.settings, config_file or f"(invocation {original.id})", store_uri)
+    spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
     for path in shaping_differences(original.row["settings"], spec.settings()):
         warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
                         f"now {_at(spec.settings(), path)!r})")
@@ -223,7 +235,7 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Pl
     weights = _weight_warnings(spec, sources, original.row.get("model_weights"), warnings)
     items_from, cells = _cells(spec, original, warnings)
     _provenance_warnings(original.row, warnings)
-    record = {"reproduces": original.id}
+    record = {"reproduces": original.invocation_id}
     if config_file:
         record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
     return Plan(original, spec, sources, weights, items_from, cells, record, warnings)
@@ -247,7 +259,7 @@ def describe(plan: Plan) -> str:
     """The rebuilt spec in a few lines: experiment, instrument, models (source, backend, sampling), grid."""
     s = plan.spec
     v = s.values
-    lines = [f"reproduce {plan.original.id}  experiment {s.experiment}  instrument {s.instrument.name}  "
+    lines = [f"reproduce {plan.original.invocation_id}  experiment {s.experiment}  instrument {s.instrument.name}  "
              f"(settings format {plan.original.row['settings'].get('format', 1)})"]
     for m in s.models:
         where = f" at {m.endpoint}" if m.endpoint else ""

@@ -35,7 +35,7 @@ def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(tmp_path, tiny_dir
     p = plan(first.invocation_id, dsn=catalog_dsn)
     assert p.items_from == ITEMS_FROM_FILES
     copy = run_spec(p.spec, catalog_dsn=catalog_dsn, quiet=True,
-                    reproduction=Reproduction(p.original.id, p.cells, p.submitted, p.sources))
+                    reproduction=Reproduction(p.original.invocation_id, p.cells, p.submitted, p.sources))
     assert copy.status == "complete" and copy.counts["cells"] == copy.counts["ok"] == 6
     assert "held_elsewhere" not in copy.counts   # nothing of the original counted as held
 
