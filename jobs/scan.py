@@ -191,7 +191,7 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
         else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
         for i, m in enumerate(spec.models)}
     check_context(spec, sources)
-    check_empty_prefixes(spec, sources)
+    check_empty_prefixes(spec, sources, reproduction.cells if reproduction is not None else None)
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))

@@ -9,7 +9,8 @@ warning per difference it cannot restore:
 - result-shaping settings that come out differently today (e.g. the HF sampler's version of a sampled grid);
 - items: the instrument expands the grid from its item files when their hashes match what was frozen; when
   a file changed or is gone, the cells are rebuilt from the coordinates stored in the traces (first stage
-  only; cells of the original with no stored row cannot be recovered);
+  only; cells of the original with no stored row cannot be recovered), which carry the item texts the
+  instrument renders (rows stored before they did cannot be rendered: reproduce refuses);
 - model sources that resolve elsewhere now, and weights whose recorded identity (``cluster.weights``)
   differs from today's, or was never recorded ("unknown");
 - package versions, and the git tree (another commit, or a dirty one then or now).
@@ -195,7 +196,9 @@ def _provenance_warnings(row: dict, warnings: list[str]) -> None:
 
 def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, pa.Table | None]:
     """Where the cells come from: the item files when the instrument can expand them (their hashes match),
-    else the stored coordinates (checked to render without the files)."""
+    else the stored coordinates. Those must render without the files: every instrument's cells carry the item
+    text they render (forced_choice's word pair, flinch's carrier, lens's framed text, open_scan's query);
+    rows stored before they did make reproduce refuse."""
     labels = [m.label for m in spec.models]
     try:
         with_probe_ids(spec.instrument.cells(spec.instrument_spec, labels, spec.values["samples"]),
@@ -210,10 +213,11 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
             warnings.append(f"items: {planned - cells.num_rows} of the original's {planned} cells have no stored row "
                             f"and cannot be rebuilt")
         try:
-            spec.instrument.render(cells.slice(0, 1), spec.instrument_spec)
+            spec.instrument.render(cells, spec.instrument_spec)   # every cell: string work, no engine
         except (ConfigError, OSError, KeyError) as err:
             raise ConfigError(getattr(err, "file", "") or "", "items", f"instrument {spec.instrument.name!r} renders "
-                              f"its prompts from the item file, which changed since invocation {original.invocation_id}",
+                              f"its prompts from the item file, which changed since invocation {original.invocation_id} "
+                              f"(its rows were stored before they recorded the item texts)",
                               "restore the file as it was, then reproduce again") from None
         return ITEMS_FROM_TRACES, cells
     return ITEMS_FROM_FILES, None
