@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.instrument import Analysis, SpecContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import doc_field
@@ -67,13 +68,13 @@ class FlinchSpec:
         return json.loads(self.frozen_json)
 
     def corpus(self) -> Corpus:
-        """The corpus (the axes scored), read once per process and spec (render runs for every block); a file
-        changed since the run was frozen is refused."""
-        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes)
+        """The corpus (the axes scored), read once per process and spec, and again after the file was written
+        (``grid.files.stamp``); a file changed since the run was frozen is refused."""
+        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes, stamp(self.corpus_path))
 
 
 @lru_cache(maxsize=8)
-def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...]) -> Corpus:
+def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...], written: tuple) -> Corpus:
     corpus = load_corpus(path, axes=list(axes))
     if corpus.sha256 != sha256:
         raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "

@@ -25,10 +25,11 @@ import pyarrow as pa
 
 from grid.activation_columns import ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, POOLINGS, RENDERINGS, VECTOR_DTYPES
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.ids import check_component
 from grid.instrument import Analysis, SpecContext
 from grid.trace_schema import doc_field
-from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline,
+from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
                                     load_framings, load_items)
 
 LAYER_SETS = ("blocks", "all")
@@ -78,9 +79,11 @@ class LensSpec:
         return json.loads(self.frozen_json)
 
     def inputs(self) -> tuple[FramingSet, ItemSet, ItemSet]:
-        """(framings, task texts, scoring set), read once per process; files changed since the run was frozen
-        are refused."""
-        return _checked_inputs(*self.inputs_key)
+        """(framings, task texts, scoring set), read once per process, and again after a file was written
+        (``grid.files.stamp``); files changed since the run was frozen are refused."""
+        sources = [json.loads(key) for key in self.inputs_key[:3]]
+        written = tuple(stamp(data_path(s["path"] if isinstance(s, dict) else s)) for s in sources)
+        return _checked_inputs(*self.inputs_key, written)
 
 
 def _key(source) -> str:
@@ -88,7 +91,7 @@ def _key(source) -> str:
 
 
 @lru_cache(maxsize=8)
-def _checked_inputs(framings: str, tasks: str, scoring: str, hashes: tuple[str, str, str]
+def _checked_inputs(framings: str, tasks: str, scoring: str, hashes: tuple[str, str, str], written: tuple
                     ) -> tuple[FramingSet, ItemSet, ItemSet]:
     loaded = (load_framings(json.loads(framings)), load_items(json.loads(tasks), "tasks", False),
               load_items(json.loads(scoring), "scoring_set", True))

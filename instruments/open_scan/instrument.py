@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.instrument import Analysis, SpecContext, Stage
 from grid.settings import SAMPLER_VERSION
 from grid.trace_schema import doc_field
@@ -88,9 +89,12 @@ class OpenScanSpec:
         return self.frozen["series"]
 
     def probes(self) -> tuple[Probe, ...]:
-        """The probes, read once per process; a file changed since the run was frozen is refused."""
+        """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
+        file changed since the run was frozen is refused."""
+        from instruments.open_scan.probes import data_path
+
         f = self.frozen["probes"]
-        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"])
+        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], stamp(data_path(f["path"])))
 
     def templates(self) -> Templates:
         """The templates as frozen (their texts are part of the frozen section)."""
@@ -98,7 +102,7 @@ class OpenScanSpec:
 
 
 @lru_cache(maxsize=8)
-def _checked_probes(path: str, id_column: str, query_column: str, sha256: str) -> tuple[Probe, ...]:
+def _checked_probes(path: str, id_column: str, query_column: str, sha256: str, written: tuple) -> tuple[Probe, ...]:
     from instruments.open_scan.probes import data_path, file_sha256
 
     actual = file_sha256(data_path(path))
