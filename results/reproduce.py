@@ -89,21 +89,41 @@ def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) 
                 instrument_spec=instrument.from_frozen(settings["instrument_settings"]))
 
 
-def stored_cells(traces: pa.Table, instrument) -> pa.Table:
+def run_order(store, experiment: str, invocation_id: str) -> dict[tuple[str, int], int]:
+    """(probe_id, sample) → where the invocation first ran the cell: its stored parts (each one engine batch,
+    its rows in the batch's order) ordered by the earliest start their rows record (parts without one last,
+    ties in the store's order), their rows one after another."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for n, path in enumerate(store.list_parts(experiment, invocation_id)):
+        with store.fs.open_input_file(path) as src:
+            part = pq.read_table(src, columns=["probe_id", "sample", "started_at"])
+        start = pc.min(part.column("started_at")).as_py() if part.num_rows else None
+        parts.append((start is None, start.timestamp() if start is not None else 0.0, n, part))
+    order: dict[tuple[str, int], int] = {}
+    for *_, part in sorted(parts, key=lambda p: p[:3]):
+        for key in zip(part.column("probe_id").to_pylist(), part.column("sample").to_pylist()):
+            order.setdefault(key, len(order))
+    return order
+
+
+def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int] | None = None) -> pa.Table:
     """The first-stage cells of ``traces`` (every cell with a stored row, errors included), from their stored
-    coordinates, in the order they were stored, with probe ids: what the grid was, without its item files."""
+    coordinates, with probe ids: what the grid was, without its item files. With ``order`` (``run_order``)
+    they come in the order the original ran them, so that, cut at the same batch size, the reproduction's
+    batches hold the same cells (left padding can move a greedy answer); else in the order read."""
     from cluster.stages import STAGE_SEP
 
     rows = traces
     if getattr(instrument, "stages", ()):
         rows = rows.filter(pc.invert(pc.match_substring(rows.column("item_key"), STAGE_SEP)))
     columns = ["label", "item_key", "envelope", "ordering", "sample", *instrument.coordinates]
-    seen, keep = set(), []
+    first: dict[tuple[str, int], int] = {}
     for i, key in enumerate(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist())):
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    cells = rows.take(pa.array(keep, pa.int64())).select(columns)
+        first.setdefault(key, i)
+    keys = sorted(first, key=lambda k: order.get(k, len(order))) if order is not None else list(first)
+    cells = rows.take(pa.array([first[k] for k in keys], pa.int64())).select(columns)
     return with_probe_ids(cells, instrument=instrument.name)
 
 
@@ -207,7 +227,8 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
         problem = exc.problem if isinstance(exc, ConfigError) else str(exc)
         where = f"{exc.file}: " if isinstance(exc, ConfigError) and exc.file else ""
         warnings.append(f"items: {where}{problem}; the cells are rebuilt from the coordinates stored in the traces")
-        cells = stored_cells(original.traces, spec.instrument)
+        cells = stored_cells(original.traces, spec.instrument,
+                             run_order(original.store, original.experiment, original.invocation_id))
         planned = int((original.row.get("counts") or {}).get("cells") or 0)
         if planned > cells.num_rows and not getattr(spec.instrument, "stages", ()):
             warnings.append(f"items: {planned - cells.num_rows} of the original's {planned} cells have no stored row "
