@@ -16,7 +16,8 @@ warning per difference it cannot restore:
 - package versions, and the git tree (another commit, or a dirty one then or now).
 
 Nothing here runs the grid or writes anything: ``jobs/reproduce.py`` runs the plan as a new invocation of
-the same experiment (``reproduces`` recorded) and ends with ``results.diff``.
+the same experiment (``reproduces`` recorded), or with ``--resume`` finishes an unfinished one, and ends with
+``results.diff``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from grid.errors import ConfigError
 from grid.records import ModelVariant
 from grid.settings import shaping_differences, upgrade
 from grid.spec import API_BACKENDS, TOP_LEVEL, Spec
-from results.invocations import Invocation, catalog_dsn, load
+from results.invocations import Invocation, catalog_dsn, load, resolve_rows
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
 """Where a plan's cells come from."""
@@ -59,6 +60,8 @@ class Plan:
     """What the new driver run records as submitted: the original's config file where one is known."""
     warnings: list[str] = field(default_factory=list)
     """One line per difference that cannot be restored."""
+    resumes: str | None = None
+    """With ``resume``: the unfinished reproduction of ``original`` that this run finishes (its id)."""
 
     @property
     def n_cells(self) -> int:
@@ -244,9 +247,33 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
     return ITEMS_FROM_FILES, None
 
 
-def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Plan:
+def unfinished_reproduction(target: str, dsn: str | None = None) -> tuple[str, str]:
+    """(the original's id, the id of the reproduction to finish) for ``reproduce <target> --resume``: ``target``
+    itself when it is an unfinished reproduction, else the newest unfinished reproduction of ``target``.
+    ConfigError when there is none."""
+    from cluster.catalog import Catalog
+
+    (row,) = resolve_rows(target, dsn=dsn)
+    target_id = str(row["invocation_id"])
+    if row.get("reproduces") and row["status"] != "complete":
+        return str(row["reproduces"]), target_id
+    with Catalog(catalog_dsn(dsn)) as catalog:
+        found = catalog.execute("SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s "
+                                "AND status <> 'complete' ORDER BY started_at DESC LIMIT 1", [target_id])
+    if not found:
+        raise ConfigError("", "--resume", f"invocation {target_id} has no unfinished reproduction",
+                          "run reproduce without --resume to start one")
+    return target_id, found[0][0]
+
+
+def plan(target: str, *, store: str | None = None, dsn: str | None = None, resume: bool = False) -> Plan:
     """The reproduction of invocation ``target`` (see the module docstring): read from the catalog at ``dsn``
-    and the store (``store``, default the one it recorded), which the reproduction writes to as well."""
+    and the store (``store``, default the one it recorded), which the reproduction writes to as well. With
+    ``resume``, the plan finishes an unfinished reproduction instead (``unfinished_reproduction``): the same
+    spec and cells, rebuilt from the original again, and ``resumes`` names it."""
+    resumes = None
+    if resume:
+        target, resumes = unfinished_reproduction(target, dsn)
     original = load(target, store=store, dsn=dsn, need_traces=False)
     submitted = submitted_config(original.invocation_id, dsn) or {}
     config_file = submitted.get("file") or ""
@@ -263,7 +290,7 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Pl
     record = {"reproduces": original.invocation_id}
     if config_file:
         record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
-    return Plan(original, spec, sources, weights, items_from, cells, record, warnings)
+    return Plan(original, spec, sources, weights, items_from, cells, record, warnings, resumes)
 
 
 def _at(settings: dict, path: str):
@@ -296,5 +323,7 @@ def describe(plan: Plan) -> str:
                      + (f"; overrides {overrides}" if overrides else "") + ")")
     lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
                  f"batch_size {v['batch_size']}; store {v['store']}")
+    if plan.resumes:
+        lines.append(f"  resume: finishes reproduction {plan.resumes} (cells it stored are kept, not rerun)")
     lines += [f"  warning: {w}" for w in plan.warnings] or ["  nothing that cannot be restored"]
     return "\n".join(lines)
