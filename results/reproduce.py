@@ -241,7 +241,7 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
         except (ConfigError, OSError, KeyError) as err:
             raise ConfigError(getattr(err, "file", "") or "", "items", f"instrument {spec.instrument.name!r} renders "
                               f"its prompts from the item file, which changed since invocation {original.invocation_id} "
-                              f"(its rows were stored before they recorded the item texts)",
+                              f"(its stored rows do not carry the item texts it renders)",
                               "restore the file as it was, then reproduce again") from None
         return ITEMS_FROM_TRACES, cells
     return ITEMS_FROM_FILES, None
