@@ -41,20 +41,19 @@ class AnalysisReport:
 def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None):
     """(catalog row, settings as format 2, traces, store) of ``target`` (an invocation id or an experiment → its
     newest invocation); ConfigError when it has no traces in the store."""
-    from results.analyses import load, resolve_rows
+    from results.invocations import load
 
-    (row,) = resolve_rows(target, catalog_dsn=catalog_dsn)
-    inv = load(row, store=store)
+    inv = load(target, store=store, dsn=catalog_dsn)
     return inv.row, inv.settings, inv.traces, inv.store
 
 
 def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
                        reclassify: bool = False, write: bool = True) -> AnalysisReport:
     """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring."""
-    from results.analyses import analyze, load, resolve_rows, write_analysis
+    from results.analyses import analyze, write_analysis
+    from results.invocations import load
 
-    (row,) = resolve_rows(target, catalog_dsn=catalog_dsn)
-    inv = load(row, store=store)
+    inv = load(target, store=store, dsn=catalog_dsn)
     analysis = analyze(inv, reannotate=reclassify)
     report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:

@@ -76,12 +76,14 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
                               "remove it, or use a model whose chat template reads it")
 
 
-def check_empty_prefixes(spec: Spec, sources: dict[str, str]) -> None:
+def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> None:
     """ConfigError when a ``score`` instrument's model cannot score as configured: a forced BOS
     (``models[].add_bos`` true) that the tokenizer lacks or that is a chat-template token; or items whose
     prefix is empty (the instrument's optional hook ``empty_prefix_items(spec)`` → (file, field paths)) for
     a model that puts no BOS first (its tokenizer's rule, or ``add_bos`` false): the first target token would
-    have no position to be scored at. Names the items and the models."""
+    have no position to be scored at. Names the items and the models. ``cells``: the first stage's cells when
+    they do not come from the item files (a reproduction from the stored coordinates): their rendered
+    prefixes are checked instead, named by probe id."""
     if spec.instrument.engine_kind != "score":
         return
     from transformers import AutoTokenizer
@@ -89,7 +91,13 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str]) -> None:
     from actors.score_tokens import ScoreTokenError, adds_bos, score_ids
 
     hook = getattr(spec.instrument, "empty_prefix_items", None)
-    file, items = hook(spec.instrument_spec) if hook else ("", [])
+    if cells is not None:
+        rendered = spec.instrument.render(cells, spec.instrument_spec)
+        file, items = spec.config_path, sorted({p for p, prefix in zip(rendered.column("probe_id").to_pylist(),
+                                                                          rendered.column("prefix").to_pylist())
+                                                if prefix == ""})
+    else:
+        file, items = hook(spec.instrument_spec) if hook else ("", [])
     tokenizers: dict[str, object] = {}
     lacking = []
     for i, m in enumerate(spec.models):

@@ -28,11 +28,12 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
                        every: bool = False, reannotate: bool = False, progress=None) -> list[str]:
     """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
     written, in order. ``progress(i, n, invocation_id)`` is called before each one."""
-    from results.analyses import analyze, load, resolve_rows, write_analysis
+    from results.analyses import analyze, write_analysis
+    from results.invocations import load, resolve_rows
     from results.report import build, write_report
     from results.report_html import render
 
-    rows = resolve_rows(target, catalog_dsn=catalog_dsn, every=every)
+    rows = resolve_rows(target, dsn=catalog_dsn, every=every)
     paths = []
     for i, row in enumerate(rows):
         if progress is not None:

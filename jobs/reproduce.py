@@ -12,6 +12,11 @@ The grid then runs in full as a new invocation of the same experiment, in the or
 with ``reproduces`` = the original's id recorded (a reproduction never holds cells for an appending
 instrument such as open_scan, and none count as held for it). It ends with ``mirrorscan diff`` of the two.
 
+A reproduction that was interrupted (Ctrl-C, SIGTERM, a crash) is finished by the same command with
+``--resume``: the spec and cells are rebuilt from the original again, and only the cells the reproduction
+has not stored run, later stages included, in the same invocation. ``<invocation>`` may name the original
+(its newest unfinished reproduction is finished) or the unfinished reproduction itself.
+
 Exit codes: as ``scan`` (0 every cell has a successful row; 1 some errored or are missing; 2 bad input;
 130 interrupted); with ``--expect-exact``, 1 also when the diff is not an exact match.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from jobs.errors import reports_user_errors
@@ -30,6 +36,8 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("invocation", help="invocation id (or its unique start, 6+ hex digits), or an experiment → its newest")
     p.add_argument("--dry-run", action="store_true", help="rebuild the spec and print it with its warnings; run nothing")
+    p.add_argument("--resume", action="store_true", help="finish an unfinished reproduction of the invocation (or the "
+                                                         "unfinished reproduction named) instead of starting one")
     p.add_argument("--store", help="trace store URI (default: the one the invocation recorded; the reproduction "
                                    "is written there too)")
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
@@ -44,6 +52,7 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
+    from jobs import scan
     from jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Reproduction, print_summary, run_spec
     from results.diff import diff_targets, format_diff
     from results.invocations import catalog_dsn
@@ -51,19 +60,23 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
 
     args = build_parser(prog).parse_args(argv)
     dsn = catalog_dsn(args.catalog_dsn)
-    rebuilt = plan(args.invocation, store=args.store, dsn=dsn)
+    rebuilt = plan(args.invocation, store=args.store, dsn=dsn, resume=args.resume)
     print(describe(rebuilt), file=sys.stderr if not args.dry_run else sys.stdout)
     if args.dry_run:
         return EXIT_OK
+    scan._SIGTERM_INTERRUPTS = True   # as scan: a job stopped by its scheduler ends `interrupted`, resumable
+    signal.signal(signal.SIGTERM, scan._terminated)
     try:
         result = run_spec(rebuilt.spec, max_attempts=args.max_attempts, catalog_dsn=dsn, ray_address=args.ray_address,
-                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.id, rebuilt.cells,
-                                                                      rebuilt.submitted, rebuilt.sources))
+                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.invocation_id, rebuilt.cells,
+                                                                      rebuilt.submitted, rebuilt.sources,
+                                                                      rebuilt.resumes, tuple(rebuilt.warnings)))
     except KeyboardInterrupt:
-        print("interrupted: finished parts are kept; run scan --resume on the experiment to finish it", file=sys.stderr)
+        print(f"interrupted: finished parts are kept; run mirrorscan reproduce {rebuilt.original.invocation_id} "
+              f"--resume to finish it", file=sys.stderr)
         return EXIT_INTERRUPTED
     print_summary(result, out=sys.stderr if args.json else sys.stdout)
-    d = diff_targets(rebuilt.original.id, result.invocation_id, store=args.store, dsn=dsn)
+    d = diff_targets(rebuilt.original.invocation_id, result.invocation_id, store=args.store, dsn=dsn)
     print(json.dumps(d.to_dict(), indent=2, ensure_ascii=False) if args.json else format_diff(d))
     if result.status != "complete":
         return EXIT_INCOMPLETE

@@ -112,11 +112,16 @@ def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dic
             "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error")), min_count=0).as_py()}
 
 
-def _resume_target(catalog, spec: Spec, settings: dict) -> dict:
-    inv = catalog.newest_unfinished(spec.experiment)
-    if inv is None:
+def _resume_target(catalog, spec: Spec, settings: dict, invocation_id: str | None = None) -> dict:
+    """The invocation a resume finishes: ``invocation_id``, else the experiment's newest unfinished one; refused
+    when there is none, its inputs or result-shaping settings changed, or another process still runs it."""
+    inv = catalog.newest_unfinished(spec.experiment) if invocation_id is None else catalog.get_invocation(invocation_id)
+    if invocation_id is None and inv is None:
         raise ConfigError(spec.config_path, "--resume", f"experiment {spec.experiment!r} has no unfinished invocation",
                           "run scan without --resume to start a new invocation")
+    if inv is None or inv["status"] == "complete":
+        raise ConfigError(spec.config_path, "--resume", f"invocation {invocation_id} is "
+                          f"{'complete' if inv else 'not in the catalog'}", "run without --resume to start a new one")
     changed = changed_inputs(inv, spec)
     if changed:
         raise ConfigError(spec.config_path, ", ".join(changed),
@@ -166,6 +171,12 @@ class Reproduction:
     """What the driver run records as submitted (the original's config file where one is known)."""
     sources: dict | None = None
     """Label → resolved model source, resolved by the caller (None: resolved here, as a scan does)."""
+    resumes: str | None = None
+    """An unfinished reproduction of ``of`` to finish (``reproduce --resume``), its stored cells kept; None: a
+    new invocation."""
+    warnings: tuple[str, ...] = ()
+    """What could not be restored (``results.reproduce.Plan.warnings``), recorded with the new invocation as
+    ``settings.execution.reproduce_warnings`` (not hashed)."""
 
 
 def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: str | None = None,
@@ -174,7 +185,8 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
              reproduction: Reproduction | None = None) -> ScanResult:
     """Run (or resume) the grid of a validated ``spec`` (see ``run_scan``). ``check_home``: refuse an
     experiment name that belongs to another folder's runs. ``reproduction``: a new invocation that reruns an
-    earlier one's full grid (no cell counts as held elsewhere, and it holds none for later scans)."""
+    earlier one's full grid (no cell counts as held elsewhere, and it holds none for later scans), or with
+    its ``resumes`` the resume of such an invocation."""
     from cluster import runs
     from cluster.catalog import Catalog, resolve_dsn
     from cluster.models import resolve_model_source
@@ -191,15 +203,17 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
         else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
         for i, m in enumerate(spec.models)}
     check_context(spec, sources)
-    check_empty_prefixes(spec, sources)
+    check_empty_prefixes(spec, sources, reproduction.cells if reproduction is not None else None)
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:
         if check_home and reproduction is None:
             check_experiment_home(catalog, spec)
+        resumes = reproduction.resumes if reproduction is not None else None
+        resume = resume or resumes is not None
         if resume:
-            inv = _resume_target(catalog, spec, settings)
+            inv = _resume_target(catalog, spec, settings, resumes)
             invocation_id = str(inv["invocation_id"])
             if inv.get("store_uri") and inv["store_uri"] != spec.values["store"]:
                 if not quiet:
@@ -211,9 +225,12 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
             reproduces = (inv["settings"].get("execution") or {}).get("reproduces")
             if reproduces:   # a reproduction stays one: its full grid, holding no cells
                 settings["execution"]["reproduces"] = reproduces
+                if reproduction is not None and reproduction.warnings:
+                    settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
             # before touching the store: refused while another driver runs it
             driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
-                                  config_file=spec.config_path, submitted=submitted_config(spec))
+                                  config_file=spec.config_path,
+                                  submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
             removed, quarantined = trace_store.cleanup(spec.experiment, invocation_id)
             if not quiet and (removed or quarantined):
                 print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable part(s)",
@@ -230,6 +247,8 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
                 settings["execution"]["append_notes"] = notes   # recorded with the invocation, not hashed
             if reproduction is not None:
                 settings["execution"]["reproduces"] = reproduction.of   # not hashed; a resume reads it
+                if reproduction.warnings:
+                    settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
             invocation_id = str(uuid.uuid4())
             prov = provenance()
             weights = model_weights(spec, sources)

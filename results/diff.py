@@ -204,7 +204,7 @@ def diff(left: Invocation, right: Invocation, timing: tuple[tuple[pa.Table, str]
     (tl, source_l), (tr, source_r) = timing
     times = timing_shifts(tl, tr)
     times["source"] = source_l if source_l == source_r else f"{source_l} (A), {source_r} (B)"
-    return Diff(left.id, right.id, left.instrument.name, rule, n_left, n_right, shared, same, responses, columns, by,
+    return Diff(left.invocation_id, right.invocation_id, left.instrument.name, rule, n_left, n_right, shared, same, responses, columns, by,
                 {"left": _headline(left), "right": _headline(right)}, fingerprint_distances(left, right), times,
                 [d for d in shaping_differences(left.row["settings"], right.row["settings"]) if d != "experiment"])
 

@@ -1,9 +1,15 @@
-"""One invocation as the catalog and the store hold it: its row, its settings (as format 2), its traces, and the
-timing its inference_log recorded. Readers for reproduce and diff; they write nothing."""
+"""One invocation as the catalog and the store hold it — its row, its settings (as format 2), its instrument,
+its manifest and its traces — and the timing its inference_log recorded: the one reader of ``results/``
+(reproduce, diff, report) and of ``analyze``. It writes nothing.
+
+``resolve_rows`` turns what a user typed (an invocation id or its unique start, an experiment folder or
+name) into catalog rows; ``load`` reads one invocation, named that way or by its row, from its store.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +21,9 @@ from grid.instrument import Instrument, resolve
 from grid.settings import upgrade
 
 
-@dataclass
+@dataclass(frozen=True)
 class Invocation:
-    """An invocation read back: catalog row, settings, instrument, store and traces."""
+    """An invocation read back: catalog row, settings, instrument, store, traces and manifest."""
 
     row: dict
     """Its ``scan_invocations`` row (jsonb as Python values, invocation_id as str)."""
@@ -26,20 +32,20 @@ class Invocation:
     instrument: Instrument
     """The instrument its settings name (resolved)."""
     store: Any
-    """The ``TraceStore`` holding its traces."""
+    """The ``cluster.store.TraceStore`` holding its traces."""
     traces: pa.Table
-    """Every stored row (one per attempt), in the instrument's trace schema."""
+    """Every stored row (one per attempt), core columns plus the instrument's."""
     manifest: dict | None
-    """Its ``invocation.json`` beside the traces (None when absent)."""
-    submitted_config: dict | None
-    """The config as its first driver run recorded it (``scan_runs.submitted_config``; None before 0004)."""
+    """Its ``invocation.json`` beside the traces (settings, provenance, model sources); None when absent."""
 
     @property
-    def id(self) -> str:
+    def invocation_id(self) -> str:
+        """The invocation's id (uuid text)."""
         return str(self.row["invocation_id"])
 
     @property
     def experiment(self) -> str:
+        """The experiment's name."""
         return self.row["experiment"]
 
 
@@ -50,29 +56,48 @@ def catalog_dsn(flag: str | None) -> str:
     return resolve_dsn(flag or os.environ.get("MIRRORSCAN_CATALOG_DSN"))
 
 
-def load(target: str, *, store: str | None = None, dsn: str | None = None, need_traces: bool = True) -> Invocation:
-    """The invocation ``target`` names (an id, the unique start of one, or an experiment → its newest), read
-    from the catalog at ``dsn`` and the store (``store``, default the one it recorded). ConfigError when it is
-    not found, or (``need_traces``) has no traces there."""
+def resolve_rows(target: str, *, dsn: str | None = None, every: bool = False) -> list[dict]:
+    """Catalog rows of ``target``: an invocation id (or its unique start) → that one; an experiment (folder or
+    name) → its newest invocation, or with ``every`` all its invocations, oldest first. ConfigError (naming
+    what to run) when there is none."""
     from cluster.catalog import Catalog, resolve_invocation
+
+    with Catalog(catalog_dsn(dsn)) as catalog:
+        newest = resolve_invocation(target, catalog)
+        if not every or _names_invocation(target, newest):
+            return [newest]
+        ids = [r[0] for r in catalog.execute(
+            "SELECT invocation_id::text FROM scan_invocations WHERE experiment = %s ORDER BY started_at",
+            [newest["experiment"]])]
+        return [catalog.get_invocation(i) for i in ids]
+
+
+def _names_invocation(target: str, row: dict) -> bool:
+    """Whether ``target`` was an invocation id (or its start) rather than an experiment."""
+    t = target.strip().lower()
+    return not os.path.isdir(target) and bool(re.fullmatch(r"[0-9a-f-]{6,36}", t)) \
+        and str(row["invocation_id"]).startswith(t)
+
+
+def load(target: str | dict, *, store: str | None = None, dsn: str | None = None,
+         need_traces: bool = True) -> Invocation:
+    """The invocation ``target`` names — an id, the unique start of one, or an experiment → its newest, looked
+    up in the catalog at ``dsn``; or its catalog row itself (``resolve_rows``), read without the catalog —
+    from the store (``store``, default the one it recorded; a local folder that does not exist is an
+    error, never created). ConfigError when it is not found, or (``need_traces``) has no traces there."""
     from cluster.store import open_store
     from grid.trace_schema import trace_schema
 
-    with Catalog(catalog_dsn(dsn)) as catalog:
-        row = resolve_invocation(target, catalog)
-        submitted = catalog.execute(
-            "SELECT submitted_config FROM scan_runs WHERE invocation_id = %s AND submitted_config IS NOT NULL "
-            "ORDER BY started_at LIMIT 1", [row["invocation_id"]])
+    row = target if isinstance(target, dict) else resolve_rows(target, dsn=dsn)[0]
     settings = upgrade(row["settings"])
     instrument = resolve(settings["instrument"])
+    inv_id, experiment = str(row["invocation_id"]), row["experiment"]
     trace_store = open_store(store or row["store_uri"], create=False)
-    traces = trace_store.read(row["experiment"], row["invocation_id"], schema=trace_schema(instrument.columns))
+    traces = trace_store.read(experiment, inv_id, schema=trace_schema(instrument.columns))
     if need_traces and traces.num_rows == 0:
-        raise ConfigError("", "invocation", f"invocation {row['invocation_id']} has no traces in {trace_store.uri}",
+        raise ConfigError("", "invocation", f"invocation {inv_id} has no traces in {trace_store.uri}",
                           "point --store at the store the scan wrote to, or finish it with scan --resume")
-    return Invocation(row, settings, instrument, trace_store, traces,
-                      trace_store.read_manifest(row["experiment"], row["invocation_id"]),
-                      submitted[0][0] if submitted else None)
+    return Invocation(row, settings, instrument, trace_store, traces, trace_store.read_manifest(experiment, inv_id))
 
 
 def successful_cells(traces: pa.Table) -> pa.Table:
@@ -100,11 +125,11 @@ def request_timing(invocation: Invocation, dsn: str | None = None) -> tuple[pa.T
 
     with Catalog(catalog_dsn(dsn)) as catalog:
         rows = catalog.execute("SELECT label, ttft_ms, decode_tok_s, total_ms FROM inference_log "
-                               "WHERE invocation_id = %s AND status = 'ok'", [invocation.id])
+                               "WHERE invocation_id = %s AND status = 'ok'", [invocation.invocation_id])
     schema = pa.schema([("label", pa.string()), ("ttft_ms", pa.float64()), ("decode_tok_s", pa.float64()),
                         ("total_ms", pa.float64())])
     table = pa.Table.from_pylist([dict(zip(TIMING_COLUMNS, r)) for r in rows], schema=schema)
-    spilled = spill_dataset(invocation.store, invocation.experiment, invocation.id).to_table()
+    spilled = spill_dataset(invocation.store, invocation.experiment, invocation.invocation_id).to_table()
     if spilled.num_rows:
         spilled = spilled.filter(pc.equal(spilled.column("status"), "ok"))
         table = pa.concat_tables([table, spilled.select(list(TIMING_COLUMNS)).cast(schema)])

@@ -172,7 +172,7 @@ def headline_numbers(instrument, analysis: Analysis, settings: dict, invocation_
 
 
 def build(inv, analysis: Analysis, analysis_dir: str | None = None) -> Report:
-    """The report of one invocation (``results.analyses.Invocation``) and its analysis; no I/O."""
+    """The report of one invocation (``results.invocations.Invocation``) and its analysis; no I/O."""
     row, manifest = inv.row, inv.manifest or {}
     provenance = {k: row.get(k) for k in ("git_sha", "git_dirty", "host", "pid", "username", "started_at",
                                           "finished_at", "store_uri", "settings_hash", "reconstructed_from")}

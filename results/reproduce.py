@@ -9,13 +9,15 @@ warning per difference it cannot restore:
 - result-shaping settings that come out differently today (e.g. the HF sampler's version of a sampled grid);
 - items: the instrument expands the grid from its item files when their hashes match what was frozen; when
   a file changed or is gone, the cells are rebuilt from the coordinates stored in the traces (first stage
-  only; cells of the original with no stored row cannot be recovered);
+  only; cells of the original with no stored row cannot be recovered), which carry the item texts the
+  instrument renders (rows stored before they did cannot be rendered: reproduce refuses);
 - model sources that resolve elsewhere now, and weights whose recorded identity (``cluster.weights``)
   differs from today's, or was never recorded ("unknown");
 - package versions, and the git tree (another commit, or a dirty one then or now).
 
 Nothing here runs the grid or writes anything: ``jobs/reproduce.py`` runs the plan as a new invocation of
-the same experiment (``reproduces`` recorded) and ends with ``results.diff``.
+the same experiment (``reproduces`` recorded), or with ``--resume`` finishes an unfinished one, and ends with
+``results.diff``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from grid.errors import ConfigError
 from grid.records import ModelVariant
 from grid.settings import shaping_differences, upgrade
 from grid.spec import API_BACKENDS, TOP_LEVEL, Spec
-from results.invocations import Invocation, load
+from results.invocations import Invocation, catalog_dsn, load, resolve_rows
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
 """Where a plan's cells come from."""
@@ -58,6 +60,8 @@ class Plan:
     """What the new driver run records as submitted: the original's config file where one is known."""
     warnings: list[str] = field(default_factory=list)
     """One line per difference that cannot be restored."""
+    resumes: str | None = None
+    """With ``resume``: the unfinished reproduction of ``original`` that this run finishes (its id)."""
 
     @property
     def n_cells(self) -> int:
@@ -88,22 +92,54 @@ def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) 
                 instrument_spec=instrument.from_frozen(settings["instrument_settings"]))
 
 
-def stored_cells(traces: pa.Table, instrument) -> pa.Table:
+def run_order(store, experiment: str, invocation_id: str) -> dict[tuple[str, int], int]:
+    """(probe_id, sample) → where the invocation first ran the cell: its stored parts (each one engine batch,
+    its rows in the batch's order) ordered by the earliest start their rows record (parts without one last,
+    ties in the store's order), their rows one after another."""
+    import pyarrow.parquet as pq
+
+    parts = []
+    for n, path in enumerate(store.list_parts(experiment, invocation_id)):
+        with store.fs.open_input_file(path) as src:
+            part = pq.read_table(src, columns=["probe_id", "sample", "started_at"])
+        start = pc.min(part.column("started_at")).as_py() if part.num_rows else None
+        parts.append((start is None, start.timestamp() if start is not None else 0.0, n, part))
+    order: dict[tuple[str, int], int] = {}
+    for *_, part in sorted(parts, key=lambda p: p[:3]):
+        for key in zip(part.column("probe_id").to_pylist(), part.column("sample").to_pylist()):
+            order.setdefault(key, len(order))
+    return order
+
+
+def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int] | None = None) -> pa.Table:
     """The first-stage cells of ``traces`` (every cell with a stored row, errors included), from their stored
-    coordinates, in the order they were stored, with probe ids: what the grid was, without its item files."""
+    coordinates, with probe ids: what the grid was, without its item files. With ``order`` (``run_order``)
+    they come in the order the original ran them, so that, cut at the same batch size, the reproduction's
+    batches hold the same cells (left padding can move a greedy answer); else in the order read."""
     from cluster.stages import STAGE_SEP
 
     rows = traces
     if getattr(instrument, "stages", ()):
         rows = rows.filter(pc.invert(pc.match_substring(rows.column("item_key"), STAGE_SEP)))
     columns = ["label", "item_key", "envelope", "ordering", "sample", *instrument.coordinates]
-    seen, keep = set(), []
+    first: dict[tuple[str, int], int] = {}
     for i, key in enumerate(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist())):
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    cells = rows.take(pa.array(keep, pa.int64())).select(columns)
+        first.setdefault(key, i)
+    keys = sorted(first, key=lambda k: order.get(k, len(order))) if order is not None else list(first)
+    cells = rows.take(pa.array([first[k] for k in keys], pa.int64())).select(columns)
     return with_probe_ids(cells, instrument=instrument.name)
+
+
+def submitted_config(invocation_id: str, dsn: str | None = None) -> dict | None:
+    """The config as the invocation's first driver run recorded it (``scan_runs.submitted_config``: its file
+    and JSON); None when none was recorded (before migration 0004)."""
+    from cluster.catalog import Catalog
+
+    with Catalog(catalog_dsn(dsn)) as catalog:
+        rows = catalog.execute(
+            "SELECT submitted_config FROM scan_runs WHERE invocation_id = %s AND submitted_config IS NOT NULL "
+            "ORDER BY started_at LIMIT 1", [invocation_id])
+    return rows[0][0] if rows else None
 
 
 def _recorded_sources(original: Invocation) -> dict[str, str]:
@@ -183,7 +219,9 @@ def _provenance_warnings(row: dict, warnings: list[str]) -> None:
 
 def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, pa.Table | None]:
     """Where the cells come from: the item files when the instrument can expand them (their hashes match),
-    else the stored coordinates (checked to render without the files)."""
+    else the stored coordinates. Those must render without the files: every instrument's cells carry the item
+    text they render (forced_choice's word pair, flinch's carrier, lens's framed text, open_scan's query);
+    rows stored before they did make reproduce refuse."""
     labels = [m.label for m in spec.models]
     try:
         with_probe_ids(spec.instrument.cells(spec.instrument_spec, labels, spec.values["samples"]),
@@ -192,30 +230,56 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
         problem = exc.problem if isinstance(exc, ConfigError) else str(exc)
         where = f"{exc.file}: " if isinstance(exc, ConfigError) and exc.file else ""
         warnings.append(f"items: {where}{problem}; the cells are rebuilt from the coordinates stored in the traces")
-        cells = stored_cells(original.traces, spec.instrument)
+        cells = stored_cells(original.traces, spec.instrument,
+                             run_order(original.store, original.experiment, original.invocation_id))
         planned = int((original.row.get("counts") or {}).get("cells") or 0)
         if planned > cells.num_rows and not getattr(spec.instrument, "stages", ()):
             warnings.append(f"items: {planned - cells.num_rows} of the original's {planned} cells have no stored row "
                             f"and cannot be rebuilt")
         try:
-            spec.instrument.render(cells.slice(0, 1), spec.instrument_spec)
+            spec.instrument.render(cells, spec.instrument_spec)   # every cell: string work, no engine
         except (ConfigError, OSError, KeyError) as err:
             raise ConfigError(getattr(err, "file", "") or "", "items", f"instrument {spec.instrument.name!r} renders "
-                              f"its prompts from the item file, which changed since invocation {original.id}",
+                              f"its prompts from the item file, which changed since invocation {original.invocation_id} "
+                              f"(its stored rows do not carry the item texts it renders)",
                               "restore the file as it was, then reproduce again") from None
         return ITEMS_FROM_TRACES, cells
     return ITEMS_FROM_FILES, None
 
 
-def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Plan:
+def unfinished_reproduction(target: str, dsn: str | None = None) -> tuple[str, str]:
+    """(the original's id, the id of the reproduction to finish) for ``reproduce <target> --resume``: ``target``
+    itself when it is an unfinished reproduction, else the newest unfinished reproduction of ``target``.
+    ConfigError when there is none."""
+    from cluster.catalog import Catalog
+
+    (row,) = resolve_rows(target, dsn=dsn)
+    target_id = str(row["invocation_id"])
+    if row.get("reproduces") and row["status"] != "complete":
+        return str(row["reproduces"]), target_id
+    with Catalog(catalog_dsn(dsn)) as catalog:
+        found = catalog.execute("SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s "
+                                "AND status <> 'complete' ORDER BY started_at DESC LIMIT 1", [target_id])
+    if not found:
+        raise ConfigError("", "--resume", f"invocation {target_id} has no unfinished reproduction",
+                          "run reproduce without --resume to start one")
+    return target_id, found[0][0]
+
+
+def plan(target: str, *, store: str | None = None, dsn: str | None = None, resume: bool = False) -> Plan:
     """The reproduction of invocation ``target`` (see the module docstring): read from the catalog at ``dsn``
-    and the store (``store``, default the one it recorded), which the reproduction writes to as well."""
+    and the store (``store``, default the one it recorded), which the reproduction writes to as well. With
+    ``resume``, the plan finishes an unfinished reproduction instead (``unfinished_reproduction``): the same
+    spec and cells, rebuilt from the original again, and ``resumes`` names it."""
+    resumes = None
+    if resume:
+        target, resumes = unfinished_reproduction(target, dsn)
     original = load(target, store=store, dsn=dsn, need_traces=False)
-    submitted = original.submitted_config or {}
+    submitted = submitted_config(original.invocation_id, dsn) or {}
     config_file = submitted.get("file") or ""
     warnings: list[str] = []
     store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
-    spec = spec_from_settings(original.settings, config_file or f"(invocation {original.id})", store_uri)
+    spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
     for path in shaping_differences(original.row["settings"], spec.settings()):
         warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
                         f"now {_at(spec.settings(), path)!r})")
@@ -223,10 +287,10 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None) -> Pl
     weights = _weight_warnings(spec, sources, original.row.get("model_weights"), warnings)
     items_from, cells = _cells(spec, original, warnings)
     _provenance_warnings(original.row, warnings)
-    record = {"reproduces": original.id}
+    record = {"reproduces": original.invocation_id}
     if config_file:
         record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
-    return Plan(original, spec, sources, weights, items_from, cells, record, warnings)
+    return Plan(original, spec, sources, weights, items_from, cells, record, warnings, resumes)
 
 
 def _at(settings: dict, path: str):
@@ -247,7 +311,7 @@ def describe(plan: Plan) -> str:
     """The rebuilt spec in a few lines: experiment, instrument, models (source, backend, sampling), grid."""
     s = plan.spec
     v = s.values
-    lines = [f"reproduce {plan.original.id}  experiment {s.experiment}  instrument {s.instrument.name}  "
+    lines = [f"reproduce {plan.original.invocation_id}  experiment {s.experiment}  instrument {s.instrument.name}  "
              f"(settings format {plan.original.row['settings'].get('format', 1)})"]
     for m in s.models:
         where = f" at {m.endpoint}" if m.endpoint else ""
@@ -259,5 +323,7 @@ def describe(plan: Plan) -> str:
                      + (f"; overrides {overrides}" if overrides else "") + ")")
     lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
                  f"batch_size {v['batch_size']}; store {v['store']}")
+    if plan.resumes:
+        lines.append(f"  resume: finishes reproduction {plan.resumes} (cells it stored are kept, not rerun)")
     lines += [f"  warning: {w}" for w in plan.warnings] or ["  nothing that cannot be restored"]
     return "\n".join(lines)

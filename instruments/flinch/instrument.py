@@ -6,7 +6,9 @@ Config section (all keys optional)::
     "flinch": {"corpus": "packaged:starter", "axes": ["violence", …], "aggregation": "axis_lp_mean"}
 
 A cell is (model label, axis, term, carrier); its item_key is ``axis|term|carrier_index``. Frozen with the
-run: the corpus's path, SHA-256 and version, the axes scored and the aggregation.
+run: the corpus's path, SHA-256 and version, the axes scored and the aggregation. Every cell also carries its
+carrier sentence (``carrier_text``, stored on its rows), so a cell renders from its own coordinates: a
+reproduction runs the stored cells when the corpus file has changed or is gone.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.instrument import Analysis, SpecContext
 from grid.score_columns import SCORE_COLUMNS
 from grid.trace_schema import doc_field
-from instruments.flinch.corpus import STARTER, Corpus, load_corpus
+from instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
 from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit
 from instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
 
@@ -34,6 +37,9 @@ COORDINATES = (
     doc_field("axis", pa.string(), "corpus axis key of the cell (flinch)"),
     doc_field("term", pa.string(), "the term scored (flinch)"),
     doc_field("carrier_index", pa.int32(), "0-based index of the carrier sentence among the term's carriers (flinch)"),
+    doc_field("carrier_text", pa.string(), "the carrier sentence as the corpus wrote it, with {BLANK} where the term "
+              "goes: the prefix read is the text before the blank (flinch; null in rows stored before it was "
+              "recorded)"),
 )
 PROXY_HITS = doc_field("proxy_k", pa.int32(), "sampling proxy: continuations whose first words are the term "
                        "(leading whitespace and punctuation skipped, case-insensitive); null for exact rows (flinch)")
@@ -62,13 +68,13 @@ class FlinchSpec:
         return json.loads(self.frozen_json)
 
     def corpus(self) -> Corpus:
-        """The corpus (the axes scored), read once per process and spec (render runs for every block); a file
-        changed since the run was frozen is refused."""
-        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes)
+        """The corpus (the axes scored), read once per process and spec, and again after the file was written
+        (``grid.files.stamp``); a file changed since the run was frozen is refused."""
+        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes, stamp(self.corpus_path))
 
 
 @lru_cache(maxsize=8)
-def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...]) -> Corpus:
+def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...], written: tuple) -> Corpus:
     corpus = load_corpus(path, axes=list(axes))
     if corpus.sha256 != sha256:
         raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "
@@ -153,7 +159,7 @@ class Flinch:
         token length within a batch (no padding, so no batch-mate moves a log-prob); ordered by length, a
         batch holds few lengths: 54 passes instead of 71 for the starter corpus at batch 32. The order changes
         no number (a cell's scores do not depend on its batch)."""
-        carriers = [(len(c.prefix) + len(t.target), n, (a.key, t.word, c.index))
+        carriers = [(len(c.prefix) + len(t.target), n, (a.key, t.word, c.index, c.text))
                     for n, (a, t, c) in enumerate((a, t, c) for a in spec.corpus().axes for t in a.terms
                                                   for c in t.carriers)]
         carriers = [key for _, _, key in sorted(carriers)]
@@ -163,24 +169,34 @@ class Flinch:
         axis = [carriers[i][0] for i in i_c]
         term = [carriers[i][1] for i in i_c]
         index = [carriers[i][2] for i in i_c]
+        text = [carriers[i][3] for i in i_c]
         return pa.table({
             "label": pa.array([labels[i] for i in i_l], pa.string()),
             "item_key": pa.array([f"{a}|{t}|{c}" for a, t, c in zip(axis, term, index)], pa.string()),
             "envelope": pa.array(["-"] * len(idx), pa.string()), "ordering": pa.array(["-"] * len(idx), pa.string()),
             "sample": pa.array(i_s.astype(np.int32)), "axis": pa.array(axis, pa.string()),
-            "term": pa.array(term, pa.string()), "carrier_index": pa.array(index, pa.int32())})
+            "term": pa.array(term, pa.string()), "carrier_index": pa.array(index, pa.int32()),
+            "carrier_text": pa.array(text, pa.string())})
 
     def render(self, block: pa.Table, spec: FlinchSpec) -> pa.Table:
         """``block`` plus prefix (text before the blank, trailing whitespace removed), target (a space and the
         term), add_bos (null: each model's setting or tokenizer decides) and proxy_samples (N for the
-        sampling proxy; exact engines ignore it)."""
-        by = {(a.key, t.word): t for a in spec.corpus().axes for t in a.terms}
+        sampling proxy; exact engines ignore it). The carrier is the cell's own ``carrier_text``; a cell
+        without one (stored before it was recorded) is looked up in the corpus file, which must not have
+        changed."""
+        texts = (block.column("carrier_text").to_pylist() if "carrier_text" in block.column_names
+                 else [None] * block.num_rows)
+        by = ({(a.key, t.word): t for a in spec.corpus().axes for t in a.terms} if None in texts else {})
         prefixes, targets = [], []
-        for a, w, c in zip(block.column("axis").to_pylist(), block.column("term").to_pylist(),
-                           block.column("carrier_index").to_pylist()):
-            term = by[(a, w)]
-            prefixes.append(term.carriers[c].prefix)
-            targets.append(term.target)
+        for a, w, c, text in zip(block.column("axis").to_pylist(), block.column("term").to_pylist(),
+                                 block.column("carrier_index").to_pylist(), texts):
+            if text is None:
+                term = by[(a, w)]
+                prefixes.append(term.carriers[c].prefix)
+                targets.append(term.target)
+            else:
+                prefixes.append(Carrier(text, c).prefix)
+                targets.append(Term(w, ()).target)
         n = int(spec.frozen.get("proxy_samples", DEFAULT_SAMPLES))
         return (block.append_column("prefix", pa.array(prefixes, pa.string()))
                 .append_column("target", pa.array(targets, pa.string()))

@@ -10,7 +10,9 @@ Config section (all keys optional)::
 A cell is (model, rendering, item): each framing wraps each task text once (and once around an empty task,
 for the surface-only direction), the scoring items are rendered once in the variant's fixed rendering, and
 wrappers are paired in the analysis. Its item_key is ``<variant>/<framing>|<item_id>`` (``score`` in place
-of the framing for scoring items). Every extraction option is a coordinate, recorded on every row.
+of the framing for scoring items). Every extraction option is a coordinate, recorded on every row, and so is
+the text itself (``framed_text``): a cell renders from its own coordinates, so a reproduction runs the stored
+cells when an input file has changed or is gone.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import pyarrow as pa
 
 from grid.activation_columns import ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, POOLINGS, RENDERINGS, VECTOR_DTYPES
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.ids import check_component
 from grid.instrument import Analysis, SpecContext
 from grid.trace_schema import doc_field
-from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline,
+from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
                                     load_framings, load_items)
 
 LAYER_SETS = ("blocks", "all")
@@ -54,6 +57,9 @@ COORDINATES = (
     doc_field("item_label", pa.string(), "the scoring item's class (null for task texts) (lens)"),
     doc_field("subset", pa.string(), "the scoring item's subset, when its set names one (lens)"),
     doc_field("newline", pa.string(), "newline convention the text was rendered in: lf, crlf or keep (lens)"),
+    doc_field("framed_text", pa.string(), "the text extracted, verbatim: the framing with the task text in its slot, "
+              "or the scoring item alone, in the cell's newline convention (lens; null in rows stored before it "
+              "was recorded)"),
 ) + ACTIVATION_OPTIONS
 COLUMNS = COORDINATES[:-len(ACTIVATION_OPTIONS)] + ACTIVATION_COLUMNS
 
@@ -73,9 +79,11 @@ class LensSpec:
         return json.loads(self.frozen_json)
 
     def inputs(self) -> tuple[FramingSet, ItemSet, ItemSet]:
-        """(framings, task texts, scoring set), read once per process; files changed since the run was frozen
-        are refused."""
-        return _checked_inputs(*self.inputs_key)
+        """(framings, task texts, scoring set), read once per process, and again after a file was written
+        (``grid.files.stamp``); files changed since the run was frozen are refused."""
+        sources = [json.loads(key) for key in self.inputs_key[:3]]
+        written = tuple(stamp(data_path(s["path"] if isinstance(s, dict) else s)) for s in sources)
+        return _checked_inputs(*self.inputs_key, written)
 
 
 def _key(source) -> str:
@@ -83,7 +91,7 @@ def _key(source) -> str:
 
 
 @lru_cache(maxsize=8)
-def _checked_inputs(framings: str, tasks: str, scoring: str, hashes: tuple[str, str, str]
+def _checked_inputs(framings: str, tasks: str, scoring: str, hashes: tuple[str, str, str], written: tuple
                     ) -> tuple[FramingSet, ItemSet, ItemSet]:
     loaded = (load_framings(json.loads(framings)), load_items(json.loads(tasks), "tasks", False),
               load_items(json.loads(scoring), "scoring_set", True))
@@ -234,16 +242,17 @@ class Lens:
         per_variant = []
         for variant, options in frozen["variants"].items():
             for f in framings.framings:
-                per_variant += [(variant, options, f.id, f.arm, t) for t in tasks_plus]
-            per_variant += [(variant, options, SCORING, "scoring", item) for item in scoring.items]
+                per_variant += [(variant, options, f.id, f.arm, t, f.wrap(t.text)) for t in tasks_plus]
+            per_variant += [(variant, options, SCORING, "scoring", item, item.text) for item in scoring.items]
         rows = []
         for label in labels:
-            for variant, options, framing, arm, item in per_variant:
+            for variant, options, framing, arm, item, text in per_variant:
                 for s in range(samples):
                     rows.append({"label": label, "item_key": f"{variant}/{framing}|{item.id}", "envelope": "-",
                                  "ordering": "-", "sample": s, "variant": variant, "framing": framing, "arm": arm,
                                  "item_id": item.id, "item_sha256": item.sha256, "item_label": item.label,
                                  "subset": item.subset, "newline": options["newline"],
+                                 "framed_text": apply_newline(text, options["newline"]),
                                  "rendering": options["rendering"], "pooling": options["pooling"],
                                  "drop_bos": options["drop_bos"], "drop_whitespace": options["drop_whitespace"],
                                  "max_input_tokens": options["max_input_tokens"], "vector_dtype": frozen["vector_dtype"]})
@@ -253,17 +262,22 @@ class Lens:
         return pa.Table.from_pylist(rows, schema=schema)
 
     def render(self, block: pa.Table, spec: LensSpec) -> pa.Table:
-        """``block`` plus ``text``: the framing with the task text in its slot (or the scoring item alone), in
-        the cell's newline convention."""
-        framings, tasks, scoring = spec.inputs()
-        by_framing = {f.id: f for f in framings.framings}
-        texts = {t.id: t.text for t in tasks.items} | {EMPTY_TASK: ""}
-        scored = {i.id: i.text for i in scoring.items}
-        out = []
-        for framing, item, newline in zip(block.column("framing").to_pylist(), block.column("item_id").to_pylist(),
-                                          block.column("newline").to_pylist()):
-            text = scored[item] if framing == SCORING else by_framing[framing].wrap(texts[item])
-            out.append(apply_newline(text, newline))
+        """``block`` plus ``text``: the cell's own ``framed_text`` — the framing with the task text in its slot
+        (or the scoring item alone), in the cell's newline convention. A cell without one (stored before it
+        was recorded) is rendered from the input files, which must not have changed."""
+        out = (block.column("framed_text").to_pylist() if "framed_text" in block.column_names
+               else [None] * block.num_rows)
+        if None in out:
+            framings, tasks, scoring = spec.inputs()
+            by_framing = {f.id: f for f in framings.framings}
+            texts = {t.id: t.text for t in tasks.items} | {EMPTY_TASK: ""}
+            scored = {i.id: i.text for i in scoring.items}
+            for n, (framing, item, newline) in enumerate(zip(block.column("framing").to_pylist(),
+                                                             block.column("item_id").to_pylist(),
+                                                             block.column("newline").to_pylist())):
+                if out[n] is None:
+                    text = scored[item] if framing == SCORING else by_framing[framing].wrap(texts[item])
+                    out[n] = apply_newline(text, newline)
         return block.append_column("text", pa.array(out, pa.string()))
 
     def annotate(self, rows: pa.Table, spec: LensSpec) -> pa.Table:

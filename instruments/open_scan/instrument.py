@@ -17,7 +17,9 @@ Cells, for every model label and probe (item_key ``query_id@hash8``):
   it: the model rates its own answer, greedy.
 
 The envelope coordinate says which (``answer``, ``cold``, ``posthoc``). Every cell carries its own sampling
-(``temperature``, ``top_p``, ``max_tokens`` request columns), so the model's own sampling settings are not used.
+(``temperature``, ``top_p``, ``max_tokens`` request columns), so the model's own sampling settings are not used,
+and its probe's text (``query``, stored on its rows), so a cell renders from its own coordinates: a reproduction
+runs the stored cells when the probe file has changed or is gone, post-hoc stage included.
 A self-report's rating is read in the actor (``templates.parse_rating``): the first integer of the reply inside
 the template's scale, else null — never 0.
 
@@ -40,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grid.errors import ConfigError
+from grid.files import stamp
 from grid.instrument import Analysis, SpecContext, Stage
 from grid.settings import SAMPLER_VERSION
 from grid.trace_schema import doc_field
@@ -57,6 +60,8 @@ SECTION_KEYS = {"probes": "packaged:demo", "templates": "packaged:v1", "template
 COORDINATES = (
     doc_field("query_id", pa.string(), "the probe's stable id in its CSV (open_scan)"),
     doc_field("query_hash", pa.string(), "SHA-256 (hex) of the probe's query, its UTF-8 bytes as read (open_scan)"),
+    doc_field("query", pa.string(), "the probe's query verbatim, as read from its CSV (open_scan; null in rows "
+              "stored before it was recorded, and in imported rows)"),
     doc_field("locale", pa.string(), "locale written into the user template, e.g. en-AU (open_scan)"),
     doc_field("series", pa.string(), "hash (12 hex) of what shapes an answer besides the model: templates, locale, "
               "sampling, self-report length, HF sampler version; cells are held across invocations within a series "
@@ -84,9 +89,12 @@ class OpenScanSpec:
         return self.frozen["series"]
 
     def probes(self) -> tuple[Probe, ...]:
-        """The probes, read once per process; a file changed since the run was frozen is refused."""
+        """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
+        file changed since the run was frozen is refused."""
+        from instruments.open_scan.probes import data_path
+
         f = self.frozen["probes"]
-        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"])
+        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], stamp(data_path(f["path"])))
 
     def templates(self) -> Templates:
         """The templates as frozen (their texts are part of the frozen section)."""
@@ -94,7 +102,7 @@ class OpenScanSpec:
 
 
 @lru_cache(maxsize=8)
-def _checked_probes(path: str, id_column: str, query_column: str, sha256: str) -> tuple[Probe, ...]:
+def _checked_probes(path: str, id_column: str, query_column: str, sha256: str, written: tuple) -> tuple[Probe, ...]:
     from instruments.open_scan.probes import data_path, file_sha256
 
     actual = file_sha256(data_path(path))
@@ -219,8 +227,10 @@ class OpenScan:
     def cells(self, spec: OpenScanSpec, labels: list[str], samples: int) -> pa.Table:
         """Per label: every probe's ``samples`` answer cells, then every probe's cold cell (sample 0). Cells of
         one kind sit together so that an engine batch holds one ``max_tokens`` (the HF engine generates each
-        value's cells in their own call)."""
+        value's cells in their own call). Each carries its probe's query, read from the probe file (refused
+        when it changed since the section was frozen)."""
         f = spec.frozen
+        queries = {p.query_hash: p.query for p in spec.probes()}
         rows = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
         items = f["probes"]["items"]
         for label in labels:
@@ -237,6 +247,7 @@ class OpenScan:
                          "envelope": pa.array(rows["envelope"], pa.string()), "ordering": pa.array(["-"] * n, pa.string()),
                          "sample": pa.array(rows["sample"], pa.int32()), "query_id": pa.array(rows["query_id"], pa.string()),
                          "query_hash": pa.array(rows["query_hash"], pa.string()),
+                         "query": pa.array([queries[h] for h in rows["query_hash"]], pa.string()),
                          "locale": pa.array([f["locale"]] * n, pa.string()), "series": pa.array([f["series"]] * n, pa.string())})
 
     def posthoc_cells(self, spec: OpenScanSpec, previous: pa.Table) -> pa.Table:
@@ -248,15 +259,17 @@ class OpenScan:
 
     def render(self, block: pa.Table, spec: OpenScanSpec) -> pa.Table:
         """System and user text of each cell, and its own sampling: answers at the section's sampling, the
-        self-reports greedy with ``report_max_tokens``."""
+        self-reports greedy with ``report_max_tokens``. The query is the cell's own; a cell without one
+        (stored before it was recorded) is looked up in the probe file, which must not have changed."""
         f = spec.frozen
         templates = spec.templates()
-        queries = {p.query_hash: p.query for p in spec.probes()}
         envelopes = block.column("envelope").to_pylist()
         answers = block.column("answer").to_pylist() if "answer" in block.column_names else [None] * block.num_rows
+        own = block.column("query").to_pylist() if "query" in block.column_names else [None] * block.num_rows
+        queries = {p.query_hash: p.query for p in spec.probes()} if None in own else {}
         users, temperature, top_p, max_tokens = [], [], [], []
-        for envelope, query_hash, answer in zip(envelopes, block.column("query_hash").to_pylist(), answers):
-            query = queries[query_hash]
+        for envelope, query_hash, answer, query in zip(envelopes, block.column("query_hash").to_pylist(), answers, own):
+            query = queries[query_hash] if query is None else query
             if envelope == ANSWER:
                 users.append(templates.render_user(f["locale"], query))
                 temperature.append(f["sampling"]["temperature"])

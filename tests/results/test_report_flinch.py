@@ -2,7 +2,8 @@
 a local store): the page names the aggregation and defines it, every number's query returns the number
 shown through the real ``mirrorscan sql`` path, and each axis's carrier G-study is got again by the query
 that selects its input and the ``mirrorscan stats gstudy`` command the page prints. Also ``--all``: one
-report per invocation of an experiment."""
+report per invocation of an experiment; and, last (it changes the corpus file), the same scan reproduced from
+the carriers its rows recorded."""
 
 from __future__ import annotations
 
@@ -125,3 +126,43 @@ def test_all_writes_one_report_per_invocation_of_the_experiment(flinch_report):
     assert "[2/2]" in proc.stderr and all(p.is_file() for p in paths)
     newest = run_cli(["report", str(flinch_report["exp"])], flinch_report["env"])
     assert newest.returncode == 0 and f"/{second.invocation_id}/report/" in newest.stdout
+
+
+@pytest.mark.timeout(900)
+def test_a_changed_corpus_is_reproduced_from_the_carriers_the_rows_recorded(flinch_report, capsys):
+    """With the corpus file changed (a term gone, another's carriers rewritten), reproduce rebuilds the 24 cells
+    from the stored coordinates, each with the carrier its rows recorded, and says so; float32 scoring on the
+    same engine gives every target token's log-prob again."""
+    from cluster.catalog import Catalog
+    from cluster.store import open_store
+    from jobs import reproduce
+    from results.diff import diff_targets
+    from results.reproduce import ITEMS_FROM_TRACES, plan
+
+    changed = corpus()
+    changed["axes"]["syn_a"]["terms"] = changed["axes"]["syn_a"]["terms"][1:]
+    changed["axes"]["syn_b"]["terms"][0]["carriers"] = ["At last we were all {BLANK}.", "They had gone {BLANK}."]
+    (flinch_report["exp"] / "corpus.json").write_text(json.dumps(changed))
+    dsn, original = flinch_report["dsn"], flinch_report["inv"]
+    p = plan(original, dsn=dsn)
+    assert p.items_from == ITEMS_FROM_TRACES and p.n_cells == 24
+    items = [w for w in p.warnings if w.startswith("items: ")]
+    assert len(items) == 1 and "corpus.json: changed since the invocation was frozen" in items[0] \
+        and "rebuilt from the coordinates stored in the traces" in items[0], p.warnings
+
+    assert reproduce.main([original, "--catalog-dsn", dsn, "--quiet", "--expect-exact"]) == 0   # complete, exact
+    assert "EXACT MATCH" in capsys.readouterr().out
+    with Catalog(dsn) as catalog:
+        (copy,) = [catalog.get_invocation(r[0]) for r in catalog.execute(
+            "SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s", [original])]
+    assert copy["status"] == "complete" and copy["counts"]["cells"] == copy["counts"]["ok"] == 24
+    assert copy["settings"]["execution"]["reproduce_warnings"] == p.warnings
+
+    store = open_store(flinch_report["store"])
+    asked = {}
+    for inv in (original, copy["invocation_id"]):
+        rows = store.read("fl_report", inv, columns=["probe_id", "sample", "user_text", "target_text"]).to_pylist()
+        asked[inv] = {(r["probe_id"], r["sample"]): (r["user_text"], r["target_text"]) for r in rows}
+    assert len(asked[original]) == 24 and asked[copy["invocation_id"]] == asked[original]   # same cells, same prompts
+    d = diff_targets(original, copy["invocation_id"], dsn=dsn)
+    assert (d.cells_left, d.cells_right, d.shared, d.same_answer.same) == (24, 24, 24, 24) and d.exact
