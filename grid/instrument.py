@@ -20,7 +20,8 @@ and nothing else:
     cli(argv, prog)               optional: ``mirrorscan <name> …``, the instrument's own tools (exit code)
 
 and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
-``describe_cell`` (see the protocol below), and optionally ``headline_sources(analysis, settings,
+``describe_cell`` (see the protocol below), optionally ``cell_value`` (the browser matrix's value of a cell:
+``(column, "class" | "score")``, or a ``CellValue`` derived from each row), and optionally ``headline_sources(analysis, settings,
 invocation_id)``: a ``grid.headline.HeadlineSource`` per headline number, its definition and the
 ``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again. Optional hooks
 are not members of the ``Instrument`` protocol class (``isinstance`` would require them); callers check
@@ -129,6 +130,41 @@ class Stage:
     reads: tuple[str, ...] = ()
     """Trace columns ``cells`` reads besides the identity and coordinate columns (open_scan: ``response``);
     empty: all of them. Naming them keeps a plan over a large store from reading every stored column."""
+
+
+@dataclass(frozen=True)
+class CellValue:
+    """What one cell of the browser's matrix shows: a stored trace column, or one number derived from each
+    stored row (an instrument whose answer is not a scalar: lens's per-layer vectors). The plain form
+    ``cell_value = (column, kind)`` is this without ``derive``."""
+
+    column: str | None
+    """The stored trace column (plain form), or the derived value's name (shown as the cell's column name);
+    None: the instrument names none and cells show row counts."""
+    kind: str
+    """``class`` (counted per value) or ``score`` (averaged over a cell's successful rows); ``none`` without a
+    column."""
+    reads: tuple[str, ...] = ()
+    """The trace columns ``derive`` reads (only they are read from each part); empty for a stored column."""
+    derive: Callable[[pa.Table], pa.Array] | None = None
+    """Rows (the ``reads`` columns of one part) → one value per row, null where a row has none (a failed row);
+    text for ``class``, float64 for ``score``. It runs where the browser indexes, once per part."""
+    doc: str = ""
+    """One line saying what the value is (the matrix legend shows it)."""
+
+
+def cell_value(instrument) -> CellValue:
+    """The instrument's ``cell_value`` (``(column, "class" | "score")`` or a ``CellValue``) as a CellValue, checked;
+    an instrument without one: ``CellValue(None, "none")`` (cells show row counts)."""
+    hook = getattr(instrument, "cell_value", None)
+    if not hook:
+        return CellValue(None, "none")
+    value = hook if isinstance(hook, CellValue) else CellValue(*hook)
+    if value.kind not in ("class", "score"):
+        raise ValueError(f"instrument {instrument.name!r}: cell_value kind {value.kind!r} is not 'class' or 'score'")
+    if value.derive is not None and not value.reads:
+        raise ValueError(f"instrument {instrument.name!r}: a derived cell_value must name the columns it reads")
+    return value
 
 
 @runtime_checkable

@@ -146,18 +146,40 @@ def top_errors(traces: pa.Table, limit: int = TOP_ERRORS) -> list[tuple[str, int
 
 def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[tuple[str, str, str]]:
     """(what was asked, what came back, class) of the first ``limit`` rows in (probe_id, sample, attempt) order:
-    the instrument's ``describe_cell`` line, the response (or the error), and the stored class where the
-    instrument has one."""
+    the instrument's ``describe_cell`` line; the response, or the error, or — for a row without text (flinch's
+    log-probs, lens's vectors) — the cell's value as the browser shows it (``cell_value``) and its per-layer
+    vectors summarised (``results.vectors.summary``: shape and a few norms, never the values); and the stored
+    class where the instrument has one. Only those rows are taken from ``traces``."""
+    from grid.instrument import cell_value
+    from results import vectors
+
     order = [k for k in ("probe_id", "sample", "attempt") if k in traces.column_names]
-    keep = [c for c in traces.column_names if not pa.types.is_list(traces.schema.field(c).type)
-            and not pa.types.is_fixed_size_list(traces.schema.field(c).type)]
-    head = traces.select(keep).sort_by([(k, "ascending") for k in order]).slice(0, limit).to_pylist()
+    picked = pc.sort_indices(traces.select(order), [(k, "ascending") for k in order])[:limit] if order else \
+        pa.array(range(min(limit, traces.num_rows)), pa.int64())
+    rows = traces.take(picked)
+    nested = [f.name for f in rows.schema if vectors.is_nested_list(f.type)]
+    flat = [c for c in rows.column_names if c not in nested and not pa.types.is_fixed_size_list(rows.schema.field(c).type)]
+    head = rows.select(flat).to_pylist()
+    value = cell_value(instrument)
+    derived = (value.derive(rows.select([c for c in value.reads if c in rows.column_names])).to_pylist()
+               if value.derive is not None and rows.num_rows else [None] * rows.num_rows)
+    columns = {name: rows.column(name).combine_chunks() for name in nested}
     describe = getattr(instrument, "describe_cell", None)
     out = []
-    for row in head:
+    for i, row in enumerate(head):
         asked = describe(row) if describe else row.get("probe_id", "")
-        answer = row.get("response") if row.get("error") is None else f"error: {row['error']}"
-        out.append((asked, "" if answer is None else str(answer), str(row.get("class") or "")))
+        if row.get("error") is not None:
+            answer = f"error: {row['error']}"
+        elif row.get("response") is not None:
+            answer = str(row["response"])
+        else:
+            shown = derived[i] if value.derive is not None else row.get(value.column) if value.column else None
+            parts = [f"{value.column} = {shown:.6g}" if isinstance(shown, float) else f"{value.column} = {shown}"] \
+                if value.column and shown is not None else []
+            parts += [f"{name}: {s}" for name, column in columns.items()
+                      if (s := vectors.summary(column, i, with_type=False)) is not None]
+            answer = " · ".join(parts)
+        out.append((asked, answer, str(row.get("class") or "")))
     return out
 
 

@@ -27,10 +27,12 @@ from grid.activation_columns import ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, POOL
 from grid.errors import ConfigError
 from grid.files import stamp
 from grid.ids import check_component
-from grid.instrument import Analysis, SpecContext
+from grid.instrument import Analysis, CellValue, SpecContext
 from grid.trace_schema import doc_field
 from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
                                     load_framings, load_items)
+from instruments.lens.norms import DOC as NORM_DOC
+from instruments.lens.norms import pooled_norm
 
 LAYER_SETS = ("blocks", "all")
 """Layers entering the max over layers: the blocks' outputs 1…L (default), or the embedding output too."""
@@ -137,6 +139,8 @@ class Lens:
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    cell_value = CellValue("pooled_norm", "score", reads=("layer_vectors",), derive=pooled_norm, doc=NORM_DOC)
+    """The browser matrix's value of a cell: its pooled vectors' mean norm over the blocks (``norms``)."""
 
     def load_spec(self, section: dict, ctx: SpecContext) -> LensSpec:
         """Validate the ``lens`` section: unknown keys, the input files, the positive class, the extraction

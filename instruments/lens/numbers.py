@@ -290,7 +290,9 @@ def analyze(traces: pa.Table, spec) -> Analysis:
         elif g["model_share"] is None:
             lines.append(f"G-study ({variant}, {g['design']}): every score is the same, no variance to divide")
         else:   # the per-item study names its layer; every study gives shares, Eρ², Φ and the wrappers needed
-            where = f", layer {g['layer']}" if "layer" in g else ""
+            layer = g.get("layer")   # one layer, or each model's own (label → layer)
+            where = "" if layer is None else (f", layer {layer}" if not isinstance(layer, dict) else
+                                              ", layer " + ", ".join(f"{k} {v}" for k, v in sorted(layer.items())))
             lines.append(f"G-study ({variant}, {g['design']}{where}): model share {100 * g['model_share']:.0f}%, "
                          f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {_num(g['report']['g_coefficient'])}, "
                          f"Φ {_num(g['report']['phi'])}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")

@@ -36,8 +36,8 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
                        "difference-of-means direction; the median over wrappers (−0.5 to 0.5)",
                        vectors_sql(invocation_id), exact=False,
                        note=from_vectors + " (column max_auroc_minus_half; this is their median)"),
-        HeadlineSource("sd_over_wrappers", "standard deviation over wrappers of the same per-wrapper max (AUROC − 0.5): "
-                       "how much the number depends on the prompt pair",
+        HeadlineSource("sd_over_wrappers", "standard deviation (n − 1 denominator) over wrappers of the same per-wrapper max "
+                       "(AUROC − 0.5): how much the number depends on the prompt pair",
                        vectors_sql(invocation_id), exact=False, note=from_vectors),
         HeadlineSource("positive_class", "the scoring-set class whose items count as positives in every AUROC "
                        "(AUROC of the other class is 1 − this)",

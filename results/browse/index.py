@@ -8,14 +8,16 @@ only when a trace page is asked for.
 Each row of the index is one trace row: ``probe_id``, ``sample``, ``attempt``, ``label``, ``item_key``,
 ``envelope``, ``ordering``, the instrument's matrix coordinates as text (``mrow``, ``mcol``, from
 ``Instrument.matrix_coordinates``), its answer (``answer_class`` text or ``score`` number, from the
-instrument's ``cell_value``), ``failed`` (the row's error is set), ``ttft_ms`` and ``total_ms``, and where the
-row is stored (``part``: the part's file name in ``traces/``, ``row``: its 0-based position in that part).
+instrument's ``cell_value``: a stored column, or one value derived from each row while its part is read, as
+lens derives a number from the pooled vectors, which never enter the index), ``failed`` (the row's error is
+set), ``ttft_ms`` and ``total_ms``, and where the row is stored (``part``: the part's file name in ``traces/``, ``row``: its 0-based position in that part).
 
 The index is derived and append-only, and never replaces the parts of record: it lives outside the store
 (``<index dir>/<store key>/<experiment>/<invocation>/``, by default under ``$MIRRORSCAN_HOME/cache/``, so a
 read-only store or an S3 bucket is never written), each file covers a set of parts and is never rewritten,
 and parts written after the newest file (a resume) are covered by one more file. A reader unions the files;
-a part no file lists is indexed when the invocation is next refreshed.
+a part no file lists is indexed when the invocation is next refreshed. Each file records the definition of
+its cells' value (``value_key``); files made under another one are passed over and their parts indexed again.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+
+from grid.instrument import CellValue, cell_value
 
 INDEX_SCHEMA = pa.schema([
     ("probe_id", pa.string()), ("sample", pa.int32()), ("attempt", pa.int32()), ("label", pa.string()),
@@ -55,26 +58,10 @@ READ_THREADS = 8
 """Parts read at once while indexing (small files: the time goes to opening them, which overlaps well)."""
 
 
-@dataclass(frozen=True)
-class CellValue:
-    """Which trace column is a cell's answer, and whether it is a class (text) or a score (number)."""
-
-    column: str | None
-    """The trace column (None: the instrument names none; cells show row counts only)."""
-    kind: str
-    """``class`` (counted per value) or ``score`` (averaged); ``none`` without a column."""
-
-
-def cell_value(instrument) -> CellValue:
-    """The instrument's ``cell_value`` hook (``(column, "class" | "score")``) as a CellValue; an instrument
-    without one shows counts only."""
-    hook = getattr(instrument, "cell_value", None)
-    if not hook:
-        return CellValue(None, "none")
-    column, kind = hook
-    if kind not in ("class", "score"):
-        raise ValueError(f"instrument {instrument.name!r}: cell_value kind {kind!r} is not 'class' or 'score'")
-    return CellValue(column, kind)
+def value_key(value: CellValue) -> str:
+    """What an index file's ``answer_class``/``score`` hold, as its metadata records it (``column|kind``, and
+    ``|derived`` for a derived value): a file made under another definition is not this index's."""
+    return f"{value.column}|{value.kind}" + ("|derived" if value.derive is not None else "")
 
 
 def store_key(store_uri: str) -> str:
@@ -87,11 +74,22 @@ def index_folder(index_dir: str | Path, store_uri: str, experiment: str, invocat
     return Path(index_dir) / store_key(store_uri) / experiment / invocation_id
 
 
-def index_files(folder: Path) -> list[Path]:
-    """The complete index files of one invocation, oldest first (temporaries are skipped)."""
+def index_files(folder: Path, value: CellValue | None = None) -> list[Path]:
+    """The complete index files of one invocation, oldest first (temporaries are skipped). With ``value``, only
+    those whose cells were made under that definition (``value_key``; a file from before the key was recorded
+    counts for a stored column, never for a derived value): the parts the others cover are indexed again."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith("."))
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith("."))
+    if value is None:
+        return files
+    want = value_key(value)
+
+    def made_under(f: Path) -> bool:
+        key = (pq.read_schema(f).metadata or {}).get(b"mirrorscan.cell_value")
+        return key.decode() == want if key is not None else value.derive is None
+
+    return [f for f in files if made_under(f)]
 
 
 def covered_parts(files: list[Path]) -> set[str]:
@@ -116,8 +114,16 @@ def _rows_of_part(store, path: str, columns: list[str], coordinates: tuple[str, 
             return pa.nulls(n, dtype)
         return table.column(name).combine_chunks().cast(dtype)
 
-    answer = col(value.column, pa.string()) if value.kind == "class" else pa.nulls(n, pa.string())
-    score = col(value.column, pa.float64()) if value.kind == "score" else pa.nulls(n, pa.float64())
+    dtype = pa.string() if value.kind == "class" else pa.float64()
+    if value.derive is not None:   # one value per row, from the columns it reads (lens: the pooled vectors)
+        got = value.derive(table.select([c for c in value.reads if c in table.column_names]))
+        found = (got.combine_chunks() if isinstance(got, pa.ChunkedArray) else got).cast(dtype)
+        if len(found) != n:
+            raise ValueError(f"cell_value {value.column!r} gave {len(found)} values for {n} rows of {path}")
+    else:
+        found = col(value.column, dtype)
+    answer = found if value.kind == "class" else pa.nulls(n, pa.string())
+    score = found if value.kind == "score" else pa.nulls(n, pa.float64())
     arrays = {
         "probe_id": col("probe_id", pa.string()), "sample": col("sample", pa.int32()),
         "attempt": col("attempt", pa.int32()), "label": col("label", pa.string()),
@@ -136,17 +142,17 @@ def build(store, experiment: str, invocation_id: str, instrument, folder: Path, 
     """Index the invocation's parts that no index file in ``folder`` lists yet, as one new index file;
     returns its path (None when every part is listed already). ``progress(done, total)`` is called as parts
     are read."""
-    files = index_files(folder)
+    value = cell_value(instrument)
+    files = index_files(folder, value)
     known = covered_parts(files)
     parts = [p for p in store.list_parts(experiment, invocation_id) if p.rsplit("/", 1)[-1] not in known]
     if not parts:
         return None
     coordinates = instrument.matrix_coordinates() if hasattr(instrument, "matrix_coordinates") \
         else ("label", "item_key")
-    value = cell_value(instrument)
+    value_columns = list(value.reads) if value.derive is not None else ([value.column] if value.column else [])
     columns = list(dict.fromkeys(["probe_id", "sample", "attempt", "label", "item_key", "envelope", "ordering",
-                                  *coordinates, *([value.column] if value.column else []), "error",
-                                  "ttft_ms", "total_ms"]))
+                                  *coordinates, *value_columns, "error", "ttft_ms", "total_ms"]))
     tables: list[pa.Table] = []
     with ThreadPoolExecutor(READ_THREADS) as pool:
         for i, table in enumerate(pool.map(lambda p: _rows_of_part(store, p, columns, coordinates, value),
@@ -158,7 +164,7 @@ def build(store, experiment: str, invocation_id: str, instrument, folder: Path, 
     # sorted by the trace key, so a trace lookup reads one row group (its min/max statistics skip the rest)
     rows = rows.sort_by([("probe_id", "ascending"), ("sample", "ascending"), ("attempt", "ascending")])
     rows = rows.set_column(rows.schema.get_field_index("part"), "part", pc.dictionary_encode(rows.column("part")))
-    return _write(folder, rows, len(parts), _facets_of(rows))
+    return _write(folder, rows, len(parts), _facets_of(rows), value_key(value))
 
 
 def _facets_of(rows: pa.Table) -> dict[str, list]:
@@ -184,12 +190,14 @@ def facets(files: list[Path]) -> dict[str, list]:
     return {name: sorted(values) for name, values in out.items() if name not in missing}
 
 
-def _write(folder: Path, rows: pa.Table, n_parts: int, facet_values: dict) -> Path:
-    """Write one index file atomically (temporary name, then rename); never overwrites."""
+def _write(folder: Path, rows: pa.Table, n_parts: int, facet_values: dict, value: str) -> Path:
+    """Write one index file atomically (temporary name, then rename); never overwrites. ``value``: the
+    ``value_key`` its cells were made under."""
     folder.mkdir(parents=True, exist_ok=True)
     name = f"index-{time.strftime('%Y%m%dT%H%M%S')}-{n_parts:08d}-{uuid.uuid4().hex[:12]}.parquet"
     final, temp = folder / name, folder / f".{name}.tmp"
-    rows = rows.replace_schema_metadata({"mirrorscan.facets": json.dumps(facet_values)})
+    rows = rows.replace_schema_metadata({"mirrorscan.facets": json.dumps(facet_values),
+                                         "mirrorscan.cell_value": value})
     pq.write_table(rows, temp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     os.replace(temp, final)
     return final

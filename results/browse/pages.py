@@ -162,7 +162,9 @@ def matrix(inv, data: dict, facets: dict, filters: dict) -> str:
     what = {"class": f"count of successful rows per {e(inv.value.column)} (most first)",
             "score": f"mean {e(inv.value.column)} over successful rows",
             "none": "successful rows"}[kind]
-    legend = f'<p class="legend">rows: {e(rname)} · columns: {e(cname)} · a cell: {what}; ✗n: failed attempts</p>'
+    defined = f' ({e(inv.value.doc)})' if inv.value.doc else ""
+    legend = (f'<p class="legend">rows: {e(rname)} · columns: {e(cname)} · a cell: {what}{defined}; ✗n: failed '
+              f'attempts</p>')
     grid = (f'<table class="matrix" id="matrix"><thead><tr><th>{e(rname)} \\ {e(cname)}</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>') if data["rows"] else '<p id="matrix">No row matches.</p>'
     return page(f"matrix · {inv.row['experiment']}", filter_form(inv_path(iid, "matrix"), facets, filters, kind)

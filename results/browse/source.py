@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from grid.errors import ConfigError
 from grid.instrument import resolve
 from results.browse import index as idx
+from results import vectors
 from results.browse.catalog_reader import ReadOnlyCatalog
 
 SANDBOX = {"enable_external_access": False, "autoinstall_known_extensions": False,
@@ -135,7 +136,7 @@ class Browser:
             store = self.open_store(uri)
             known = Indexed(row, store, resolve(row["instrument"]),
                             idx.index_folder(self.index_dir, store.uri, row["experiment"], invocation_id))
-            known.files = idx.index_files(known.folder)
+            known.files = idx.index_files(known.folder, known.value)
         stale = known.checked_at == 0.0 or (known.row.get("status") not in FINISHED
                                             and time.monotonic() - known.checked_at > self.refresh_s)
         if stale:
@@ -147,7 +148,7 @@ class Browser:
                     made = idx.build(known.store, known.row["experiment"], invocation_id, known.instrument,
                                      known.folder, progress=report)
                     if made is not None:
-                        known.files = idx.index_files(known.folder)
+                        known.files = idx.index_files(known.folder, known.value)
                         known.facets = None
                     known.checked_at = time.monotonic()
         with self._lock:
@@ -224,8 +225,9 @@ class Browser:
                           [mrow, mcol, *params, limit]).to_pylist()
 
     def trace(self, inv: Indexed, probe_id: str, sample: int, attempt: int) -> dict:
-        """The stored row of (probe_id, sample, attempt), read from its own part (every column but per-layer
-        vectors, which are summarised by their shape)."""
+        """The stored row of (probe_id, sample, attempt), read from the row group of its own part that holds
+        it: every column, per-layer vectors summarised (``results.vectors.summary``: shape and a few norms), and
+        a derived cell value (``grid.instrument.CellValue.derive``) under its name."""
         found = self.query(inv, "SELECT part, row FROM idx WHERE probe_id = ? AND sample = ? AND attempt = ? LIMIT 1",
                            [probe_id, sample, attempt])
         if found.num_rows == 0:
@@ -233,13 +235,19 @@ class Browser:
         part, row = found.column("part")[0].as_py(), found.column("row")[0].as_py()
         path = f"{inv.store.traces_dir(inv.row['experiment'], inv.row['invocation_id'])}/{part}"
         with inv.store.fs.open_input_file(path) as src:
-            table = pq.read_table(src)
-        record = table.slice(row, 1).to_pylist()[0]
+            one = _one_row(pq.ParquetFile(src), row)
+        if one is None:
+            raise NotFound(f"the index points at {part} row {row}, which the part does not hold; restart browse")
+        nested = [f.name for f in one.schema if vectors.is_nested_list(f.type)]
+        record = one.drop_columns(nested).to_pylist()[0]
         if (record.get("probe_id"), record.get("sample"), record.get("attempt")) != (probe_id, sample, attempt):
             raise NotFound(f"the index points at {part} row {row}, which holds another trace; restart browse")
-        for name, value in list(record.items()):   # per-layer vectors: their shape, not a wall of floats
-            if isinstance(value, list) and value and isinstance(value[0], list):
-                record[name] = f"[{len(value)} × {len(value[0])} values]"
+        for name in nested:   # per-layer vectors: their shape and a few norms, not a wall of floats
+            record[name] = vectors.summary(one.column(name).combine_chunks())
+        value = inv.value
+        if value.derive is not None:   # the cell's value, as the index derived it
+            got = value.derive(one.select([c for c in value.reads if c in one.column_names]))
+            record[value.column] = got[0].as_py()
         record["_part"] = part
         return record
 
@@ -317,6 +325,17 @@ class Browser:
         """Close the catalog and DuckDB connections."""
         self.catalog.close()
         self._duck.close()
+
+
+def _one_row(parquet: pq.ParquetFile, row: int) -> pa.Table | None:
+    """Row ``row`` (0-based) of a part, reading only the row group that holds it (None past the end)."""
+    start = 0
+    for group in range(parquet.num_row_groups):
+        n = parquet.metadata.row_group(group).num_rows
+        if row < start + n:
+            return parquet.read_row_group(group).slice(row - start, 1)
+        start += n
+    return None
 
 
 def timing(browser: Browser, inv: Indexed | None) -> list:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from grid.errors import ConfigError
-from grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, resolve
+from grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, cell_value, resolve
 from grid.trace_schema import TRACE_COLUMNS, trace_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +25,33 @@ def test_every_registry_entry_loads_and_keeps_the_protocol(name):
     schema = trace_schema(instrument.columns)     # documented, and no core column redefined
     assert schema.names[:len(TRACE_COLUMNS)] == TRACE_COLUMNS
     assert set(instrument.coordinates) <= {f.name for f in instrument.columns}
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_instrument_gives_the_browser_a_cell_value_it_can_read(name):
+    """A stored column of its rows, or a value derived from columns they have (never from a column they lack)."""
+    instrument = resolve(name)
+    value = cell_value(instrument)
+    columns = set(trace_schema(instrument.columns).names)
+    assert value.kind in ("class", "score")
+    if value.derive is None:
+        assert value.column in columns and not value.reads
+    else:   # derived: named apart from the stored columns, defined for the legend
+        assert set(value.reads) <= columns and value.column not in columns and value.doc
+
+
+def test_a_cell_value_of_another_kind_or_derived_from_nothing_is_refused():
+    from grid.instrument import CellValue
+
+    class Named:
+        name = "x"
+
+    for bad, problem in ((("class", "ranked"), "not 'class' or 'score'"),
+                         (CellValue("n", "score", derive=lambda rows: rows.column(0)), "must name the columns")):
+        thing = Named()
+        thing.cell_value = bad
+        with pytest.raises(ValueError, match=problem):
+            cell_value(thing)
 
 
 @pytest.mark.parametrize("name, problem", [
