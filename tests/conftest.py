@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -134,6 +136,21 @@ def bos_tiny_dir(tiny_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def overfit_dir(tmp_path_factory, demo_dir) -> Path:
+    """The tiny Llama overfit to tests/jobs/overfit.py's planted answer table (about 80 s of training), trained
+    once for the modules that scan it; training stops only at the margin it asserts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
+    import overfit
+
+    folder = tmp_path_factory.mktemp("overfit") / "model"
+    facts = overfit.train_overfit_model(folder, demo_dir)
+    print(f"overfit: {facts['steps']} steps, {facts['seconds']:.1f} s, loss {facts['loss']:.4f}, "
+          f"min margin {facts['min_margin']:.2f} nats")
+    assert facts["min_margin"] >= overfit.MARGIN, f"training stopped at MAX_STEPS short of the margin: {facts}"
+    return folder
+
+
+@pytest.fixture(scope="session")
 def _ray_local_session():
     """Shuts the shared local Ray down once, at the end of the test session."""
     yield
@@ -155,11 +172,54 @@ def ray_local(_ray_local_session):
     yield ray
 
 
+SHARED_GROUPS = ("own-ray", "vllm-server")
+"""Under pytest-xdist (``make test`` runs two workers): the modules marked ``own_ray`` run as one group on one
+worker, so that no two Rays of their own (multi-node test clusters among them) compete, and the modules that use
+the vLLM server start it once; each other module is a group of its own, so that its module-scoped fixtures are
+built once. These two groups, the longest, start first. (xdist's own ``loadgroup`` cannot do this on pytest 9.2,
+whose node ids it can no longer rename: ``pytest_xdist_make_scheduler`` below groups by module path instead.)"""
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=None)
+def suite_group(module_path: str) -> str:
+    """The xdist group of the test module at ``module_path`` (relative to the repository, as in node ids):
+    ``own-ray`` when it is marked ``own_ray``, ``vllm-server`` when it uses that fixture, else the path itself."""
+    text = (TESTS_DIR.parent / module_path).read_text(encoding="utf-8")
+    if "pytest.mark.own_ray" in text:
+        return "own-ray"
+    if re.search(r"\bvllm_server\b", text):
+        return "vllm-server"
+    return module_path
+
+
+def in_parallel(config) -> bool:
+    """Whether this process is an xdist worker or a controller that distributes tests."""
+    return hasattr(config, "workerinput") or getattr(config.option, "dist", "no") not in ("no", None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Distribute whole groups (``suite_group``) to the workers, in the order they were collected."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return suite_group(nodeid.split("::")[0])
+
+    return SuiteGroups(config, log)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Modules marked ``own_ray`` (they shut the shared local Ray down for one of their own) run after all
-    the others, so that the shared Ray starts once instead of once after each of them. Order within each
-    module, and among the modules of each kind, is kept."""
-    items.sort(key=lambda item: item.get_closest_marker("own_ray") is not None)
+    """One process: modules marked ``own_ray`` (they shut the shared local Ray down for one of their own) run
+    after all the others, so that the shared Ray starts once instead of once after each of them. Under xdist:
+    the shared groups (SHARED_GROUPS) come first. Order within each module, and among the modules of each kind,
+    is kept."""
+    if not in_parallel(config):
+        items.sort(key=lambda item: item.get_closest_marker("own_ray") is not None)
+        return
+    rank = {name: i for i, name in enumerate(SHARED_GROUPS)}
+    items.sort(key=lambda item: rank.get(suite_group(item.nodeid.split("::")[0]), len(rank)))
 
 
 def own_ray() -> None:

@@ -43,15 +43,12 @@ MAX_TOKENS = 12
 
 
 @pytest.fixture(scope="module")
-def overfit_model(tmp_path_factory, demo_dir):
-    """The trained model folder, checked cell by cell through the HF sampler in several batch mixes."""
+def overfit_model(overfit_dir):
+    """The trained model folder (``overfit_dir``), checked cell by cell through the HF sampler in several
+    batch mixes."""
     from actors.hf_sampler import HFSampler
 
-    folder = tmp_path_factory.mktemp("overfit") / "model"
-    facts = overfit.train_overfit_model(folder, demo_dir)
-    print(f"overfit: {facts['steps']} steps, {facts['seconds']:.1f} s, loss {facts['loss']:.4f}, "
-          f"min margin {facts['min_margin']:.2f} nats")
-    assert facts["min_margin"] >= overfit.MARGIN, f"training stopped at MAX_STEPS short of the margin: {facts}"
+    folder = overfit_dir
     variant = ModelVariant(label="fit", model=str(folder), temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS)
     sampler = HFSampler(variant, str(folder), RunContext(invocation_id="check", experiment="check",
                                                          instrument="forced_choice", envelope_version="check"))

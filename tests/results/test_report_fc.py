@@ -28,19 +28,17 @@ DESCRIPTION = 'planted table <script>alert("x")</script> & more'
 
 
 @pytest.fixture(scope="module")
-def reported(tmp_path_factory, demo_dir, pg_dsn, ray_local):
+def reported(tmp_path_factory, overfit_dir, pg_dsn, ray_local):
     """One scan of the planted table (36 cells) and one report of it, written through the CLI."""
     from jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_fc")
-    facts = overfit.train_overfit_model(base / "model", demo_dir)
-    assert facts["min_margin"] >= overfit.MARGIN, facts
     exp = base / "exps" / "fc_report"
     exp.mkdir(parents=True)
     (exp / "pairs.csv").write_text(overfit.PAIRS_CSV)
     (exp / "config.json").write_text(json.dumps({
         "instrument": "forced_choice", "description": DESCRIPTION,
-        "models": [{"model": str(base / "model"), "label": "fit"}], "probe_set": "pairs.csv",
+        "models": [{"model": str(overfit_dir), "label": "fit"}], "probe_set": "pairs.csv",
         "envelopes": list(overfit.ENVELOPES), "orderings": list(overfit.ORDERINGS), "samples": 1,
         "temperature": 0.0, "max_tokens": 12, "seed": 3, "batch_size": 8, "actor_pool_size": 1}))
     dsn, store = new_database(pg_dsn), str(base / "store")
