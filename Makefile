@@ -10,6 +10,9 @@ PIP    := $(PY) -m pip
 export MIRRORSCAN_HOME ?= $(CURDIR)/.mirrorscan
 export HF_HUB_OFFLINE = 1
 PYTEST_ARGS ?=
+# Two pytest-xdist workers: the suite waits on process and server starts as much as it computes
+# (tests/conftest.py groups the modules that share a Ray of their own or the vLLM server). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 
 .PHONY: install demo-model demo test bench clean-home help
 
@@ -37,7 +40,7 @@ demo: demo-model
 	$(VENV)/bin/mirrorscan analyze experiments/demo/
 
 test: demo-model
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: demo-model
 	$(PIP) install -q -e '.[cpu,dev,bench]'
