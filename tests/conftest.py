@@ -199,6 +199,7 @@ def in_parallel(config) -> bool:
     return hasattr(config, "workerinput") or getattr(config.option, "dist", "no") not in ("no", None)
 
 
+@pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist (the dev extra); without it, pytest runs one process
 def pytest_xdist_make_scheduler(config, log):
     """Distribute whole groups (``suite_group``) to the workers, in the order they were collected."""
     from xdist.scheduler import LoadScopeScheduling
