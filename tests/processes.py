@@ -34,3 +34,28 @@ def wait_for_parts(store, experiment: str, proc: subprocess.Popen, at_least: int
     assert proc.poll() is None, "the scan finished before it could be stopped; make the grid bigger"
     assert len(parts) >= at_least, "not enough parts landed within the deadline"
     return parts
+
+
+def wait_for_driver_gone(driver_pid: int, timeout_s: float = 120) -> None:
+    """Return once Ray has finished the job whose driver was ``driver_pid`` and every worker process of that job's
+    own (non-detached) actors has exited, so that nothing the killed driver started can still write to a store.
+    (GCS marks an actor dead when it orders the kill; the process may run a moment longer, so the pid decides.)"""
+    import ray
+
+    def exited(pid) -> bool:
+        try:
+            return not pid or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    deadline, job_id, waiting = time.monotonic() + timeout_s, None, ["the job"]
+    while time.monotonic() < deadline:
+        jobs = [j for j in ray._private.state.jobs() if j.get("DriverPid") == driver_pid]
+        if jobs:
+            job_id = jobs[0]["JobID"]
+            own = [a for a in ray._private.state.actors().values() if a.get("JobID") == job_id and not a["IsDetached"]]
+            waiting = [a["ActorClassName"] for a in own if a["State"] != "DEAD" or not exited(a.get("Pid"))]
+            if jobs[0].get("IsDead") and not waiting:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"Ray still runs {waiting} of the job of driver {driver_pid} ({job_id}) after {timeout_s:.0f} s")
