@@ -155,10 +155,10 @@ class Flinch:
 
     def cells(self, spec: FlinchSpec, labels: list[str], samples: int) -> pa.Table:
         """label × axis × term × carrier × sample; per label the carriers run from the shortest text (prefix and
-        target, in characters) to the longest, ties in corpus order. The HF scorer runs one forward pass per
-        token length within a batch (no padding, so no batch-mate moves a log-prob); ordered by length, a
-        batch holds few lengths: 54 passes instead of 71 for the starter corpus at batch 32. The order changes
-        no number (a cell's scores do not depend on its batch)."""
+        target, in characters) to the longest, ties in corpus order. The HF scorer pads each forward pass to
+        its longest sequence (``actors.hf_scorer``); ordered by length, a batch's carriers are of similar
+        length and little is padded. The order moves a float32 log-prob by at most ~3e-5 nats (a batch's
+        kernel shapes), far below the scale's resolution, and is the same on every run of a spec."""
         carriers = [(len(c.prefix) + len(t.target), n, (a.key, t.word, c.index, c.text))
                     for n, (a, t, c) in enumerate((a, t, c) for a in spec.corpus().axes for t in a.terms
                                                   for c in t.carriers)]

@@ -135,3 +135,50 @@ def test_a_failing_batch_is_scored_cell_by_cell_so_only_the_failing_cell_is_an_e
     rows = score_safely(prepared, score, lambda cell, message: {"cell": cell["name"], "error": message})
     assert rows == [{"cell": "a", "error": None}, {"cell": "poison", "error": "RuntimeError: bad cell"},
                     {"cell": "b", "error": None}]
+
+
+def _brute_force_cost(lengths, pass_cost):
+    """The least padded positions + pass_cost per pass over every split of the sorted lengths into runs."""
+    ordered = sorted(lengths)
+    best = float("inf")
+    for mask in range(2 ** (len(ordered) - 1)):   # bit k set: a pass ends after the k-th length
+        cost, start = 0, 0
+        for end in range(1, len(ordered) + 1):
+            if end == len(ordered) or mask >> (end - 1) & 1:
+                cost += (end - start) * ordered[end - 1] + pass_cost
+                start = end
+        best = min(best, cost)
+    return best
+
+
+def test_length_groups_split_a_batch_only_where_padding_costs_more_than_a_pass():
+    import random
+
+    from actors.hf_scorer import length_groups
+
+    spread = [5] * 10 + [30]
+    assert length_groups(spread, 48) == [list(range(10)), [10]]        # 10·5 + 30 + 2·48 < 11·30 + 48
+    assert length_groups(spread, 1000) == [list(range(11))]            # a pass dearer than the padding
+    assert length_groups(spread, None) == [list(range(11))]
+    assert length_groups([7, 3, 7, 3], 0) == [[1, 3], [0, 2]]           # free passes: one per length
+    rng = random.Random(5)
+    for _ in range(40):
+        lengths = [rng.randint(2, 40) for _ in range(rng.randint(1, 9))]
+        cost = rng.choice([0, 10, 48, 200])
+        groups = length_groups(lengths, cost)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+        got = sum(len(g) * max(lengths[i] for i in g) + cost for g in groups)
+        assert got == _brute_force_cost(lengths, cost)
+
+
+def test_a_batch_split_into_passes_scores_as_one_pass_does(tiny_scorer, monkeypatch):
+    import actors.hf_scorer as hf_scorer
+
+    monkeypatch.setitem(hf_scorer.PASS_COST_POSITIONS, "cpu", 0)     # every length its own pass
+    split = tiny_scorer(cells(TEXTS)).to_pylist()
+    monkeypatch.setitem(hf_scorer.PASS_COST_POSITIONS, "cpu", 10**9)  # the whole batch in one pass
+    whole = tiny_scorer(cells(TEXTS)).to_pylist()
+    assert [r["target_token_ids"] for r in split] == [r["target_token_ids"] for r in whole]
+    for a, b in zip(split, whole):
+        assert a["target_logprobs"] == pytest.approx(b["target_logprobs"], abs=1e-5)
+        assert a["batch_size"] == b["batch_size"] == len(TEXTS)
