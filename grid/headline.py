@@ -15,8 +15,7 @@ again from the stored rows alone, without mirrorscan's analysis code:
 of an analysis table, e.g. lens's ``wrappers.parquet``), filled in by the report.
 
 ``exact`` says whether the query reproduces the reported value exactly (floating-point summation order
-aside); when it is False, ``note`` says what differs (e.g. classes re-derived at analysis time, or a seed
-derived per wrapper that the command line cannot take).
+aside); when it is False, ``note`` says what differs (e.g. classes re-derived at analysis time).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""``mirrorscan lens predict``: project new texts onto an invocation's wrapper directions.
+"""``mirrorscan lens predict`` and ``mirrorscan lens headline``: lens's own tools.
 
-An entry point, like ``jobs/``: it reads the files analyze wrote and runs the model through the engine
-registry (``actors.registry``), which the rest of the instrument never touches. The numbers come from
-``instruments.lens.predict``.
+* ``predict`` projects new texts onto an invocation's wrapper directions. An entry point, like ``jobs/``: it
+  reads the files analyze wrote and runs the model through the engine registry (``actors.registry``), which
+  the rest of the instrument never touches. The numbers come from ``instruments.lens.predict``.
+* ``headline`` computes the headline, its spread over wrappers and the scoring-label null's floor again from
+  the rows a report's query selects, with the seed (``instruments.lens.recompute``).
 """
 
 from __future__ import annotations
@@ -88,6 +90,44 @@ def extract(doc: dict, model: str, texts: list[str]):
     return np.array([v[doc["layer"]] for v in rows.column("layer_vectors").to_pylist()], dtype=np.float64)
 
 
+HEADLINE_EPILOG = """\
+INPUT is the output of the report's query for these numbers (the rows of every successful cell with its
+per-layer vectors), written by `mirrorscan sql --format csv "<query>" > vectors.csv`; a Parquet file of the same
+columns also works. The other options are the invocation's settings (`mirrorscan sql "SELECT settings FROM
+scan_invocations WHERE invocation_id = '<id>'"`, under instrument_settings); the report prints the whole
+command line with them.
+
+Prints JSON: per label/variant, median_max_auroc_minus_half and sd_over_wrappers (max over layers of
+AUROC − 0.5 per wrapper: its median and sd, n − 1), label_floor_median (the median over wrappers of the
+scoring-label null's mean, same unit), and each wrapper's values. With the invocation's seed these are the
+analysis's numbers exactly.
+
+example:
+  mirrorscan sql --format csv "SELECT … FROM traces_lens WHERE invocation_id = '<id>' …" > vectors.csv
+  mirrorscan lens headline --input vectors.csv --positive deployment --evaluation e1,e2 --deployment d1,d2 \\
+      --layers blocks --permutations 1000 --seed 0
+"""
+
+
+def headline_main(args) -> int:
+    """``mirrorscan lens headline``: print the recomputed numbers as JSON; 2 for bad input."""
+    from instruments.lens.recompute import headline, layer_sets, read_rows
+
+    try:
+        split = {name: [f for f in getattr(args, name).split(",") if f] for name in ("evaluation", "deployment")}
+        for name, framings in split.items():
+            if not framings:
+                raise ConfigError("", f"--{name}", "names no framing", "give the framing ids, comma-separated")
+        numbers = headline(read_rows(args.input), positive=args.positive, evaluation=split["evaluation"],
+                           deployment=split["deployment"], layers=layer_sets(args.layers),
+                           permutations=args.permutations, seed=args.seed)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(numbers, indent=2))
+    return 0
+
+
 def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
     """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
     parser = argparse.ArgumentParser(prog=prog, description="Tools for lens results.")
@@ -102,7 +142,22 @@ def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
     pr.add_argument("--variant", default="base", help="the implementation variant (default: %(default)s)")
     pr.add_argument("--model", help="the model's folder, when not where the invocation loaded it from")
     pr.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    hd = sub.add_parser("headline", help="the headline, its spread and the null's floor again from stored rows",
+                        description="Compute lens's headline numbers again from the rows the report's query "
+                        "selects, as the analysis computes them.", epilog=HEADLINE_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    hd.add_argument("--input", required=True, metavar="FILE", help="the query's rows (.csv or .parquet)")
+    hd.add_argument("--positive", required=True, metavar="CLASS", help="the scoring class counted as positive")
+    hd.add_argument("--evaluation", required=True, metavar="IDS", help="the evaluation framings, comma-separated")
+    hd.add_argument("--deployment", required=True, metavar="IDS", help="the deployment framings, comma-separated")
+    hd.add_argument("--layers", default="blocks", metavar="SET",
+                    help="layers in the max: blocks or all, or per variant (base=blocks,chat=all); default %(default)s")
+    hd.add_argument("--permutations", type=int, default=0, metavar="N",
+                    help="scoring-label permutations per wrapper (0: no floor; default %(default)s)")
+    hd.add_argument("--seed", type=int, default=0, metavar="S", help="the root seed (default %(default)s)")
     args = parser.parse_args(argv)
+    if args.command == "headline":
+        return headline_main(args)
     from instruments.lens.predict import predict
 
     try:

@@ -332,7 +332,8 @@ class Lens:
         return ("label", "item_key")
 
     def cli(self, argv: list[str], prog: str = "mirrorscan lens") -> int:
-        """lens's own tools: `predict` projects new texts on an invocation's wrapper directions"""
+        """lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`
+        computes the headline, its spread and the null's floor again from the report's query rows"""
         from instruments.lens.cli import main
 
         return main(argv, prog)

@@ -1,30 +1,49 @@
 """The lens headline numbers defined, with how to get each again.
 
-The headline and its nulls are computed from the stored per-layer vectors (directions, projections, AUROC
-per layer): SQL selects that input (``traces_lens``), but no ``mirrorscan stats`` command takes vectors, so
-those sources say which analysis table holds the per-wrapper values. Kendall's W of the model ranking across
-wrappers is a statistic of that table, and ``mirrorscan stats kendall`` computes it from the analysis's
-``wrappers.parquet`` (``{analysis}`` is the analysis folder the report names).
+The headline, its spread and the null's floor are computed from the stored per-layer vectors (directions,
+projections, AUROC per layer): SQL selects that input (``traces_lens``) and ``mirrorscan lens headline``
+(``instruments.lens.recompute``), given the invocation's settings and seed on its command line, computes
+them from it exactly. Kendall's W of the model ranking across wrappers is a statistic of the per-wrapper
+table, and ``mirrorscan stats kendall`` computes it from the analysis's ``wrappers.parquet`` (``{analysis}``
+is the analysis folder the report names).
 """
 
 from __future__ import annotations
 
+import shlex
+
 from grid.headline import HeadlineSource, sql_text
+
+VECTORS_CSV = "vectors.csv"
+"""The file the report's vectors query is written to for ``mirrorscan lens headline``."""
 
 
 def vectors_sql(invocation_id: str) -> str:
     """The lens analysis's input: every successful row's coordinates and per-layer pooled vectors."""
-    return ("SELECT label, variant, framing, arm, item_id, item_label, subset, attempt, layer_vectors\n"
+    return ("SELECT probe_id, label, variant, framing, arm, item_id, item_label, subset, attempt, layer_vectors\n"
             f"FROM traces_lens WHERE invocation_id = {sql_text(invocation_id)} AND error IS NULL\n"
             "ORDER BY label, variant, arm, framing, item_id")
+
+
+def headline_command(frozen: dict, input_file: str = VECTORS_CSV) -> str:
+    """The ``mirrorscan lens headline`` command line that computes the headline, its spread and the floor of
+    an invocation whose instrument settings are ``frozen`` from ``input_file`` (``vectors_sql``'s rows)."""
+    layer_sets = {v: options.get("layers", "blocks") for v, options in sorted(frozen["variants"].items())}
+    layers = (next(iter(layer_sets.values())) if len(set(layer_sets.values())) == 1
+              else ",".join(f"{v}={s}" for v, s in layer_sets.items()))
+    return (f"mirrorscan lens headline --input {input_file} --positive {shlex.quote(frozen['positive'])} "
+            f"--evaluation {shlex.quote(','.join(frozen['framings']['evaluation']))} "
+            f"--deployment {shlex.quote(','.join(frozen['framings']['deployment']))} --layers {layers} "
+            f"--permutations {frozen['null_permutations']} --seed {frozen['seed']}")
 
 
 def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Lens.headline``'s numbers."""
     frozen = settings["instrument_settings"]
     positive, seed = frozen["positive"], frozen["seed"]
-    from_vectors = ("computed by the lens analysis from the stored vectors (mirrorscan analyze "
-                    f"{invocation_id}); the per-wrapper values are in {{analysis}}/wrappers.parquet")
+    command = headline_command(frozen)
+    from_vectors = ("the command's <label>/<variant>.{name} is this number; the per-wrapper values are also in "
+                    "{{analysis}}/wrappers.parquet")
     kendall = None
     if len(frozen["variants"]) == 1:
         kendall = (f"mirrorscan stats kendall --input {{analysis}}/wrappers.parquet --score max_auroc_minus_half "
@@ -34,11 +53,13 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
                        f"per wrapper (evaluation × deployment framing pair): max over the layers in the max of AUROC "
                        f"− 0.5, positive class {positive!r}, on the scoring items projected on the wrapper's "
                        "difference-of-means direction; the median over wrappers (−0.5 to 0.5)",
-                       vectors_sql(invocation_id), exact=False,
-                       note=from_vectors + " (column max_auroc_minus_half; this is their median)"),
+                       vectors_sql(invocation_id), stats=command, input=VECTORS_CSV,
+                       note=from_vectors.format(name="median_max_auroc_minus_half")
+                       + " (column max_auroc_minus_half; this is their median)"),
         HeadlineSource("sd_over_wrappers", "standard deviation (n − 1 denominator) over wrappers of the same per-wrapper max "
                        "(AUROC − 0.5): how much the number depends on the prompt pair",
-                       vectors_sql(invocation_id), exact=False, note=from_vectors),
+                       vectors_sql(invocation_id), stats=command, input=VECTORS_CSV,
+                       note=from_vectors.format(name="sd_over_wrappers")),
         HeadlineSource("positive_class", "the scoring-set class whose items count as positives in every AUROC "
                        "(AUROC of the other class is 1 − this)",
                        "SELECT settings->'instrument_settings'->>'positive' AS value FROM scan_invocations "
@@ -47,9 +68,9 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
                        f"null: per wrapper the mean of the scoring-label permutation null of the max over layers "
                        f"({frozen['null_permutations']} permutations, labels shuffled and the max retaken), the "
                        "median over wrappers; the floor a headline must clear",
-                       vectors_sql(invocation_id), exact=False,
-                       note=from_vectors + f" (column label_floor); seeds SeedSequence of seed {seed}, the model, "
-                       "variant and wrapper, which `mirrorscan stats null --seed` cannot take"),
+                       vectors_sql(invocation_id), stats=command, input=VECTORS_CSV,
+                       note=from_vectors.format(name="label_floor_median") + f" (column label_floor); each "
+                       f"wrapper's draws are seeded from root seed {seed}, the model, variant and wrapper"),
         HeadlineSource("kendall_w",
                        "Kendall's W (tie-corrected) of the models' ranking by the per-wrapper headline, across "
                        "wrappers: 1 = every wrapper ranks the models alike (needs ≥ 2 models)",

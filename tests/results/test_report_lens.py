@@ -92,8 +92,11 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path):
     assert sql.query(query_of(html.unescape(positive)), None, dsn).to_pylist() == [{"value": "deployment"}]
 
     # the headline from the rows its query selects: per wrapper, max over blocks of AUROC − 0.5; the median
-    (selects,) = rows[("medium/base", "median_max_auroc_minus_half")]["sql"]
-    selected = sql.query(query_of(html.unescape(selects)), None, dsn).to_pylist()
+    (export,) = rows[("medium/base", "median_max_auroc_minus_half")]["sql"]
+    export = html.unescape(export)
+    assert export.startswith("mirrorscan sql --format csv ") and export.endswith(" > vectors.csv")
+    (query,) = shlex.split(export.removeprefix("mirrorscan sql --format csv ").removesuffix(" > vectors.csv"))
+    selected = sql.query(query, None, dsn).to_pylist()
     assert len(selected) == 2 * 38
     wrappers = pq.read_table(lens_report["analysis"] / "wrappers.parquet").to_pylist()
     for model in SIZES:
@@ -117,6 +120,37 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path):
         assert float(shown["sd_over_wrappers"]) == pytest.approx(float(np.std(heads, ddof=1)), rel=1e-5)
         assert float(shown["label_floor_median"]) == pytest.approx(
             float(np.median([r["label_floor"] for r in table])), rel=1e-5)
+
+    # the headline, its spread and the floor: the printed lens command, run as printed on the query's CSV,
+    # gives the analysis's own numbers exactly (summary.json) and the page's as shown
+    for name in ("median_max_auroc_minus_half", "sd_over_wrappers", "label_floor_median"):
+        assert [html.unescape(c) for c in rows[("small/base", name)]["sql"]] == [export]
+    command = html.unescape(lens_report["html"].split('data-number="label_floor_median"', 1)[1]
+                            .split('<pre class="stats">', 1)[1].split("</pre>", 1)[0])
+    argv = shlex.split(command)
+    assert argv[:3] == ["mirrorscan", "lens", "headline"] and "--seed" in argv
+    proc = run_cli(["sql", "--format", "csv", query], lens_report["env"])
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "vectors.csv").write_text(proc.stdout)
+    env = {**lens_report["env"], "PYTHONPATH": f"{REPO}:{lens_report['env'].get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    again = json.loads(done.stdout)
+    summary = json.loads((lens_report["analysis"] / "summary.json").read_text())
+    assert set(again) == {f"{m}/base" for m in SIZES}
+    for key, got in again.items():
+        model = summary["models"][key]
+        assert got["median_max_auroc_minus_half"] == model["headline"]["median"]
+        assert got["sd_over_wrappers"] == model["headline"]["sd"]
+        assert got["label_floor_median"] == model["label_floor"]["median"]
+        assert float(rows[(key, "label_floor_median")]["value"]) == pytest.approx(got["label_floor_median"], rel=1e-5)
+    # another seed draws another null: the floor depends on the seed the command is given
+    other = [a if a != argv[argv.index("--seed") + 1] else str(int(a) + 1) for a in argv]
+    moved = subprocess.run([sys.executable, "-m", "jobs.cli", *other[1:]], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert any(json.loads(moved.stdout)[k]["label_floor_median"] != again[k]["label_floor_median"] for k in again)
 
     # Kendall's W: the printed stats command, run as printed, on the table the page names
     stats_line = html.unescape(lens_report["html"].split('data-number="kendall_w"', 1)[1]
