@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 
 from jobs.errors import reports_user_errors
@@ -64,8 +63,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
     print(describe(rebuilt), file=sys.stderr if not args.dry_run else sys.stdout)
     if args.dry_run:
         return EXIT_OK
-    scan._SIGTERM_INTERRUPTS = True   # as scan: a job stopped by its scheduler ends `interrupted`, resumable
-    signal.signal(signal.SIGTERM, scan._terminated)
+    scan.stop_like_ctrl_c_on_sigterm()   # as scan: a job stopped by its scheduler ends `interrupted`, resumable
     try:
         result = run_spec(rebuilt.spec, max_attempts=args.max_attempts, catalog_dsn=dsn, ray_address=args.ray_address,
                           quiet=args.quiet, reproduction=Reproduction(rebuilt.original.invocation_id, rebuilt.cells,

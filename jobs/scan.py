@@ -576,6 +576,14 @@ def _terminated(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def stop_like_ctrl_c_on_sigterm() -> None:
+    """For a CLI that runs scans (scan, reproduce): from now on SIGTERM stops a scan as Ctrl-C does, so a job
+    stopped by its scheduler ends ``interrupted`` and resumable (re-armed after Ray starts)."""
+    global _SIGTERM_INTERRUPTS
+    _SIGTERM_INTERRUPTS = True
+    signal.signal(signal.SIGTERM, _terminated)
+
+
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     """CLI entry point; returns the exit code."""
@@ -585,9 +593,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
 
         dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
         return EXIT_OK
-    global _SIGTERM_INTERRUPTS
-    _SIGTERM_INTERRUPTS = True   # a job stopped by its scheduler ends `interrupted`, like Ctrl-C
-    signal.signal(signal.SIGTERM, _terminated)
+    stop_like_ctrl_c_on_sigterm()
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
