@@ -39,8 +39,9 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
     analysis = Analysis(text="", numbers={"positive_class": "deployment", "concordance": {"base": {"w": 0.25}},
                                           "models": {"a/base": {"variant": "base", "headline": {"median": 0.1, "sd": 0.02},
                                                                 "label_floor": {"median": 0.05}}}})
-    settings = {"instrument_settings": {"positive": "deployment", "seed": 7, "variants": {"base": {}},
-                                        "null_permutations": 50}}
+    settings = {"instrument_settings": {"positive": "deployment", "seed": 7, "variants": {"base": {"layers": "all"}},
+                                        "null_permutations": 50,
+                                        "framings": {"evaluation": ["e1", "e2"], "deployment": ["d1"]}}}
     rows = headline_numbers(lens, analysis, settings, "1234abcd")
     values = {n.name: n.value for n in rows}
     assert values == {"median_max_auroc_minus_half": 0.1, "sd_over_wrappers": 0.02, "positive_class": "deployment",
@@ -53,6 +54,9 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
     assert "positive class &#x27;deployment&#x27;" in page
     assert ("mirrorscan stats kendall --input /s/l/1234abcd/analysis/lens/X/wrappers.parquet --score "
             "max_auroc_minus_half --object label --rater wrapper --permutations 50 --seed 7") in page
+    assert ("mirrorscan lens headline --input vectors.csv --positive deployment --evaluation e1,e2 --deployment d1 "
+            "--layers all --permutations 50 --seed 7") in page
+    assert page.count("&gt; vectors.csv</pre>") == 3   # the query's CSV for the headline, its spread and the floor
     assert "{analysis}" not in page
 
 
