@@ -159,21 +159,23 @@ class TraceStore:
         return path if self.is_local else f"s3://{path}"
 
     def write_part(self, table: pa.Table, experiment: str, invocation_id: str, writer: str) -> str:
-        """Write one immutable trace part (Parquet, zstd); return its path. Never overwrites an existing part."""
-        return self.write_parquet_part(self.traces_dir(experiment, invocation_id), table, writer)
+        """Write one immutable trace part (Parquet, zstd); return its path. Never overwrites an existing part.
+        No dictionary pages: a part holds one engine batch, whose repeated values zstd compresses as well, and
+        without them a 16-row part is smaller and costs about a third less CPU to write."""
+        return self.write_parquet_part(self.traces_dir(experiment, invocation_id), table, writer, dictionary=False)
 
-    def write_parquet_part(self, folder: str, table: pa.Table, writer: str) -> str:
+    def write_parquet_part(self, folder: str, table: pa.Table, writer: str, dictionary: bool = True) -> str:
         """Write ``table`` as one immutable Parquet part (zstd) named ``part-<time>-<writer>-<random>.parquet``
         in ``folder`` (a path inside this store, e.g. from ``invocation_dir``); return its path. Atomic and
-        never overwriting, on either backend."""
+        never overwriting, on either backend. ``dictionary``: dictionary-encode the columns that are not
+        per-layer vectors (for large files of repeated values, such as a row index)."""
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{writer}-{uuid.uuid4().hex[:12]}.parquet"
         path = f"{folder}/{name}"
         sink = pa.BufferOutputStream()
         # per-layer vectors (large columns) are nearly all distinct floats: a dictionary only adds an index per
         # value (lens vectors took 48 % more than their raw floats with one)
-        vectors = {f.name for f in table.schema if is_large(f)}
-        plain = {"use_dictionary": [n for n in table.column_names if n not in vectors]} if vectors else {}
-        pq.write_table(table, sink, compression="zstd", **plain)
+        encoded = [f.name for f in table.schema if not is_large(f)] if dictionary else False
+        pq.write_table(table, sink, compression="zstd", use_dictionary=encoded)
         self.objects.put(path, sink.getvalue().to_pybytes())
         return path
 

@@ -116,16 +116,19 @@ def is_large(f: pa.Field) -> bool:
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with exactly ``schema``'s columns, in order and type; a column it lacks becomes null. A large
-    column (``is_large``) keeps the list type it has (its fixed sizes are the model's: readers cast it)."""
+    column (``is_large``) keeps the list type it has (its fixed sizes are the model's: readers cast it). A
+    column already of its type is taken as it is (a cast per column costs more than the rest together)."""
+    present = dict(zip(table.schema.names, table.columns))
     arrays, fields = [], []
     for f in schema:
-        if f.name not in table.column_names:
+        column = present.get(f.name)
+        if column is None:
             arrays.append(pa.nulls(table.num_rows, f.type))
             fields.append(f)
-        elif is_large(f) and pa.types.is_fixed_size_list(table.column(f.name).type):
-            arrays.append(table.column(f.name))
-            fields.append(f.with_type(table.column(f.name).type))
+        elif is_large(f) and pa.types.is_fixed_size_list(column.type):
+            arrays.append(column)
+            fields.append(f.with_type(column.type))
         else:
-            arrays.append(table.column(f.name).cast(f.type))
+            arrays.append(column if column.type.equals(f.type) else column.cast(f.type))
             fields.append(f)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))

@@ -45,3 +45,20 @@ def test_empty_store_reads_as_empty_table(tmp_path):
     store = open_store(str(tmp_path / "s"))
     assert store.read("exp", "nothing", columns=["probe_id", "sample", "error"]).num_rows == 0
     assert store.dataset().count_rows() == 0
+
+
+def dictionary_encoded(path: str) -> set[str]:
+    """The columns of a Parquet file's first row group that have dictionary pages."""
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    return {group.column(i).path_in_schema for i in range(group.num_columns)
+            if any("DICTIONARY" in e for e in group.column(i).encodings)}
+
+
+def test_trace_parts_have_no_dictionary_pages_and_other_files_keep_them(tmp_path):
+    store = open_store(str(tmp_path / "store"))
+    table = to_trace_table(rows(16))
+    part = store.write_part(table, "exp", "inv", "w1")
+    assert dictionary_encoded(part) == set()
+    assert store.read("exp", "inv").column("probe_id").to_pylist() == table.column("probe_id").to_pylist()
+    index = store.write_parquet_part(store.invocation_dir("exp", "inv") + "/index", table, "ix")
+    assert {"probe_id", "invocation_id"} <= dictionary_encoded(index)   # a row index: repeated values
