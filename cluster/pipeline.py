@@ -45,9 +45,11 @@ Each step waits for *all* running tasks or this long, then does its bookkeeping 
 states, metrics): 1–2 ms of driver CPU. An engine block is seconds of work, so at Ray's 0.1 s the loop of
 every model's pool wakes ten times a second mostly to find nothing done, and that was a third of the driver's
 CPU in ``bench/scale.py --study sweep`` (driver 5.9 → 4.2 CPU-s, head side 0.32 → 0.24 ms per cell at 0.5 s,
-engine busy fraction unchanged). The price is that a block finished mid-step is noticed up to this late:
-every actor holds a second block meanwhile (Ray Data keeps two tasks in flight per actor), so an engine
-idles only when a block takes less than this to answer. The last block of a run is noticed at once."""
+engine busy fraction unchanged). The price is that a block finished mid-step is noticed up to this late,
+while the actor answers the second block Ray Data keeps in flight per actor: an actor is handed at most two
+blocks per step, so its engine waits on the driver only when two blocks take less than this (blocks of 8
+batches: batches under ~31 ms, where the per-call gap already costs a tenth). A step ends at once when every
+running block is done, so the end of a run is not delayed."""
 
 
 class StoringEngine:
