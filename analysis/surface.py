@@ -4,7 +4,7 @@ A probe that separates "testing" from "deployment" prompts may be reading the mo
 being evaluated, or only the prompt's wording ("Question 12: … (A) … Answer:" against "hey can u …").
 This module measures the second: the **out-of-fold AUROC of a bag-of-words logistic regression** trained on the
 texts, with no model involved. Binary word presence (``CountVectorizer(binary=True)``, lower-cased,
-one-character words kept) feeds a logistic regression (L2, C = 1); the vocabulary and the weights are
+one-character words kept) is its input, with L2 regularisation (C = 1); the vocabulary and the weights are
 fitted inside each training fold of a stratified k-fold split, and every item is scored once, by the
 model that did not see it. The AUROC is :func:`analysis.auroc.auroc` of those held-out decision values.
 
