@@ -42,14 +42,15 @@ EXECUTOR_POLL_S = 0.5
 """Longest wait (s) of one step of Ray Data's scheduling loop in the driver for its running tasks (Ray's own: 0.1).
 
 Each step waits for *all* running tasks or this long, then does its bookkeeping (resource budgets, operator
-states, metrics): 1–2 ms of driver CPU. An engine block is seconds of work, so at Ray's 0.1 s the loop of
+states, metrics): about 1 ms of driver CPU. An engine block is seconds of work, so at Ray's 0.1 s the loop of
 every model's pool wakes ten times a second mostly to find nothing done, and that was a third of the driver's
-CPU in ``bench/scale.py --study sweep`` (driver 5.9 → 4.2 CPU-s, head side 0.32 → 0.24 ms per cell at 0.5 s,
-engine busy fraction unchanged). The price is that a block finished mid-step is noticed up to this late,
-while the actor answers the second block Ray Data keeps in flight per actor: an actor is handed at most two
-blocks per step, so its engine waits on the driver only when two blocks take less than this (blocks of 8
-batches: batches under ~31 ms, where the per-call gap already costs a tenth). A step ends at once when every
-running block is done, so the end of a run is not delayed."""
+CPU in ``bench/scale.py --study sweep`` (driver 5.9 → 4.0–4.2 CPU-s; head side 0.316 ms per cell in one run
+at 0.1 s, medians of three 0.272 and 0.258 at 0.5 s; engine busy fraction unchanged, docs/benchmarks.md).
+The price is that a block finished mid-step is noticed up to this late, while the actor answers the second
+block Ray Data keeps in flight per actor: an actor is handed at most two blocks per step, so its engine waits
+on the driver only when two blocks take less than this (blocks of 8 batches: batches under ~31 ms, where the
+10 ms gap between an actor's calls already costs a quarter). A step ends at once when every running block
+is done, so the end of a run is not delayed."""
 
 
 class StoringEngine:

@@ -94,10 +94,14 @@ def worker_node_ids(workers) -> set[str]:
     return {w.node_id for w in workers}
 
 
-def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin_backend):
+def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin_backend, monkeypatch):
     import ray.data
+    from ray.data._internal.execution import streaming_executor_state
+
+    from cluster.pipeline import EXECUTOR_POLL_S
 
     _, workers = cluster
+    monkeypatch.setattr(streaming_executor_state, "WAIT_FOR_TASK_COMPLETION_TIMEOUT_S", 0.1)   # Ray's own
     variant = standin.standin_variant("spread", num_gpus=1, min_actors=2, max_actors=2,
                                       engine_args={"sleep_s": 0.1})
     cells, instrument = standin.grid_cells(["spread"], 60)
@@ -115,6 +119,8 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
     pairs = set(zip(rows["actor_id"].to_pylist(), rows["node_id"].to_pylist()))
     actors = {a for a, _ in pairs}
     assert None not in actors and len(actors) == len(pairs) == 2   # one actor per fake GPU, each on one node
+    # the sweep's driver set its executor's wait (cluster.pipeline.executor_poll) on the path a scan runs
+    assert streaming_executor_state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S == EXECUTOR_POLL_S
 
 
 def test_c_poison_cell_ends_as_error_rows_and_the_rest_completes(tmp_path, cluster, standin_backend):
