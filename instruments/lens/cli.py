@@ -151,7 +151,7 @@ def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
     hd.add_argument("--evaluation", required=True, metavar="IDS", help="the evaluation framings, comma-separated")
     hd.add_argument("--deployment", required=True, metavar="IDS", help="the deployment framings, comma-separated")
     hd.add_argument("--layers", default="blocks", metavar="SET",
-                    help="layers in the max: blocks or all, or per variant (base=blocks,chat=all); default %(default)s")
+                    help="layers in the max: blocks (1…L), all (0…L) or manek (1…L−1), or per variant (base=blocks,chat=all); default %(default)s")
     hd.add_argument("--permutations", type=int, default=0, metavar="N",
                     help="scoring-label permutations per wrapper (0: no floor; default %(default)s)")
     hd.add_argument("--seed", type=int, default=0, metavar="S", help="the root seed (default %(default)s)")

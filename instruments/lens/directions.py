@@ -63,8 +63,15 @@ def layer_curve(projections: np.ndarray, labels: Sequence, positive: str, layers
 
 
 def layers_in_max(n_layers: int, layer_set: str) -> list[int]:
-    """Layer numbers entering the max: ``blocks`` 1…L, ``all`` 0…L (``n_layers`` = L + 1 vectors per text)."""
-    return list(range(0 if layer_set == "all" else 1, n_layers))
+    """Layer numbers entering the max (``n_layers`` = L + 1 vectors per text): ``blocks`` 1…L, ``all`` 0…L,
+    ``manek`` 1…L−1 (Manek's reference code: the blocks without the last, whose output transformers returns
+    after the final norm). Raises ValueError for another name, or a set with no layer in it."""
+    if layer_set not in ("blocks", "all", "manek"):
+        raise ValueError(f"unknown layer set {layer_set!r}")
+    layers = list(range(0 if layer_set == "all" else 1, n_layers - 1 if layer_set == "manek" else n_layers))
+    if not layers:
+        raise ValueError(f"layer set {layer_set!r} holds no layer of a model with {n_layers - 1} block(s)")
+    return layers
 
 
 def framing_projections(scoring: np.ndarray, framing_means: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -34,8 +34,9 @@ from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, I
 from instruments.lens.norms import DOC as NORM_DOC
 from instruments.lens.norms import pooled_norm
 
-LAYER_SETS = ("blocks", "all")
-"""Layers entering the max over layers: the blocks' outputs 1…L (default), or the embedding output too."""
+LAYER_SETS = ("blocks", "all", "manek")
+"""Layers entering the max over layers: the blocks' outputs 1…L (default), the embedding output too (0…L), or
+Manek's convention, the blocks without the last (1…L−1; the last is returned after the model's final norm)."""
 EXTRACTION_DEFAULTS = {"rendering": "chat_user", "pooling": "mean", "drop_bos": False, "drop_whitespace": False,
                        "max_input_tokens": None, "newline": "lf", "layers": "blocks"}
 """How a text is extracted and which layers count, unless the config's ``extraction`` or a variant says otherwise."""

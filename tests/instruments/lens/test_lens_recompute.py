@@ -56,3 +56,15 @@ def test_the_command_exits_2_with_one_line_for_framings_it_has_no_rows_for(tmp_p
                  "--evaluation", "x1", "--deployment", "y1"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "--evaluation" in err and "m/base" in err
+
+
+def test_manek_layer_set_is_the_blocks_without_the_last():
+    from instruments.lens.directions import layers_in_max
+
+    # a model with L = 4 blocks stores 5 vectors per text: 0 (embedding output), 1…4 (the blocks)
+    assert layers_in_max(5, "blocks") == [1, 2, 3, 4]
+    assert layers_in_max(5, "all") == [0, 1, 2, 3, 4]
+    assert layers_in_max(5, "manek") == [1, 2, 3]
+    assert layer_sets("base=manek,chat=all") == {"base": "manek", "chat": "all"}
+    with pytest.raises(ValueError, match="no layer"):
+        layers_in_max(2, "manek")       # one block: 1…L−1 is empty
