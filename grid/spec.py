@@ -24,6 +24,7 @@ from typing import Any
 from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
 from grid.ids import check_component
 from grid.instrument import Instrument, SpecContext, resolve
+from grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
 from grid.records import ModelVariant
 from grid.secrets import check_endpoint_url, reject_secrets
 from grid.settings import FORMAT, SAMPLER_VERSION
@@ -55,6 +56,7 @@ TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
     "max_concurrent_models": (None, (int, type(None))),  # model pools at once; None = all on a cluster, else 1
     "store": (None, (str, type(None))),           # trace store URI; None = $MIRRORSCAN_STORE or the home store
     "catalog_dsn": (None, (str, type(None))),     # PostgreSQL DSN; None = embedded catalog
+    "limits": ({}, (dict,)),                      # raised size limits (grid.limits); recorded, not hashed
 }
 MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "model": (None, (str,)),                      # local path, hub id or packaged alias
@@ -102,11 +104,13 @@ class Spec:
     """The instrument the config names (resolved)."""
     instrument_spec: Any
     """The instrument's validated section (frozen, hashable)."""
+    limits_raised: dict = dataclasses.field(default_factory=dict)
+    """Size limits set away from their defaults (``grid.limits``), by name; recorded in ``execution.limits``."""
 
     def settings(self) -> dict:
         """The frozen settings of an invocation (format 2, see ``grid.settings``): no secrets, plain JSON."""
         values = {k: v for k, v in self.values.items()
-                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size", "max_concurrent_models")}
+                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size", "max_concurrent_models", "limits")}
         return {
             "format": FORMAT,
             "experiment": self.experiment,
@@ -118,7 +122,8 @@ class Spec:
             **({"sampler_version": SAMPLER_VERSION} if self.samples_on_hf() else {}),
             "execution": {"store": self.values.get("store"), "actor_pool_size": self.values["actor_pool_size"],
                           "max_concurrent_models": self.values["max_concurrent_models"],
-                          "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn"},
+                          "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn",
+                          **({"limits": dict(self.limits_raised)} if self.limits_raised else {})},
         }
 
     def samples_on_hf(self) -> bool:
@@ -314,6 +319,9 @@ def load_spec(path: str | Path) -> Spec:
     _validate_sampling(file, "", values)
     for key in ("samples", "batch_size", "actor_pool_size"):
         _check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
+    limits, raised = resolve_limits(file, raw.get("limits"))
+    for key in ("samples", "batch_size", "actor_pool_size", "max_tokens"):
+        check_limit(file, key, values[key], key, limits)
     if values["max_concurrent_models"] is not None:
         _check_range(file, "max_concurrent_models", values["max_concurrent_models"] >= 1,
                      f"is {values['max_concurrent_models']}", "use a positive integer, or leave it out (all models "
@@ -332,8 +340,15 @@ def load_spec(path: str | Path) -> Spec:
                               "as text and the server applies its own BOS rule", "name models[].tokenizer, or remove add_bos")
         if m.tokenizer and not m.tokenizer.startswith("packaged:") and (config_path.parent / m.tokenizer).is_dir():
             models[i] = dataclasses.replace(m, tokenizer=str((config_path.parent / m.tokenizer).resolve()))
+    for i, m in enumerate(models):
+        check_limit(file, f"models[{i}].max_tokens", m.max_tokens, "max_tokens", limits)
+        for key in ("min_actors", "max_actors"):
+            check_limit(file, f"models[{i}].{key}", getattr(m, key), "actor_pool_size", limits)
     section = _instrument_section(file, raw, instrument)
     where = instrument.name if instrument.name in raw else ""   # legacy top-level keys are named as written
+    for key, limit in LIMITED_SECTION_KEYS.items():   # before the instrument reads any file
+        if _type_ok(section.get(key), (int,)):
+            check_limit(file, f"{where}.{key}" if where else key, section[key], limit, limits)
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
     experiment = check_component(config_dir.name, file, "(experiment folder name)")
     if experiment.startswith("_"):
@@ -343,8 +358,10 @@ def load_spec(path: str | Path) -> Spec:
     if experiment in RESERVED_NAMES:
         raise ConfigError(file, "(experiment folder name)", f"{experiment!r} is reserved for `mirrorscan analyze {experiment}`",
                           "rename the experiment folder")
-    return Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
-                instrument=instrument, instrument_spec=instrument_spec)
+    spec = Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
+                instrument=instrument, instrument_spec=instrument_spec, limits_raised=raised)
+    check_limit(file, "(grid)", spec.n_cells(), "grid_cells", limits)   # arithmetic, before any cell exists
+    return spec
 
 
 def _resolve_instrument(file: str, name: str) -> Instrument:
