@@ -2,7 +2,9 @@
 
 The envelope's system text goes in a system turn. A template that rejects a system role (it raises
 while rendering one) gets the system text folded into the first user turn as ``system + "\\n\\n" + user``,
-and the caller records ``system_folded=True`` on the row. An empty system text sends no system turn.
+and the caller records ``system_folded=True`` on the row. An empty system text sends no system turn. The
+HTTP backends apply the same rule where the server renders the template (``actors.http_common``: a 4xx
+refusing the system role → the cell resent with the same folded user text, recorded the same way).
 
 Template kwargs (the in-process engines, hf and vllm, render the prompt themselves): a variant's
 ``effort`` reaches the template as vLLM's OpenAI server passes ``reasoning_effort`` (``effort_template_kwargs``),

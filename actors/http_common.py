@@ -13,6 +13,13 @@ else (a 4xx, retries spent) ends as an error row. Every cell yields exactly one 
 ``request_params`` records the body sent (minus the prompt) and ``http_attempts``; ``generation_overrides``
 records the overrides found in that body (``sent_overrides``), never one the subclass left out.
 
+System turn: the envelope's system text is sent in the provider's system slot. A server whose chat template
+rejects a system role answers 4xx with an error naming the system role (vLLM: "System role not supported");
+the cell is then resent once with the system text folded into the user turn as ``system + "\\n\\n" + user``
+— the rule ``actors.chat.render_chat`` applies in-process, so every backend sends the same bytes — and the
+row records ``system_folded=True`` (its ``system_text``/``user_text`` stay the envelope's). The actor
+remembers the rejection and folds the model's later cells at once; the rejected try counts in ``http_attempts``.
+
 Secrets: the key is read from the environment variable named by ``api_key_env`` when the sampler is
 built. A missing variable is not raised: every cell becomes an error row naming the variable (the actor
 may run on a machine whose environment differs from the driver's, and a row says so where a crashed
@@ -37,6 +44,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pyarrow as pa
 
+from actors.chat import FOLD_SEPARATOR
 from actors.rows import generation_overrides, trace_row, where_am_i
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
@@ -132,6 +140,25 @@ class Fatal(Exception):
     """A failed attempt that repeating cannot fix; its message is the row's error."""
 
 
+class SystemRoleRejected(Fatal):
+    """The server's chat template refused the system turn: resend with the system text folded (once)."""
+
+
+def rejects_system_role(status: int, message: str | None) -> bool:
+    """True when a 4xx error message says the system role is not accepted (e.g. vLLM's "System role not
+    supported" from a Gemma-style template): the message names ``system`` and a role, support or allowance."""
+    if not message or not 400 <= status < 500 or status in (401, 403, 404, 429):
+        return False
+    return (re.search(r"\bsystem\b", message, re.IGNORECASE) is not None
+            and re.search(r"role|support|allow|accept", message, re.IGNORECASE) is not None)
+
+
+def folded_cell(cell: dict) -> dict:
+    """``cell`` with its system text folded into the user text (``system + "\\n\\n" + user``) and no
+    system text: what a template without a system role is sent, byte for byte as ``actors.chat`` folds."""
+    return {**cell, "system_text": "", "user_text": cell["system_text"] + FOLD_SEPARATOR + cell["user_text"]}
+
+
 @dataclass
 class Answer:
     """What one complete stream gave."""
@@ -173,6 +200,7 @@ class HTTPSampler:
         self.concurrency = per_actor_concurrency(variant)
         self.where = where_am_i()
         self._rng = random.Random()
+        self._fold_system = False   # set once the server has refused a system turn for this model
         self._client: httpx.AsyncClient | None = None
         self._gate: asyncio.Semaphore | None = None
         self._loop = asyncio.new_event_loop()
@@ -278,13 +306,16 @@ class HTTPSampler:
 
     async def _answer(self, cell: dict) -> dict:
         """One cell's row: attempts until an answer, a non-retryable failure or max_retries retries."""
-        headers, body = self._headers(cell), self.body(cell)
-        params = self.recorded_params(body)
+        headers = self._headers(cell)
+        folded = bool(cell.get("system_text")) and self._fold_system
+        body = self.body(folded_cell(cell) if folded else cell)
         recorded = {"request_headers": json.dumps({k: v for k, v in headers.items() if k.lower() not in AUTH_HEADERS},
-                                                  sort_keys=True), "generation_overrides": self.sent_overrides(body)}
+                                                  sort_keys=True)}
 
         def with_attempts(n: int) -> dict:
-            return {**recorded, "request_params": json.dumps({**params, "http_attempts": n}, sort_keys=True)}
+            params = self.recorded_params(body)
+            return {**recorded, "generation_overrides": self.sent_overrides(body), "system_folded": folded,
+                    "request_params": json.dumps({**params, "http_attempts": n}, sort_keys=True)}
 
         if self.key_env and self._key is None:
             return self._row(cell, error=f"MissingAPIKey: environment variable {self.key_env} is not set where the "
@@ -299,6 +330,13 @@ class HTTPSampler:
             clock = StreamClock()
             try:
                 answer = await self._attempt(send, body, clock)
+            except SystemRoleRejected as exc:
+                if folded or not cell.get("system_text"):
+                    return self._row(cell, error=self._scrub(str(exc)), started_at=clock.started_at,
+                                     **with_attempts(attempts))
+                self._fold_system, folded = True, True
+                body = self.body(folded_cell(cell))
+                continue
             except Fatal as exc:
                 return self._row(cell, error=self._scrub(str(exc)), started_at=clock.started_at,
                                  **with_attempts(attempts))
@@ -338,6 +376,8 @@ class HTTPSampler:
         text = f"HTTP {status}{' ' + kind if kind else ''}: {message or raw[:ERROR_SNIPPET]}"
         if status in RETRY_STATUS or status >= 500:
             raise Retryable(text, parse_retry_after(response.headers.get("retry-after")))
+        if rejects_system_role(status, message or raw):
+            raise SystemRoleRejected(f"{text} — the system turn was refused")
         if status in (401, 403):
             raise Fatal(f"{text} — fix: check the key in environment variable {self.key_env or '(none set)'} "
                         f"(models[{self.variant.label}].api_key_env)")
@@ -360,7 +400,8 @@ class HTTPSampler:
 
     def _row(self, cell: dict, **fields) -> dict:
         return trace_row(self.variant, self.run, self.source, self.where, cell, backend=self.backend,
-                         system_folded=False, endpoint=strip_userinfo(self.url), **{"timing_scope": "request", **fields})
+                         endpoint=strip_userinfo(self.url),
+                         **{"timing_scope": "request", "system_folded": False, **fields})
 
 
 def error_parts(raw: str) -> tuple[str | None, str | None, str | None]:

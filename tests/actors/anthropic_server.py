@@ -30,6 +30,11 @@ as a careless proxy might), ``slow`` (DELTA_DELAY_S × 20 between deltas). ``ser
 probe's answers spell out. Every request is counted
 (``counts``) and recorded (``requests``: path, headers, body); ``max_inflight`` is the most requests
 seen streaming at once. ``GET /counts`` returns the counts as JSON.
+
+Chat template: with ``server.tokenizer`` set (a transformers tokenizer), each request's turns (Anthropic:
+the top-level ``system`` as a system turn first) are rendered through its chat template, as vLLM's server
+renders them; a template that raises answers 400 with the exception's text (vLLM's BadRequestError, e.g.
+"System role not supported"), and a rendered prompt is kept in ``server.prompts[probe_id]``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ class FaultServer:
         """probe_id → the answer's pieces for that probe (default ANSWER_PIECES)."""
         self.counts: Counter = Counter()
         self.requests: list[dict] = []
+        self.tokenizer = None
+        """A transformers tokenizer whose chat template renders (or refuses) each request's turns; None: not rendered."""
+        self.prompts: dict[str, str] = {}
         self.inflight = 0
         self.max_inflight = 0
         self.lock = threading.Lock()
@@ -202,6 +210,19 @@ def _handler(server: FaultServer) -> type:
                 return False
             return True
 
+        def _render(self, messages: list, refuse) -> bool:
+            """Render ``messages`` through server.tokenizer's template (kept in prompts); True when refused."""
+            if server.tokenizer is None:
+                return False
+            try:
+                text = server.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            except Exception as exc:   # jinja's TemplateError: vLLM answers 400 with its text
+                refuse(str(exc))
+                return True
+            with server.lock:
+                server.prompts[self.probe_id] = text
+            return False
+
         # ---- Anthropic ---------------------------------------------------------------------------
         def _anthropic(self, body: dict, mode: str, n: int) -> None:
             def error(status: int, kind: str, message: str, headers: dict | None = None) -> None:
@@ -220,6 +241,9 @@ def _handler(server: FaultServer) -> type:
             thinking = (body.get("thinking") or {}).get("type") == "enabled"
             if thinking and "temperature" in body and body["temperature"] != 1:
                 return error(400, "invalid_request_error", TEMPERATURE_WITH_THINKING)
+            system = [{"role": "system", "content": body["system"]}] if body.get("system") else []
+            if self._render(system + body["messages"], lambda m: error(400, "invalid_request_error", m)):
+                return
             if self._fault_status(mode, n, error):
                 return
             delay = DELTA_DELAY_S * (20 if mode == "slow" else 1)
@@ -281,6 +305,8 @@ def _handler(server: FaultServer) -> type:
                 return error(400, "invalid_request_error", "Unsupported value: 'temperature' does not support "
                              f"{body['temperature']} with this model. Only the default (1) value is supported.",
                              param="temperature")
+            if self._render(body.get("messages") or [], lambda m: error(400, "BadRequestError", m)):
+                return
             if self._fault_status(mode, n, error):
                 return
             delay = DELTA_DELAY_S * (20 if mode == "slow" else 1)
