@@ -44,10 +44,6 @@ def test_uncorrected_chi2_matches_expected_and_w_equals_exact_rational():
     assert k.chi2 == pytest.approx(3 * 19 * k.w, abs=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reference inconsistency: expected.json gives uncorrected W = 0.501917 and p = 0.072375, but its own "
-    "chisq 28.609524 = m(n-1)W gives W = 28.609524/57 = 0.5019215 (exactly 12*3004/71820) and "
-    "chi2.sf(28.609524, 19) = 0.0723804; both differ from the stored values by ~5e-6 > 1e-6"))
 def test_uncorrected_w_and_p_match_expected_exact_values():
     k = kendall_w(_anxiety())
     exp = EXPECTED["uncorrected"]
