@@ -27,6 +27,10 @@ configuration locked): ``read_csv('…')``, ``'file.parquet'`` in FROM, ``glob``
 The traces still reach it in full, lazily, as a pyarrow dataset that pyarrow reads; nothing is copied
 into memory beforehand. DuckDB never downloads an extension (JSON and Parquet are built in).
 
+Time: a query runs at most ``--timeout`` seconds (default 300; 0 = no limit), then it is stopped with one
+``error:`` line and exit code 2. Ctrl-C (SIGINT) stops a running query at once: one ``interrupted:`` line,
+exit code 130. Nothing is written either way.
+
 Output: ``table`` prints timestamps, dates and times as ISO text (``2025-01-02T03:04:05+00:00``) and
 intervals as durations in DuckDB's own wording (``1 day 03:00:00``); ``json`` writes them the same way,
 as strings; ``csv`` writes intervals the same way and lists or structs as JSON text. A column name that
@@ -59,6 +63,9 @@ SANDBOX = {
     "python_enable_replacements": False,    # a FROM name is a registered view, never a Python variable
 }
 """DuckDB settings of every sql connection; ``lock_configuration`` is set once the views exist."""
+DEFAULT_TIMEOUT_S = 300.0
+"""How long one query may run by default (seconds of wall clock); ``--timeout 0`` lifts the limit."""
+EXIT_INTERRUPTED = 130
 
 
 def trace_stores(store_uri: str | None, invocations: pa.Table, default_store: str) -> tuple[list, list[str]]:
@@ -161,18 +168,84 @@ def check_statement(con, sql: str) -> None:
                           f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
 
 
-def query(sql: str, store_uri: str | None, catalog_dsn: str | None, default_store: str | None = None) -> pa.Table:
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` (at most 15 bytes) in the operating system too, where ``ps -L`` and
+    ``top -H`` show it (Linux; elsewhere nothing happens)."""
+    import ctypes
+    import ctypes.util
+    import sys as _sys
+
+    if not _sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)   # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def stop(con, done) -> None:
+    """Interrupt the query running on ``con`` until ``done`` (a threading.Event its thread sets when it ends)
+    is set (an interrupt sent just before the query starts is lost, so it is repeated), giving up after 10 s."""
+    for _ in range(40):
+        con.interrupt()
+        if done.wait(0.25):
+            return
+
+
+def run_stoppable(con, sql: str, timeout_s: float | None) -> pa.Table:
+    """``con.sql(sql)`` as an Arrow table, run in a worker thread so that the main thread stays free to take
+    Ctrl-C (DuckDB holds no Python signal check while it runs): on KeyboardInterrupt the query is interrupted
+    (``con.interrupt()``) and the KeyboardInterrupt re-raised; past ``timeout_s`` seconds (wall clock; None or 0
+    = no limit) it is interrupted and ConfigError raised. DuckDB errors propagate as raised.
+
+    The main thread waits on an Event, not ``Thread.join``: a join cut short by KeyboardInterrupt can mark a
+    running thread as ended (CPython 3.11), and closing the connection under a running query aborts."""
+    import threading
+    import time
+
+    outcome: dict = {}
+    done = threading.Event()
+
+    def work() -> None:
+        name_os_thread("mirrorscan-sql")
+        try:
+            outcome["table"] = con.sql(sql).to_arrow_table()
+        except BaseException as exc:   # handed to the main thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    threading.Thread(target=work, name="mirrorscan-sql", daemon=True).start()
+    try:
+        while not done.wait(0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))):
+            if deadline is not None and time.monotonic() >= deadline:
+                stop(con, done)
+                raise ConfigError("", "query", f"ran longer than the time limit of {timeout_s:g} s and was stopped",
+                                  "narrow it (WHERE, LIMIT), or pass --timeout SECONDS (0 = no limit)")
+    except KeyboardInterrupt:
+        stop(con, done)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["table"]
+
+
+def query(sql: str, store_uri: str | None, catalog_dsn: str | None, default_store: str | None = None,
+          timeout_s: float | None = None) -> pa.Table:
     """Run one read-only SQL statement over the views; the result as an Arrow table.
 
-    ConfigError (one line) for zero or several statements, a statement that is not a query, and any
-    error DuckDB reports (syntax, unknown column, a refused file access)."""
+    ConfigError (one line) for zero or several statements, a statement that is not a query, any error
+    DuckDB reports (syntax, unknown column, a refused file access), and a query running past ``timeout_s``
+    seconds (None = no limit). Ctrl-C stops the query and raises KeyboardInterrupt."""
     import duckdb
 
     con = connect(store_uri, catalog_dsn, default_store)
     try:
         check_statement(con, sql)
         try:
-            return con.sql(sql).to_arrow_table()
+            return run_stoppable(con, sql, timeout_s)
         except duckdb.PermissionException as exc:
             raise ConfigError("", "query", one_line(exc),
                               f"read only the views {', '.join(VIEWS)}; mirrorscan sql opens no file") from None
@@ -300,20 +373,29 @@ def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
                    help="table (aligned, long cells cut), csv, or json (one object per line, nothing cut). "
                         "Timestamps print as ISO text, intervals as durations ('1 day 03:00:00'); a repeated "
                         "column name becomes name_2, name_3, … in every format, with a note on stderr")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"stop a query running longer than this (default {DEFAULT_TIMEOUT_S:g} s; 0 = no limit)")
     return p
 
 
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
-    """CLI entry point; returns the exit code (2 for a refused or failing query, one ``error:`` line)."""
+    """CLI entry point; returns the exit code (2 for a refused, failing or timed-out query, one ``error:``
+    line; 130 after Ctrl-C, one ``interrupted:`` line)."""
     import os
 
     from cluster.home import default_store_uri
 
     args = build_parser(prog).parse_args(argv)
+    if not args.timeout >= 0:
+        raise ConfigError("", "--timeout", f"is {args.timeout:g}", "pass 0 (no limit) or more seconds")
     default = os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     dsn = args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")
-    table = query(args.query, args.store, dsn, default)
+    try:
+        table = query(args.query, args.store, dsn, default, timeout_s=args.timeout or None)
+    except KeyboardInterrupt:
+        print("interrupted: the query was stopped (Ctrl-C); nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     table, renames = with_unique_names(table)
     if renames:
         print("note: repeated column names renamed: " + ", ".join(f"{old} → {new}" for old, new in renames)
