@@ -43,11 +43,13 @@ EXTRACTION_DEFAULTS = {"rendering": "chat_user", "pooling": "mean", "drop_bos": 
 SECTION_KEYS = {"framings": "packaged:v1", "tasks": "packaged:tasks", "scoring_set": "packaged:synthetic",
                 "positive": "deployment", "extraction": {}, "variants": None, "vector_dtype": "float32",
                 "item_samples": 4, "wrapper_facets": "pair", "null_permutations": 1000, "seed": 0,
-                "item_layer": None, "contrastive_permutations": 200, "bootstrap_draws": 200}
+                "item_layer": None, "contrastive_permutations": 200, "bootstrap_draws": 200, "object_variance": None}
 """The section's keys and defaults (``variants`` None: one variant, ``base``, with the extraction as given;
 ``item_layer`` None: the per-item G-study reads each model's median best layer). Draw counts: the
 scoring-label null (``null_permutations``), the contrastive null (``contrastive_permutations``, per wrapper)
-and the bootstraps (``bootstrap_draws``: argmax layer, model comparisons, scaling slope); 0 skips one."""
+and the bootstraps (``bootstrap_draws``: argmax layer, model comparisons, scaling slope); 0 skips one.
+``object_variance``: a hypothesised variance of the models' headlines for the D-study — a number (squared
+headline units), or a list of published per-model scores whose sample variance it is."""
 WRAPPER_FACETS = ("pair", "crossed")
 """The G-study's wrapper facet: one facet of (evaluation, deployment) pairs, or the two arms crossed."""
 
@@ -200,6 +202,13 @@ class Lens:
         if values["item_layer"] is not None and (not isinstance(values["item_layer"], int)
                                                  or isinstance(values["item_layer"], bool) or values["item_layer"] < 0):
             raise ctx.error("item_layer", f"is {values['item_layer']!r}", "use a layer number (0 = embedding output) or null")
+        ov = values["object_variance"]
+        numbers = ov if isinstance(ov, list) else [ov]
+        if ov is not None and (not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+                                       for v in numbers) or (isinstance(ov, list) and len(ov) < 2)
+                               or (not isinstance(ov, list) and ov < 0)):
+            raise ctx.error("object_variance", f"is {ov!r}", "give a variance ≥ 0, or a list of at least 2 "
+                            "published per-model scores (e.g. [0.61, 0.70, 0.66])")
         if values["item_samples"] > per_class:
             raise ctx.error("item_samples", f"is {values['item_samples']}, more than the {per_class} items of the "
                             "smaller class", "use fewer samples (each needs an item of each class)")
@@ -215,7 +224,7 @@ class Lens:
             "item_samples": values["item_samples"], "wrapper_facets": values["wrapper_facets"],
             "null_permutations": values["null_permutations"], "seed": values["seed"],
             "item_layer": values["item_layer"], "contrastive_permutations": values["contrastive_permutations"],
-            "bootstrap_draws": values["bootstrap_draws"],
+            "bootstrap_draws": values["bootstrap_draws"], "object_variance": values["object_variance"],
             "n_items": per_variant * len(resolved)})
 
     def frozen(self, spec: LensSpec) -> dict:
