@@ -91,7 +91,7 @@ class HFScorer:
         return score_safely(prepared, self._score, lambda cell, message: self._row(cell, error=message))
 
     def _score(self, prepared: list) -> list[dict]:
-        lengths = [len(p) + len(t) - 1 for _, _, p, t, _ in prepared]
+        lengths = [len(p) + len(t) - 1 for _, _, p, t, *_ in prepared]
         device = getattr(self.model.device, "type", str(self.model.device))
         started_at, start = datetime.now(timezone.utc), time.monotonic()
         scored = {}
@@ -100,15 +100,15 @@ class HFScorer:
                 scored[i] = lps
         total_ms = (time.monotonic() - start) * 1000
         params = json.dumps({"forward": "logits", "dtype": self.variant.dtype, "padding": "right"}, sort_keys=True)
-        return [self._row(cell, target_text=cell["target"], **score_fields(prefix_ids, target_ids, bos, scored[i]),
+        return [self._row(cell, target_text=cell["target"], **score_fields(prefix_ids, target_ids, bos, scored[i], space),
                           batch_size=len(prepared), total_ms=total_ms, started_at=started_at, request_params=params)
-                for i, (_, cell, prefix_ids, target_ids, bos) in enumerate(prepared)]
+                for i, (_, cell, prefix_ids, target_ids, bos, space) in enumerate(prepared)]
 
     def _forward(self, prepared: list) -> list[list[float]]:
         """One right-padded forward pass over ``prepared``: each cell's target-token log-probs (nats)."""
         import torch
 
-        seqs = [(p + t)[:-1] for _, _, p, t, _ in prepared]   # the last token predicts nothing scored
+        seqs = [(p + t)[:-1] for _, _, p, t, *_ in prepared]   # the last token predicts nothing scored
         width = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -117,13 +117,13 @@ class HFScorer:
             mask[r, :len(s)] = 1
         # Only the positions that predict target tokens need the vocabulary projection: from the shortest
         # prefix's last token to the longest fed sequence's last, the same indices for every row.
-        first_kept = min(len(p) for _, _, p, _, _ in prepared) - 1 if self.trims_logits else 0
+        first_kept = min(len(p) for _, _, p, *_ in prepared) - 1 if self.trims_logits else 0
         trim = {"logits_to_keep": torch.arange(first_kept, width)} if self.trims_logits else {}
         with torch.inference_mode():
             logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device),
                                 **trim).logits
         out = []
-        for r, (_, _, prefix_ids, target_ids, _) in enumerate(prepared):
+        for r, (_, _, prefix_ids, target_ids, *_) in enumerate(prepared):
             first = len(prefix_ids) - 1 - first_kept   # the logits that predict the first target token
             predicting = logits[r, first:first + len(target_ids)].float()
             lps = torch.log_softmax(predicting, dim=-1).gather(1, torch.tensor(target_ids).unsqueeze(1).to(predicting.device))

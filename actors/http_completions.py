@@ -26,7 +26,7 @@ import json
 import httpx
 
 from actors.http_common import Fatal, HTTPSampler, Retryable
-from actors.score_tokens import ScoreTokenError, score_fields, score_ids
+from actors.score_tokens import ScoreIds, ScoreTokenError, score_fields, score_ids
 from actors.streaming import StreamClock
 from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
@@ -75,7 +75,7 @@ class OpenAICompletionsScorer(HTTPSampler):
     def body(self, cell: dict) -> dict:
         """Completions body for ``cell``: its prompt (ids or text), echo with log-probs, one token, extras."""
         if self.prompt_form == "ids":
-            prefix_ids, target_ids, _ = self._ids(cell)
+            prefix_ids, target_ids, *_ = self._ids(cell)
             prompt = prefix_ids + target_ids
         else:
             prompt = cell["prefix"] + cell["target"]
@@ -107,12 +107,12 @@ class OpenAICompletionsScorer(HTTPSampler):
         timing = {"total_ms": clock.fields(0)["total_ms"], "started_at": clock.started_at}
         common = {"target_text": cell["target"], "completion_tokens": 0, **timing}
         if self.prompt_form == "ids":
-            prefix_ids, target_ids, bos = self._ids(cell)
+            prefix_ids, target_ids, bos, space = self._ids(cell)
             first = len(prefix_ids)
             lps = values[first:first + len(target_ids)]
             if len(lps) != len(target_ids) or any(v is None for v in lps):
                 raise Fatal(f"the answer echoes {len(values)} log-probs for a prompt of {first + len(target_ids)} tokens")
-            return {**common, **score_fields(prefix_ids, target_ids, bos, [float(v) for v in lps])}
+            return {**common, **score_fields(prefix_ids, target_ids, bos, [float(v) for v in lps], space)}
         offsets, prefix_len = logprobs.get("text_offset"), len(cell["prefix"])
         n_prompt = usage.get("prompt_tokens") or len(values) - 1
         if not offsets or len(offsets) < n_prompt:
@@ -145,7 +145,7 @@ class OpenAICompletionsScorer(HTTPSampler):
         """The HTTP engines' row with the prefix as the text read."""
         return super()._row(cell, **{"system_text": "", "user_text": cell["prefix"], **fields})
 
-    def _ids(self, cell: dict) -> tuple[list[int], list[int], bool]:
+    def _ids(self, cell: dict) -> ScoreIds:
         """Prefix and target ids by the shared rule; a cell that cannot be tokenized is a Fatal (its error row)."""
         from actors.score_tokens import requested_bos
 

@@ -5,9 +5,24 @@ are concatenated: the target's tokens are then exactly those scored, whatever th
 across the boundary of the joined text. BOS before the prefix follows the tokenizer's own
 ``add_special_tokens=True`` behaviour unless forced per model, and is never a chat-template token (a
 tokenizer whose BOS token is one, as ChatML's ``<|im_start|>``, cannot have it forced).
+
+The target is a space and a word, and the space belongs to the word, counted once. A SentencePiece tokenizer
+that puts a "▁" before every text it tokenizes (legacy Llama and Mistral) writes " word" alone as a lone
+"▁" token followed by "▁word": the first of those is a space token that a running sentence never contains,
+and its log-probability is not the word's. Such a target is scored as the tokenizer writes the word with its
+one space ("▁word", the word tokenized without the leading space), and the row records it
+(``target_space``, ``grid.score_columns``).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
+
+SPACE_MARK = "\u2581"
+"""SentencePiece's space mark "▁" (U+2581), which starts every word piece that follows a space."""
+LONE_SPACE_DROPPED = "lone_space_dropped"
+"""``target_space``: the tokenizer split the target's space into a lone "▁" token; the target was scored as
+the word's own tokens, whose first carries the space."""
 
 
 class ScoreTokenError(ValueError):
@@ -21,8 +36,36 @@ def adds_bos(tokenizer) -> bool:
     return bos is not None and len(probe) > 0 and probe[0] == bos
 
 
-def score_ids(tokenizer, prefix: str, target: str, add_bos: bool | None = None) -> tuple[list[int], list[int], bool]:
-    """(prefix ids, target ids, whether BOS was added) for scoring ``target`` after ``prefix``.
+class ScoreIds(NamedTuple):
+    """The token ids one (prefix, target) pair is scored on."""
+
+    prefix_ids: list[int]
+    """What the model reads before the target, BOS included when added."""
+    target_ids: list[int]
+    """The target's tokens, each scored."""
+    bos_added: bool
+    """Whether BOS was put before the prefix."""
+    target_space: str | None
+    """None, or ``LONE_SPACE_DROPPED`` when a lone space token at the target's start was not scored."""
+
+
+def target_tokens(tokenizer, target: str) -> tuple[list[int], str | None]:
+    """(token ids, ``target_space``) of ``target`` tokenized on its own without special tokens, its space
+    counted once: when the tokenizer writes the target's leading space as a lone "▁" token and writes the word
+    without that space starting with "▁" (it puts a "▁" before every text: module docstring), the word's own
+    tokens are returned (as in a running sentence, the one space is their first "▁") with
+    ``LONE_SPACE_DROPPED``. A tokenizer that adds no "▁" of its own keeps its lone "▁": there it is the space."""
+    ids = list(tokenizer(target, add_special_tokens=False)["input_ids"])
+    if len(ids) < 2 or not target.startswith(" ") or tokenizer.convert_ids_to_tokens(ids[0]) != SPACE_MARK:
+        return ids, None
+    word = list(tokenizer(target[1:], add_special_tokens=False)["input_ids"])
+    first = tokenizer.convert_ids_to_tokens(word[0]) if word else ""
+    return (word, LONE_SPACE_DROPPED) if first.startswith(SPACE_MARK) else (ids, None)
+
+
+def score_ids(tokenizer, prefix: str, target: str, add_bos: bool | None = None) -> ScoreIds:
+    """(prefix ids, target ids, whether BOS was added, ``target_space``) for scoring ``target`` after
+    ``prefix``; the target's ids by ``target_tokens``.
 
     ``add_bos`` None follows the tokenizer; True or False forces it. Raises ScoreTokenError for an empty
     target, a forced BOS the tokenizer lacks or that is a chat-template token, and an empty prefix without
@@ -35,13 +78,13 @@ def score_ids(tokenizer, prefix: str, target: str, add_bos: bool | None = None) 
         if bos and bos in (getattr(tokenizer, "chat_template", None) or ""):
             raise ScoreTokenError(f"BOS forced, but the tokenizer's BOS token {bos!r} is a chat-template token")
     prefix_ids = ([tokenizer.bos_token_id] if bos_added else []) + tokenizer(prefix, add_special_tokens=False)["input_ids"]
-    target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
+    target_ids, space = target_tokens(tokenizer, target)
     if not target_ids:
         raise ScoreTokenError(f"the target {target!r} has no tokens")
     if not prefix_ids:
         raise ScoreTokenError("empty prefix and no BOS token: the first target token has no position to be "
                               "scored at (put words before the blank, or force BOS for this model)")
-    return list(prefix_ids), list(target_ids), bos_added
+    return ScoreIds(list(prefix_ids), list(target_ids), bos_added, space)
 
 
 def requested_bos(cell_value: bool | None, model_value: bool | None) -> bool | None:
@@ -58,8 +101,8 @@ def prepare_cells(tokenizer, cells: list[dict], model_bos: bool | None, context:
     prepared, errors = [], {}
     for i, cell in enumerate(cells):
         try:
-            prefix_ids, target_ids, bos = score_ids(tokenizer, cell["prefix"], cell["target"],
-                                                    requested_bos(cell.get("add_bos"), model_bos))
+            prefix_ids, target_ids, bos, space = score_ids(tokenizer, cell["prefix"], cell["target"],
+                                                           requested_bos(cell.get("add_bos"), model_bos))
         except ScoreTokenError as exc:
             errors[i] = {"error": f"ScoreTokenError: {exc}"}
             continue
@@ -68,13 +111,14 @@ def prepare_cells(tokenizer, cells: list[dict], model_bos: bool | None, context:
             errors[i] = {"prompt_tokens": n, "error": f"ContextExceeded: {n} tokens exceed the model's context "
                                                       f"window of {context} tokens"}
             continue
-        prepared.append((i, cell, prefix_ids, target_ids, bos))
+        prepared.append((i, cell, prefix_ids, target_ids, bos, space))
     return prepared, errors
 
 
-def score_fields(prefix_ids: list[int], target_ids: list[int], bos: bool, logprobs: list[float]) -> dict:
+def score_fields(prefix_ids: list[int], target_ids: list[int], bos: bool, logprobs: list[float],
+                 target_space: str | None = None) -> dict:
     """The ``grid.score_columns`` values of one scored cell (log-probs in nats, one per target token)."""
-    return {"bos_added": bos, "prefix_token_ids": prefix_ids, "target_token_ids": target_ids,
+    return {"bos_added": bos, "target_space": target_space, "prefix_token_ids": prefix_ids, "target_token_ids": target_ids,
             "target_logprobs": logprobs, "lp_mean": sum(logprobs) / len(logprobs), "lp_min": min(logprobs),
             "prompt_tokens": len(prefix_ids) + len(target_ids), "completion_tokens": 0}
 

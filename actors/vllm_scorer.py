@@ -94,17 +94,17 @@ class VLLMScorer:
         from vllm.sampling_params import SamplingParams
 
         params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
-        prompts = [TokensPrompt(prompt_token_ids=p + t) for _, _, p, t, _ in prepared]
+        prompts = [TokensPrompt(prompt_token_ids=p + t) for _, _, p, t, *_ in prepared]
         started_at, start = datetime.now(timezone.utc), time.monotonic()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         total_ms = (time.monotonic() - start) * 1000
         request = json.dumps({"prompt_logprobs": 0, "max_tokens": 1, "dtype": self.variant.dtype,
                               "logprobs_mode": "raw_logprobs"}, sort_keys=True)
         rows = []
-        for (_, cell, prefix_ids, target_ids, bos), out in zip(prepared, outputs):
+        for (_, cell, prefix_ids, target_ids, bos, space), out in zip(prepared, outputs):
             first = len(prefix_ids)
             lps = [float(out.prompt_logprobs[first + j][t].logprob) for j, t in enumerate(target_ids)]
-            rows.append(self._row(cell, target_text=cell["target"], **score_fields(prefix_ids, target_ids, bos, lps),
+            rows.append(self._row(cell, target_text=cell["target"], **score_fields(prefix_ids, target_ids, bos, lps, space),
                                   batch_size=len(prepared), total_ms=total_ms, started_at=started_at,
                                   request_params=request))
         return rows

@@ -13,6 +13,10 @@ SCORE_COLUMNS = (
     doc_field("bos_added", pa.bool_(), "true when a BOS token was put before the prefix (the tokenizer's own rule, or forced per model)"),
     doc_field("prefix_token_ids", pa.list_(pa.int32()), "token ids the model read before the target, BOS included when added"),
     doc_field("target_token_ids", pa.list_(pa.int32()), "token ids of the target, tokenized on its own without special tokens"),
+    doc_field("target_space", pa.string(), "null when the target's tokens are its own tokenization; "
+              "'lone_space_dropped' when the tokenizer wrote the target's leading space as a lone SentencePiece '▁' "
+              "token before a word piece that starts with '▁' again, and the target was scored as the word's own "
+              "tokens (the space counted once, as in a running sentence; ``actors.score_tokens``)"),
     doc_field("target_logprobs", pa.list_(pa.float64()), "nats: log-probability of each target token at its position, given everything before it"),
     doc_field("lp_mean", pa.float64(), "nats per token: mean of target_logprobs"),
     doc_field("lp_min", pa.float64(), "nats: the lowest of target_logprobs"),

@@ -70,7 +70,7 @@ def test_values_equal_an_unpadded_forward_pass_of_each_sequence(tiny_scorer):
 
 def test_the_prefix_and_target_are_tokenized_apart(tiny_scorer):
     tok = tiny_scorer.tokenizer
-    prefix_ids, target_ids, bos = score_ids(tok, "The capital of France is", " Paris")
+    prefix_ids, target_ids, bos, _ = score_ids(tok, "The capital of France is", " Paris")
     assert prefix_ids == tok("The capital of France is", add_special_tokens=False)["input_ids"]
     assert target_ids == tok(" Paris", add_special_tokens=False)["input_ids"] and bos is False
 
@@ -125,7 +125,7 @@ def test_a_models_bos_rule_applies_unless_the_cell_sets_its_own(bos_tiny_dir):
 def test_a_failing_batch_is_scored_cell_by_cell_so_only_the_failing_cell_is_an_error_row():
     from actors.score_tokens import score_safely
 
-    prepared = [(i, {"name": n}, [1], [2], False) for i, n in enumerate(["a", "poison", "b"])]
+    prepared = [(i, {"name": n}, [1], [2], False, None) for i, n in enumerate(["a", "poison", "b"])]
 
     def score(items):
         if any(cell["name"] == "poison" for _, cell, *_ in items):
