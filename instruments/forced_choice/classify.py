@@ -7,10 +7,14 @@ The class is read from the response's *leading answer*, in the idiom of the enve
   quotes, brackets) are skipped. A sentence ends at ``.``/``!``/``?`` unless a Latin letter or digit
   follows (so ``3.5`` and ``Node.js`` stay whole), and always at ``。！？`` and the danda ``।``; a stop
   inside an occurrence of either word (``Dr. Pepper``) never ends the sentence.
-- ``json``: the value of the first ``"choice"`` key found in any JSON object of the text (code fences and
-  prose around it are tolerated; a truncated or single-quoted object is read by a lenient pattern). A
-  string value is read like a leading answer; ``null``, numbers and lists are UNCLEAR. With no
-  ``choice`` key anywhere, the line rule reads the text, so a bare ``whiskey`` or a refusal is still seen.
+- ``json``: the value of the first ``"choice"`` key, read from the first complete object of the text that
+  holds one (code fences and prose before or after the object are tolerated; an object is complete when
+  its outermost brace closes and it parses as JSON, or as a Python dict literal for single quotes). A
+  string value is read like a leading answer; ``null``, numbers and lists are UNCLEAR. A ``choice`` key in
+  an object that never closes (a truncated answer: ``{"choice": "tea"`` or ``{"choice": "tea" if``) or
+  that does not parse (``{"choice": "tea" if x else "coffee"}``) is UNCLEAR: an unfinished answer is no
+  commitment, and its words are not read. With no ``choice`` key anywhere, the line rule reads the text,
+  so a bare ``whiskey`` or a refusal is still seen.
 - ``python``: the value the first function (in source order) returns. A string literal is read like a
   leading answer; the names ``a``/``b`` map through the cell's rendered values (AB: a = word_a;
   BA: a = word_b, so ``return b`` is word_a); a local name assigned exactly once is followed; anything
@@ -51,7 +55,7 @@ import pyarrow as pa
 
 from analysis.errors import AnalysisError
 
-CLASSIFIER_VERSION = "fc-1.0.0"
+CLASSIFIER_VERSION = "fc-1.1.0"
 """Version of these rules and the refusal lexicon, stored beside every class it writes."""
 REFUSAL_LEXICON_VERSION = "refusals-2026.11.30-1"
 """The ``version`` of data/refusals.json these rules were written against (checked on load)."""
@@ -71,9 +75,7 @@ _FENCE_LINE = re.compile(r"^\s*(```|~~~)[\w+.-]*\s*$")
 _LEADING_MARKUP = re.compile(r"^(?:[\s#>*_~`+\-•·\"'«»「」『』【】《》〈〉（）()\[\]|]+|\d{1,3}[.)](?=\s))+")
 _SENTENCE_END = re.compile(r"[.!?]+(?![0-9a-z])|[。।॥؟۔]+")
 _FENCED_BLOCK = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_LOOSE_CHOICE = re.compile(
-    r"""["']choice["']\s*:\s*(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)'|(null|none|true|false|-?\d))""",
-    re.IGNORECASE)
+_CHOICE_KEY = re.compile(r"""["']choice["']\s*:""")
 _RETURN_LINE = re.compile(r"^\s*return\b(.*?)\s*(?:#.*)?$", re.MULTILINE)
 
 
@@ -210,20 +212,50 @@ def _line_class(text: str, word_a: str, word_b: str, language: str) -> str:
     return _decide(leading_sentence(text, word_a, word_b), word_a, word_b, language)
 
 
-def _json_class(text: str, word_a: str, word_b: str, language: str) -> str:
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except ValueError:
+def _top_level_objects(text: str) -> list[tuple[str, bool]]:
+    """(text, closed) of each outermost ``{…}`` of ``text`` in order; braces inside double-quoted strings
+    do not count. The last one is not closed when the text ends inside it (a truncated answer)."""
+    objects, depth, start, in_string, escaped = [], 0, 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
             continue
-        found, value = _find_choice(obj)
+        if ch == '"' and depth:
+            in_string = True
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                objects.append((text[start:i + 1], True))
+    if depth:
+        objects.append((text[start:], False))
+    return objects
+
+
+def _parse_object(text: str):
+    """A complete object's value: JSON, else a Python literal (single quotes); None when neither parses."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _json_class(text: str, word_a: str, word_b: str, language: str) -> str:
+    for obj_text, closed in _top_level_objects(text):
+        value = _parse_object(obj_text) if closed else None
+        found, choice = _find_choice(value) if value is not None else (False, None)
         if found:
-            return _decide(value.strip(), word_a, word_b, language) if isinstance(value, str) else "UNCLEAR"
-    m = _LOOSE_CHOICE.search(text)
-    if m:
-        value = m.group(1) if m.group(1) is not None else m.group(2)
-        return _decide(value.strip(), word_a, word_b, language) if value is not None else "UNCLEAR"
+            return _decide(choice.strip(), word_a, word_b, language) if isinstance(choice, str) else "UNCLEAR"
+        if _CHOICE_KEY.search(obj_text):   # a choice in an unfinished or unreadable object: no commitment
+            return "UNCLEAR"
+    if _CHOICE_KEY.search(text):           # a choice key outside any object (a fragment)
+        return "UNCLEAR"
     return _line_class(text, word_a, word_b, language)
 
 

@@ -168,7 +168,7 @@ def json_(response, ordering="AB"):
     ('{"answer": {"choice": "whiskey"}}', "B"),
     ('{“choice”: “whiskey”}', "B"),                               # curly quotes straightened
     ('｛"choice"："whiskey"｝', "B"),                               # full-width braces and colon
-    ('{"choice": "whiskey"', "B"),                                 # truncated: lenient pattern
+    ('{"choice": "whiskey"', "UNCLEAR"),                           # truncated: no commitment
     ("{'choice': 'vodka'}", "A"),                                  # Python-style quotes
     ('{"choice": null}', "UNCLEAR"),
     ('{"choice": 1}', "UNCLEAR"),
@@ -291,3 +291,36 @@ def test_refusal_lexicon_never_fires_on_a_pick():
     for ex in picks:
         text = normalize(ex["response"])
         assert not any(p.search(text) for patterns in lexicon.values() for p in patterns), ex["response"]
+
+
+@pytest.mark.parametrize("response,expected", [
+    # truncated string: the value never closes, so neither word is a commitment
+    ('{"choice": "tea', "UNCLEAR"),
+    ('```json\n{"choice": "te', "UNCLEAR"),
+    # unclosed object: the value closed, the object did not (the answer was cut or went on as code)
+    ('{"choice": "tea" if', "UNCLEAR"),
+    ('{"choice": "tea",', "UNCLEAR"),
+    ('{"choice": "coffee"\n', "UNCLEAR"),
+    ("{'choice': 'tea'", "UNCLEAR"),
+    # trailing junk inside the object: it closes but does not parse
+    ('{"choice": "tea" if x else "coffee"}', "UNCLEAR"),
+    ('{"choice": "tea",,}', "UNCLEAR"),
+    # a choice key outside any object
+    ('"choice": "tea"', "UNCLEAR"),
+    # valid objects: read, with prose or junk around a complete object tolerated
+    ('{"choice": "tea"}', "A"),
+    ('{"choice": "coffee"} and that is final', "B"),
+    ('{"choice": "coffee"}}', "B"),
+    ("{'choice': 'coffee'}", "B"),
+    ('{"reason": "a {brace} in a string", "choice": "tea"}', "A"),
+    # nested: the first choice key, depth first, of a complete outer object
+    ('{"answer": {"choice": "coffee", "why": {"choice": "tea"}}}', "B"),
+    ('[{"choice": "tea"}]', "A"),
+    ('{"answer": {"choice": "coffee"}', "UNCLEAR"),                 # inner closed, outer cut
+    # an unfinished object before a complete one: the first choice is unfinished
+    ('{"choice": "tea" if} {"choice": "coffee"}', "UNCLEAR"),
+    # an object without a choice key, then a complete one with it
+    ('{"note": 1} {"choice": "coffee"}', "B"),
+])
+def test_json_idiom_reads_only_finished_objects(response, expected):
+    assert classify(response, "tea", "coffee", "AB", "json") == expected

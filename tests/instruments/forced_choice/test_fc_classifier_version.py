@@ -21,7 +21,8 @@ INVOCATION = FIXTURE / "store" / "legacy_fc" / FINISHED
 
 @pytest.fixture
 def legacy():
-    """(traces, settings) of the fixture's finished invocation; every row stored under fc-1.0.0."""
+    """(traces, settings) of the fixture's finished invocation; every row stored under fc-1.0.0 (an earlier
+    classifier version than the current one)."""
     parts = sorted((INVOCATION / "traces").glob("*.parquet"))
     traces = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
     settings = upgrade(json.loads((INVOCATION / "invocation.json").read_text())["settings"])
@@ -38,13 +39,23 @@ def run(traces, settings, **kw):
     return report(traces, settings, FINISHED, "legacy_fc", **kw)
 
 
-def test_the_current_version_on_every_row_reads_as_before(legacy):
+def test_the_stored_version_on_every_row_reads_as_before(legacy):
     traces, settings = legacy
     rep = run(traces, settings)
-    assert (rep.classifier_version, rep.reclassified) == (CLASSIFIER_VERSION, False) == ("fc-1.0.0", False)
+    assert (rep.classifier_version, rep.reclassified) == ("fc-1.0.0", False) and CLASSIFIER_VERSION != "fc-1.0.0"
     # byte-identical to the fixture's analyze text (its lines before the outputs line)
     expected = (FIXTURE / "expected_analyze.txt").read_text().split("\noutputs: ")[0]
     assert format_report(rep) == expected
+
+
+def test_rows_of_the_current_version_name_it_alone(legacy):
+    traces, settings = legacy
+    rep = run(with_versions(traces, [CLASSIFIER_VERSION] * traces.num_rows), settings)
+    assert (rep.classifier_version, rep.reclassified) == (CLASSIFIER_VERSION, False)
+    expected = (FIXTURE / "expected_analyze.txt").read_text().split("\noutputs: ")[0].splitlines()
+    lines = format_report(rep).splitlines()
+    assert lines[0] == expected[0].split("classifier ")[0] + f"classifier {CLASSIFIER_VERSION}"
+    assert lines[1:] == expected[1:]
 
 
 def test_an_older_stored_version_is_reported_as_stored(legacy):
@@ -86,7 +97,7 @@ def test_only_counted_rows_carry_the_version(legacy):
     superseded = {**first, "classifier_version": "fc-0.1.0", "attempt": (first.get("attempt") or 0) + 1}
     extra = pa.Table.from_pylist([failed, superseded], schema=traces.schema)
     rep = run(pa.concat_tables([traces, extra]), settings)
-    assert rep.classifier_version == CLASSIFIER_VERSION
+    assert rep.classifier_version == "fc-1.0.0"   # the counted rows' stored version
 
 
 def test_a_class_stored_without_a_version_is_not_passed_off_as_current(legacy):
