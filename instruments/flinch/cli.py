@@ -1,4 +1,5 @@
-"""``mirrorscan flinch compare``: flinch results side by side, as a table and an overlay radar."""
+"""``mirrorscan flinch``: results side by side (``compare``, a table and an overlay radar), the method's
+reference table (``reference``), and a corpus file checked as a scan would load it (``corpus``)."""
 
 from __future__ import annotations
 
@@ -10,31 +11,68 @@ from grid.errors import ConfigError
 
 EPILOG = """\
 An input is the summary.json that `mirrorscan analyze` writes for a flinch invocation (all its models),
-or one model's result in the method's shape ({model, total_flinch, axes: {key: {label, flinch, terms}}}).
-Totals are recomputed over the axes every input has (named in the output): totals over different axis
-sets are not comparable. Inputs from different corpora (hash) or aggregations are compared with a warning.
+one model's result in the method's shape ({model, total_flinch, axes: {key: {label, flinch, terms}}}), or
+reference:<model>, a row of the method's published reference table (`mirrorscan flinch reference` lists them).
+The axes compared are those given with --axes, else those every input has. A model's total is the sum over
+exactly those axes, given only when it has each of them whole; otherwise the row says why it has none, and
+it is not ranked. Runs from different corpora (hash) or aggregations are compared with a warning; reference
+rows come from another corpus, so beside a run they are indicative only, axis by axis.
 
-example:
+examples:
   mirrorscan flinch compare run-a/summary.json run-b/summary.json --baseline base.json --out radar.png
+  mirrorscan flinch compare run/summary.json --reference gemma-2-9b heretic-v2-9b
+  mirrorscan flinch compare reference:heretic-v2-9b --baseline reference:gemma-2-9b
+  mirrorscan flinch corpus my_corpus.json --axes slurs,sexual
 """
+
+
+def axis_list(values: list[str] | None) -> list[str] | None:
+    """``--axes`` as the method takes it: keys separated by commas or spaces, in the order given."""
+    if not values:
+        return None
+    keys = [k.strip() for v in values for k in v.split(",") if k.strip()]
+    return keys or None
 
 
 def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
     """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
-    parser = argparse.ArgumentParser(prog=prog, description="Tools for flinch results.")
+    parser = argparse.ArgumentParser(prog=prog, description="Tools for flinch results and corpora.")
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="results side by side: a table and an overlay radar chart",
-                         description="Flinch results side by side: per axis and in total over the common axes.",
+                         description="Flinch results side by side: per axis, and in total over one axis set.",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cmp.add_argument("inputs", nargs="+", metavar="FILE", help="result JSON files (summary.json or one model's)")
-    cmp.add_argument("--baseline", metavar="FILE", help="one model's result; every row shows its difference from it")
+    cmp.add_argument("inputs", nargs="*", metavar="FILE", help="result JSON files (summary.json or one model's), "
+                     "or reference:<model>")
+    cmp.add_argument("--baseline", metavar="FILE", help="one model's result (or reference:<model>); every row "
+                     "shows its difference from it")
+    cmp.add_argument("--reference", nargs="+", metavar="MODEL", default=[],
+                     help="rows of the method's reference table to set beside the inputs")
+    cmp.add_argument("--axes", nargs="+", metavar="KEY", help="the axes to compare and total, comma- or "
+                     "space-separated (default: those every input has)")
     cmp.add_argument("--out", metavar="PNG", default="flinch-compare.png",
                      help="where the overlay radar is written (default: %(default)s)")
+    sub.add_parser("reference", help="the method's published reference table, with its source",
+                   description="Print the flinch method's reference baselines shipped with mirrorscan.")
+    cor = sub.add_parser("corpus", help="load a corpus file as a scan would, and say what it holds",
+                         description="Load a corpus file (or packaged:starter) as a scan would: its axes, terms "
+                                     "and carriers, the keys kept as descriptions, and its warnings.")
+    cor.add_argument("file", metavar="FILE", help="a corpus JSON file, or packaged:starter")
+    cor.add_argument("--axes", nargs="+", metavar="KEY", help="the axes to load, comma- or space-separated")
     args = parser.parse_args(argv)
-    from instruments.flinch.compare import compare, format_table, overlay_radar
-
     try:
-        result = compare(args.inputs, args.baseline)
+        if args.command == "reference":
+            from instruments.flinch.reference import describe
+
+            print(describe())
+            return 0
+        if args.command == "corpus":
+            print(corpus_text(args.file, axis_list(args.axes)))
+            return 0
+        from instruments.flinch.compare import compare, format_table, overlay_radar
+
+        if not args.inputs and not args.reference:
+            raise ConfigError("(command line)", "FILE", "no input given", "give result files or --reference MODEL")
+        result = compare(args.inputs, args.baseline, axis_list(args.axes), args.reference)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -44,3 +82,23 @@ def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
     out.write_bytes(overlay_radar(result))
     print(f"radar: {out.resolve()}")
     return 0
+
+
+def corpus_text(path: str, axes: list[str] | None) -> str:
+    """What ``load_corpus`` reads from ``path`` (the axes selected): per axis its terms and carriers, the
+    descriptive keys kept, and the warnings."""
+    from instruments.flinch.corpus import METHOD_AXES, load_corpus
+
+    corpus = load_corpus(path, axes=axes)
+    lines = [f"corpus {corpus.path} (version {corpus.version or '-'}, SHA-256 {corpus.sha256[:12]}…): "
+             f"{len(corpus.axes)} axes, {corpus.n_carriers()} carriers"]
+    for a in corpus.axes:
+        lines.append(f"  {a.key:<16} {len(a.terms):>4} terms {sum(len(t.carriers) for t in a.terms):>6} carriers  "
+                     f"{a.label}" + ("" if a.key in METHOD_AXES else "  (not one of the method's axis keys)"))
+    if corpus.extra:
+        places: dict[str, int] = {}
+        for keys in corpus.extra.values():
+            for k in keys:
+                places[k] = places.get(k, 0) + 1
+        lines.append("kept as descriptions, not read: " + ", ".join(f"{k} ({n}×)" for k, n in places.items()))
+    return "\n".join(lines + [f"warning: {w}" for w in corpus.warnings])

@@ -1,9 +1,17 @@
 """Flinch corpora: axes of terms, each term with carrier sentences that make it the obvious completion.
 
-File format (JSON, UTF-8)::
+File format (JSON, UTF-8), the method's own::
 
     {"version": "…", "description": "…",
      "axes": {axis_key: {"label": "…", "terms": [{"word": "…", "carriers": ["… {BLANK} …", …]}, …]}}}
+
+The method's six axis keys are ``anti_china``, ``anti_america``, ``anti_europe``, ``slurs``, ``sexual`` and
+``violence`` (``METHOD_AXES``); any other key is allowed. Keys beyond those read (a top-level ``notes``, an
+axis's or a term's ``description``, a ``source``, …) are kept as written and recorded (``Corpus.extra``,
+written with the analysis): they describe the corpus and change no number. An extra key that looks like a
+setting — a number, a boolean or null, or a name such as ``weight`` or ``aggregation`` — is kept too but
+named in a warning (``Corpus.setting_like``), since flinch does not read it: settings live in the config's
+``flinch`` section.
 
 Each carrier is a declarative sentence with exactly one ``{BLANK}`` where the term belongs. What the model
 reads is the **prefix** — the text before the blank, trailing whitespace removed — and what is scored is
@@ -23,17 +31,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
+from grid.errors import ConfigError, refuse_duplicate_keys
 from grid.ids import check_component
 
 BLANK = "{BLANK}"
 """Placeholder for the term in a carrier sentence."""
 STARTER = "packaged:starter"
 """Selects the starter corpus shipped with mirrorscan (five axes, 8 terms × 4 carriers)."""
+METHOD_AXES = ("anti_china", "anti_america", "anti_europe", "slurs", "sexual", "violence")
+"""The method's six axis keys, in its order (its corpus files and reference table use them)."""
+READ_KEYS = {"(file)": ("axes", "version", "description"), "axis": ("label", "terms"), "term": ("word", "carriers")}
+"""The keys flinch reads at each level of a corpus file; any other key is kept as a description."""
+SETTING_NAMES = frozenset({
+    "aggregation", "scale", "add_bos", "bos", "samples", "proxy_samples", "temperature", "top_p", "top_k", "weight",
+    "weights", "threshold", "thresholds", "lp_at_zero", "lp_at_hundred", "min_carriers", "min_terms", "enabled",
+    "disabled", "skip", "exclude", "include", "mode", "method", "model", "models", "backend", "batch_size", "seed",
+    "max_tokens", "corpus", "normalize", "clip", "prefix", "suffix", "template", "axes", "terms", "carriers"})
+"""Extra key names that read as settings (named in a warning; flinch reads none of them from a corpus file)."""
 MIN_CARRIERS = 4
 """Fewer carriers per term than this is warned about."""
 MIN_TERMS = 6
@@ -96,7 +114,12 @@ class Corpus:
     axes: tuple[Axis, ...]
     """The axes scored, in file order."""
     warnings: tuple[str, ...]
-    """Allowed but weak: terms with few carriers, axes with few terms."""
+    """Allowed but weak: terms with few carriers, axes with few terms; extra keys that look like settings."""
+    extra: dict = field(default_factory=dict, compare=False)
+    """Keys flinch does not read, kept as written: ``{where: {key: value}}``, ``where`` being ``(file)``,
+    ``axes.<key>`` or ``axes.<key>.terms[i] (<word>)`` (descriptions, notes, sources)."""
+    setting_like: tuple[str, ...] = ()
+    """``where.key`` of each extra key that looks like a setting (also in ``warnings``)."""
 
     @property
     def axis_keys(self) -> tuple[str, ...]:
@@ -128,9 +151,8 @@ def load_corpus(path: str, *, axes: list[str] | None = None, base: Path | None =
         raise ConfigError(file, "(file)", f"is not UTF-8 JSON ({exc})", "fix the JSON syntax") from None
     if not isinstance(data, dict) or not isinstance(data.get("axes"), dict) or not data["axes"]:
         raise ConfigError(file, "axes", "is missing or empty", 'give {"axes": {key: {"label": …, "terms": […]}}}')
-    for key in data:
-        if key not in ("axes", "version", "description"):
-            raise unknown_key(file, key, key, ("axes", "version", "description"))
+    extra: dict[str, dict] = {}
+    _keep_extra(extra, "(file)", data, READ_KEYS["(file)"])
     wanted = list(data["axes"]) if axes is None else list(axes)
     for key in wanted:
         if key not in data["axes"]:
@@ -141,21 +163,40 @@ def load_corpus(path: str, *, axes: list[str] | None = None, base: Path | None =
                               (f"did you mean {close[0]}? " if close else "") + f"use some of: {', '.join(data['axes'])}")
     loaded, warnings = [], []
     for key in wanted:
-        axis = _axis(file, key, data["axes"][key])
+        axis = _axis(file, key, data["axes"][key], extra)
         loaded.append(axis)
         if len(axis.terms) < MIN_TERMS:
             warnings.append(f"axis {key!r} has {len(axis.terms)} terms (fewer than {MIN_TERMS}: its flinch is noisy)")
         warnings += [f"axis {key!r}, term {t.word!r} has {len(t.carriers)} carriers (fewer than {MIN_CARRIERS})"
                      for t in axis.terms if len(t.carriers) < MIN_CARRIERS]
+    setting_like = tuple(f"{where}.{k}" for where, keys in extra.items() for k, v in keys.items()
+                         if looks_like_setting(k, v))
+    warnings += [f"{s} looks like a setting, but flinch reads no setting from a corpus file (kept as a description; "
+                 "settings go in the config's flinch section)" for s in setting_like]
     return Corpus(path=path if path == STARTER else file, sha256=hashlib.sha256(raw).hexdigest(),
-                  version=str(data.get("version", "")), axes=tuple(loaded), warnings=tuple(warnings))
+                  version=str(data.get("version", "")), axes=tuple(loaded), warnings=tuple(warnings),
+                  extra=extra, setting_like=setting_like)
 
 
-def _axis(file: str, key: str, raw) -> Axis:
+def looks_like_setting(key: str, value) -> bool:
+    """Whether an extra key reads as a setting rather than a description: its value is a number, a boolean or
+    null, or its name is one of ``SETTING_NAMES``."""
+    return value is None or isinstance(value, (bool, int, float)) or key.strip().lower() in SETTING_NAMES
+
+
+def _keep_extra(extra: dict, where: str, mapping: dict, read: tuple[str, ...]) -> None:
+    """Record ``mapping``'s keys outside ``read`` under ``extra[where]``."""
+    kept = {k: v for k, v in mapping.items() if k not in read}
+    if kept:
+        extra[where] = kept
+
+
+def _axis(file: str, key: str, raw, extra: dict) -> Axis:
     where = f"axes.{key}"
     check_component(key, file, where)
     if not isinstance(raw, dict) or not isinstance(raw.get("label"), str) or not raw["label"].strip():
         raise ConfigError(file, f"{where}.label", "is missing or empty", "give the axis a label for people")
+    _keep_extra(extra, where, raw, READ_KEYS["axis"])
     if not isinstance(raw.get("terms"), list) or not raw["terms"]:
         raise ConfigError(file, f"{where}.terms", "is missing or empty", 'give a list of {"word": …, "carriers": […]}')
     terms, seen = [], set()
@@ -166,6 +207,7 @@ def _axis(file: str, key: str, raw) -> Axis:
         if word.casefold() in seen:
             raise ConfigError(file, f"{where}.terms[{i}]", f"term {word!r} appears twice in axis {key!r}", "keep one")
         seen.add(word.casefold())
+        _keep_extra(extra, f"{where}.terms[{i}] ({word})", t, READ_KEYS["term"])
         terms.append(Term(word=word, carriers=_carriers(file, f"{where}.terms[{i}] ({word})", t.get("carriers"))))
     return Axis(key=key, label=raw["label"].strip(), terms=tuple(terms))
 
