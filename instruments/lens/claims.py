@@ -9,6 +9,8 @@ wrapper-permutation null (null c), and scaling with parameter count per wrapper.
   the wrapper-mean headline on log10(parameters) (headline units per decade of parameters) with a
   percentile interval from a wrapper × item bootstrap: each draw resamples the wrappers with replacement
   and the scoring items within class, recomputes every model's headlines on those items, and refits.
+  The Pearson r across models of the wrapper-mean headline with log10(parameters), raw and floor-corrected
+  (each cell's scoring-label floor subtracted before the mean), the paper's +0.600 → +0.561.
 """
 
 from __future__ import annotations
@@ -51,13 +53,29 @@ def slope(log_params: np.ndarray, values: np.ndarray) -> float:
     return float((x * (values - values.mean())).sum() / (x * x).sum())
 
 
+def pearson(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson r of two equal-length vectors; None where either does not vary."""
+    x, y = x - x.mean(), y - y.mean()
+    den = float(np.sqrt((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum() / den) if den > 0 else None
+
+
 def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], projections: list[list[np.ndarray]],
-            labels: list, positive: str, layers: list[int], n_blocks: list[int], n_draws: int, seed) -> dict:
+            labels: list, positive: str, layers: list[int], n_blocks: list[int], n_draws: int, seed,
+            floors: np.ndarray | None = None) -> dict:
     """Per-wrapper correlations and the slope with its wrapper × item bootstrap interval (module docstring).
-    ``projections[m][w]`` is model m's (items, layers) projections on wrapper w; ``n_blocks[m]`` its L."""
+    ``projections[m][w]`` is model m's (items, layers) projections on wrapper w; ``n_blocks[m]`` its L.
+    With ``floors`` (models, wrappers: each cell's scoring-label floor) also the floor-corrected figures:
+    the Pearson r across models of the wrapper-mean headline with log10(parameters), raw and with each
+    cell's floor subtracted first, and the per-wrapper spread of the corrected correlation."""
     log_params = np.log10(np.asarray(n_params, dtype=np.float64))
     out = {"by_wrapper": scaling_by_wrapper(scores, n_params, wrappers).to_json(),
-           "slope_per_decade": slope(log_params, scores.mean(axis=1))}
+           "slope_per_decade": slope(log_params, scores.mean(axis=1)),
+           "correlation_raw": pearson(log_params, scores.mean(axis=1))}
+    if floors is not None:
+        corrected = scores - floors
+        out["correlation_floor_corrected"] = pearson(log_params, corrected.mean(axis=1))
+        out["by_wrapper_floor_corrected"] = scaling_by_wrapper(corrected, n_params, wrappers).to_json()
     if n_draws < 1 or np.ptp(log_params) == 0:
         return out
     rng = np.random.default_rng(seed)
@@ -79,10 +97,12 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     return out
 
 
-def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, headlines: dict) -> dict:
+def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, headlines: dict,
+                      floors: dict | None = None) -> dict:
     """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
     needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each
-    wrapper's headline as the analysis computed it; projections are rebuilt only for the scaling bootstrap."""
+    wrapper's headline as the analysis computed it, ``floors`` (same keys) its scoring-label floor when the null
+    ran; projections are rebuilt only for the scaling bootstrap."""
     from instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
     from instruments.lens.numbers import seed_for
 
@@ -103,10 +123,12 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
             for ex in exs:
                 projected = framing_projections(ex.scoring, ex.framing_means())
                 projections.append([wrapper_projections(projected, e, d) for e, d in wrappers])
+            floor = (np.array([[floors[(m, variant, w)] for w in names] for m in models])
+                     if floors and all((m, variant, w) in floors for m in models for w in names) else None)
             result["scaling"] = {"parameters": dict(zip(models, params)),
                                  **scaling(scores, np.asarray(params), names, projections, exs[0].labels, positive,
                                            layers, [ex.n_layers - 1 for ex in exs], draws,
-                                           seed_for(seed, variant, "scaling"))}
+                                           seed_for(seed, variant, "scaling"), floor)}
         else:
             result["scaling"] = {"missing": "needs ≥ 3 models with recorded parameter counts and the same scoring items"}
         out[variant] = result

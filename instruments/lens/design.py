@@ -147,7 +147,7 @@ def _num(x: float) -> float | None:
 
 def design_lines(name: str, study: dict, score: str) -> list[str]:
     """The printed table of one study's design numbers (words, not keys)."""
-    d = study["design"]
+    d = study["design_numbers"]
     sizes = d["observed_sizes"]
     size_words = ", ".join(f"{n} {d['facets'][f]}{'s' if n != 1 else ''}" for f, n in sizes.items())
     lines = [f"G-study {name!r} ({study['design_name']}; {size_words}); score = {score}",
@@ -161,33 +161,35 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
         lines.append(f"  shares: model {_pct(imp['model'])}, wrapper × model {_pct(imp['model_wrapper'])}, item "
                      f"{_pct(imp['item'])}, implementation {_pct(imp['implementation'])} (every effect with the "
                      f"implementation: {_pct(imp['implementation_related'])})")
+    item = next((d["facets"][f] for f in d["facets"] if f in ITEM_FACETS), "item")
+    ones = ", ".join(f"1 {w}" for f, w in d["facets"].items() if f != next(iter(d["facets"])))
     lines.append(f"  {'design':<58} {'Eρ²':>10} {'Φ':>7}")
-    rows = [("single-wrapper design (every facet but the model at 1)", d["single_wrapper"]),
+    rows = [(f"single-wrapper design ({ones})", d["single_wrapper"]),
             (f"observed design ({size_words})", d["observed"])]
     if "asymptote_items_at_one_wrapper" in d:
-        rows.append(("asymptote: items → ∞ at 1 wrapper", d["asymptote_items_at_one_wrapper"]))
+        rows.append((f"asymptote: {item}s → ∞ at 1 wrapper", d["asymptote_items_at_one_wrapper"]))
     if "asymptote_wrappers_at_one_item_sample" in d:
-        rows.append(("asymptote: wrappers → ∞ at 1 item sample", d["asymptote_wrappers_at_one_item_sample"]))
+        rows.append((f"asymptote: wrappers → ∞ at 1 {item}", d["asymptote_wrappers_at_one_item_sample"]))
     for label, c in rows:
         lines.append(f"  {label:<58} {_f(c['g_coefficient']):>10} {_f(c['phi']):>7}")
     for facet, needed in d["wrappers_needed"].items():
-        lines.append(f"  {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed))
+        lines.append(f"  {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed, item))
     ratio = d["ratio_model_wrapper_to_model_item"]
-    lines.append("  σ²(model × wrapper) / σ²(model × item): " + ("n/a (no model × item variance)" if ratio is None
+    lines.append(f"  σ²(model × wrapper) / σ²(model × {item}): " + ("n/a (no model × item variance)" if ratio is None
                                                                    else f"{ratio:.3g}"))
     h = d["hypothetical"]
     if h:
-        lines.append(f"  under a hypothesised model variance {h['object_variance']:.3g} (published per-model "
-                     f"scores): single-wrapper Eρ² {_f(h['single_wrapper']['g_coefficient'])}, Φ "
-                     f"{_f(h['single_wrapper']['phi'])}")
+        lines.append(f"  under a hypothesised model variance {h['object_variance']:.3g} (object_variance: a given value "
+                     f"or the spread of published per-model scores): single-wrapper Eρ² "
+                     f"{_f(h['single_wrapper']['g_coefficient'])}, Φ {_f(h['single_wrapper']['phi'])}")
         for facet, needed in h["wrappers_needed"].items():
-            lines.append(f"    {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed))
+            lines.append(f"    {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed, item))
     return lines
 
 
-def _needed_words(needed: dict) -> str:
+def _needed_words(needed: dict, item: str) -> str:
     parts = []
-    for key, words in (("at_one_item_sample", "at 1 item sample"), ("at_observed_items", "at the observed items")):
+    for key, words in (("at_one_item_sample", f"at 1 {item}"), ("at_observed_items", f"at the observed {item}s")):
         if key in needed:
             n = needed[key]
             parts.append(f"{words}: " + (f"{n['n']}" if n["n"] is not None else

@@ -7,10 +7,14 @@ the scoring set split into S disjoint samples, each holding every class in propo
 seeded). Facets: model × wrapper × item_sample, all crossed; with ``wrapper_facets: crossed`` the wrapper
 is split into its arms, model × evaluation × deployment × item_sample; when several implementation
 variants are run, a second study crosses them as one more facet (model × wrapper × item_sample ×
-variant). Reported per study: every component, the model's share and the share of effects that carry a
-wrapper facet, Eρ² and Φ at the observed sizes, the D-study curves and asymptotes, and the wrappers
-needed for Eρ² = 0.8 (``analysis.gtheory_report``). It needs ≥ 2 models, and every model's vectors for
-the same scoring items.
+variant). Reported per study: every component with its share, the model's share and the share of effects
+that carry a wrapper facet, the D-study of the design a probe paper uses — one wrapper, one item sample —
+beside the observed sizes, both asymptotes, the wrappers needed and σ²mw/σ²mi (``design``), the full
+report of ``analysis.gtheory_report``, and across variants the implementation's share. It needs ≥ 2 models,
+and every model's vectors for the same scoring items.
+
+The scores every study was fitted on are returned as one long table (``score_rows``: study, model, variant,
+wrapper and its arms, item sample or item, layer, score), so the design can be refitted elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from analysis.concordance import kendall_w, kendall_w_permutation_test
 from analysis.gtheory import g_study
 from analysis.gtheory_report import gtheory_report
 from analysis.plotting import gstudy_charts
+from instruments.lens.design import design_numbers, implementation_shares, published_object_variance
 from instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
 
 TARGET = 0.8
@@ -41,43 +46,56 @@ def item_samples(labels: list, n_samples: int, seed: np.random.SeedSequence) -> 
 
 
 def sample_scores(ex, wrappers: list[tuple[str, str]], samples: list[list[int]], positive: str,
-                  layer_set: str) -> np.ndarray:
-    """(wrappers, samples): the headline of each wrapper on each item sample."""
+                  layer_set: str) -> tuple[np.ndarray, np.ndarray]:
+    """((wrappers, samples) headline of each wrapper on each item sample, (wrappers, samples) its best layer)."""
     layers = layers_in_max(ex.n_layers, layer_set)
     projected = framing_projections(ex.scoring, ex.framing_means())
     out = np.empty((len(wrappers), len(samples)))
+    best = np.empty((len(wrappers), len(samples)), dtype=np.int64)
     for w, (e, d) in enumerate(wrappers):
         scores = wrapper_projections(projected, e, d)[:, layers]
         for s, idx in enumerate(samples):
-            out[w, s] = layer_curve(scores[idx], [ex.labels[i] for i in idx], positive, layers,
-                                    ex.n_layers - 1).max_auroc_minus_half
-    return out
+            curve = layer_curve(scores[idx], [ex.labels[i] for i in idx], positive, layers, ex.n_layers - 1)
+            out[w, s], best[w, s] = curve.max_auroc_minus_half, curve.max_layer
+    return out, best
+
+
+def object_variance(frozen: dict) -> float | None:
+    """The hypothesised model variance of the config (squared headline units): a number as given, or the
+    sample variance of a list of published per-model scores; None when not given."""
+    value = frozen.get("object_variance")
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return published_object_variance(value)
 
 
 def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[str, ...], design: str,
-           charts: bool = True) -> tuple[dict, dict]:
+           charts: bool = True, hypothesised: float | None = None) -> tuple[dict, dict]:
     g = g_study(scores, facets)
     report = gtheory_report(g, target=TARGET)
     total = g.total_variance
     wrapper_var = sum(c.estimate_used for c in g.components if c.facets & set(wrapper_facets))
     needed = {f: report.estimated.needed[f][0].n for f in wrapper_facets}
-    return ({"design": design, "model_share": g.share("model") if total > 0 else None,
+    return ({"design": design, "design_name": design, "model_share": g.share("model") if total > 0 else None,
              "wrapper_share": wrapper_var / total if total > 0 else None,
              "wrappers_needed": needed["wrapper"] if "wrapper" in needed else needed,
+             "design_numbers": design_numbers(g, hypothesised) if total > 0 else None,
+             "implementation_shares": implementation_shares(g),
              "report": report.to_json()}, gstudy_charts(report) if charts else {})
 
 
-def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> tuple[dict, dict]:
-    """(study name → numbers or ``missing``, chart name → PNG): per variant the headline study (key: the
-    variant) and the per-item projection study (``<variant> items``), and one across variants (``all
-    variants``) when several were run."""
+def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> tuple[dict, dict, list]:
+    """(study name → numbers or ``missing``, chart name → PNG, the long table's rows): per variant the headline
+    study (key: the variant) and the per-item projection study (``<variant> items``), and one across variants
+    (``all variants``, fitted on the variants' own rows) when several were run."""
     from instruments.lens.numbers import seed_for
 
     positive, n_samples = frozen["positive"], frozen["item_samples"]
     kind = frozen.get("wrapper_facets", "pair")
+    hypothesised = object_variance(frozen)
     variants = list(frozen["variants"])
     labels = sorted({label for label, _ in by_model})
-    out, charts, per_variant = {}, {}, {}
+    out, charts, per_variant, rows = {}, {}, {}, []
     for variant in variants:
         models = [l for l in labels if (l, variant) in by_model]
         if len(models) < 2:
@@ -90,27 +108,45 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
         first = by_model[(models[0], variant)]
         samples = item_samples(first.labels, n_samples, seed_for(frozen["seed"], "item-samples"))
         layer_set = frozen["variants"][variant]["layers"]
-        scores = np.stack([sample_scores(by_model[(m, variant)], wrappers, samples, positive, layer_set) for m in models])
+        fitted = [sample_scores(by_model[(m, variant)], wrappers, samples, positive, layer_set) for m in models]
+        scores = np.stack([f[0] for f in fitted])
+        rows += [{"study": variant, "model": m, "variant": variant, "wrapper": f"{e}×{d}", "evaluation": e,
+                  "deployment": d, "item_sample": s, "item": None, "layer": int(best[w, s]), "score": float(sc[w, s])}
+                 for m, (sc, best) in zip(models, fitted) for w, (e, d) in enumerate(wrappers) for s in range(n_samples)]
         per_variant[variant] = scores
         n_e, n_d = len(frozen["framings"]["evaluation"]), len(frozen["framings"]["deployment"])
         if kind == "crossed":
             shaped, facets = scores.reshape(len(models), n_e, n_d, n_samples), ("model", "evaluation", "deployment", "item_sample")
         else:
             shaped, facets = scores, ("model", "wrapper", "item_sample")
-        out[variant], study_charts = _study(shaped, facets, WRAPPER_FACETS[kind], " × ".join(facets))
-        out[variant].update({"models": models, "item_samples": [len(s) for s in samples]})
+        out[variant], study_charts = _study(shaped, facets, WRAPPER_FACETS[kind], " × ".join(facets),
+                                            hypothesised=hypothesised)
+        out[variant].update({"models": models, "item_samples": [len(s) for s in samples], "scores_table": {
+            "table": "gstudy_scores.parquet", "rows": f"study = '{variant}'", "score": HEADLINE_SCORE}})
         charts.update({f"{variant}-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
     for variant in variants:
-        study, study_charts = item_gstudy(by_model, wrappers, frozen, variant)
+        study, study_charts, item_rows = item_gstudy(by_model, wrappers, frozen, variant)
         out[f"{variant} items"] = study
+        rows += item_rows
         charts.update(study_charts)
-    if len(per_variant) >= 2:
+    shapes = {v.shape for v in per_variant.values()}
+    if len(per_variant) >= 2 and len(shapes) == 1:
         stacked = np.stack([per_variant[v] for v in per_variant], axis=-1)
         out["all variants"], study_charts = _study(stacked, ("model", "wrapper", "item_sample", "variant"),
-                                                   ("wrapper",), "model × wrapper × item_sample × variant")
+                                                   ("wrapper",), "model × wrapper × item_sample × variant",
+                                                   hypothesised=hypothesised)
         out["all variants"]["variants"] = list(per_variant)
+        out["all variants"]["scores_table"] = {
+            "table": "gstudy_scores.parquet", "score": HEADLINE_SCORE,
+            "rows": "study in (" + ", ".join(f"'{v}'" for v in per_variant) + ")"}
         charts.update({f"all-variants-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
-    return out, charts
+    elif len(per_variant) >= 2:
+        out["all variants"] = {"missing": "the variants were run on different models: no crossed design"}
+    return out, charts, rows
+
+
+HEADLINE_SCORE = "max over the layers in the max of AUROC − 0.5 on the item sample (layer: where it was reached)"
+ITEM_SCORE = "projection of the item onto the wrapper's unit direction at the layer (activation units)"
 
 
 def concordance(rows: list[dict], frozen: dict) -> dict:
@@ -137,19 +173,19 @@ def concordance(rows: list[dict], frozen: dict) -> dict:
     return out
 
 
-def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, variant: str) -> tuple[dict, dict]:
+def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, variant: str) -> tuple[dict, dict, list]:
     """The second, separately named study of one variant: per-item projections at a fixed layer. The score of
     a cell is scoring item i projected onto the unit direction of (model, wrapper) at the layer (activation
     units); facets model × wrapper × item, crossed. The layer is ``item_layer`` of the config, else per model
-    the median of its wrappers' best layers (recorded per model)."""
+    the median of its wrappers' best layers (recorded per model). Returns (numbers, charts, long-table rows)."""
     from instruments.lens.directions import unit_direction
 
     labels = sorted(label for label, v in by_model if v == variant)
     if len(labels) < 2:
-        return {"missing": f"needs at least 2 models as the object of measurement, has {len(labels)}"}, {}
+        return {"missing": f"needs at least 2 models as the object of measurement, has {len(labels)}"}, {}, []
     exs = [by_model[(m, variant)] for m in labels]
     if any(ex.item_ids != exs[0].item_ids for ex in exs):
-        return {"missing": "the models hold vectors for different scoring items (failed rows?)"}, {}
+        return {"missing": "the models hold vectors for different scoring items (failed rows?)"}, {}, []
     chosen = {}
     scores = np.empty((len(labels), len(wrappers), len(exs[0].item_ids)))
     for m, (label, ex) in enumerate(zip(labels, exs)):
@@ -162,10 +198,16 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, v
         for w, (e, d) in enumerate(wrappers):
             direction = unit_direction(means[e][layer], means[d][layer])
             scores[m, w] = ex.scoring[:, layer] @ direction
+    name = f"{variant} items"
+    rows = [{"study": name, "model": label, "variant": variant, "wrapper": f"{e}×{d}", "evaluation": e,
+             "deployment": d, "item_sample": None, "item": item, "layer": chosen[label], "score": float(scores[m, w, i])}
+            for m, label in enumerate(labels) for w, (e, d) in enumerate(wrappers)
+            for i, item in enumerate(exs[0].item_ids)]
     study, charts = _study(scores, ("model", "wrapper", "item"), ("wrapper",), "model × wrapper × item (projections)",
-                           charts=False)   # its numbers are in the summary; the headline study carries the charts
-    study.update({"layer": chosen, "score": "projection of the item onto the unit direction at the layer"})
-    return study, {f"{variant}-items-{k.removesuffix('.png')}": v for k, v in charts.items()}
+                           charts=False, hypothesised=None)   # charts: the headline study's; σ²m: headline units only
+    study.update({"layer": chosen, "score": "projection of the item onto the unit direction at the layer",
+                  "scores_table": {"table": "gstudy_scores.parquet", "rows": f"study = '{name}'", "score": ITEM_SCORE}})
+    return study, {f"{variant}-items-{k.removesuffix('.png')}": v for k, v in charts.items()}, rows
 
 
 def _median_best_layer(ex, wrappers, frozen, variant) -> int:

@@ -35,6 +35,12 @@ from instruments.lens.directions import (cosine, framing_projections, layer_curv
                                          wrapper_projections)
 from instruments.lens.items import EMPTY_TASK
 
+GSTUDY_SCORES = pa.schema([
+    ("study", pa.string()), ("model", pa.string()), ("variant", pa.string()), ("wrapper", pa.string()),
+    ("evaluation", pa.string()), ("deployment", pa.string()), ("item_sample", pa.int32()), ("item", pa.string()),
+    ("layer", pa.int32()), ("score", pa.float64())])
+"""``gstudy_scores.parquet``: one row per cell of every G-study (item_sample for the headline studies, item for
+the per-item ones; layer: where the cell's max was reached, or the per-item study's layer)."""
 COLUMNS = ("label", "variant", "framing", "arm", "item_id", "item_label", "subset", "user_text", "layer_vectors",
            "model_parameters", "model_canonical", "request_params")
 
@@ -175,14 +181,16 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, 
         if permutations:
             null = label_permutation_null(scores, ex.labels, positive, permutations, seed_for(seed, key, e, d))
             row.update({"label_floor": null.signed.floor, "label_floor_sd": null.signed.null_sd,
-                        "label_p": null.signed.p_value, "abs_label_floor": null.absolute.floor})
+                        "label_p": null.signed.p_value, "abs_label_floor": null.absolute.floor,
+                        "headline_minus_floor": null.signed.floor_corrected,
+                        "label_z": None if null.signed.z != null.signed.z else null.signed.z})
         if swaps:
             null = contrastive_null(per_text_projections(ex.scoring, ex.tasks[e], ex.tasks[d], layers), ex.labels,
                                     positive, swaps, seed_for(seed, key, e, d, "contrastive"))
             swapped.append(null[:, 0])
             c = contrastive_summary(curve.max_auroc_minus_half, null[:, 0], "max over layers of AUROC − 0.5")
             row.update({"contrastive_floor": c["floor"], "contrastive_sd": c["sd"], "contrastive_z": c["z"],
-                        "contrastive_p": c["p_value"]})
+                        "contrastive_p": c["p_value"], "contrastive_p_two_sided": c["p_two_sided"]})
         if boots:
             stability = argmax_stability(scores, ex.labels, positive, layers, boots, seed_for(seed, key, e, d, "argmax"))
             row.update({"argmax_spread": stability["spread"], "argmax_distinct_layers": stability["distinct_layers"]})
@@ -195,10 +203,7 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, 
     typical = int(np.median(best_layers))
     units = [means[e][typical] - means[d][typical] for e, d in curves]
     pair_cos = [float(cosine(a[None], b[None])[0]) for i, a in enumerate(units) for b in units[i + 1:]]
-    rng = np.random.default_rng(seed_for(seed, key, "random-direction"))
-    random_dir = rng.standard_normal((ex.n_layers, ex.scoring.shape[2]))
-    random_curve = layer_curve(np.einsum("ild,ld->il", ex.scoring, random_dir)[:, layers], ex.labels, positive,
-                               layers, n_blocks)
+    random_heads = random_directions(ex, layers, positive, max(swaps, 1), seed_for(seed, key, "random-direction"))
     surface_only = [layer_curve(np.einsum("ild,ld->il", ex.scoring, ex.empty[e] - ex.empty[d])[:, layers], ex.labels,
                                 positive, layers, n_blocks).max_auroc_minus_half
                     for e, d in wrappers if e in ex.empty and d in ex.empty]
@@ -208,19 +213,61 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, 
         "best_layer": summary(best_layers), "best_relative_depth": summary([r["relative_depth"] for r in rows]),
         "label_floor": summary([r["label_floor"] for r in rows]) if permutations else None,
         "wrappers_above_floor_p05": sum(r["label_p"] <= 0.05 for r in rows) if permutations else None,
+        "layer_selection_floor": layer_selection_floor(rows) if permutations else None,
         "contrastive_null": (contrastive_summary(float(np.mean(heads)), np.mean(swapped, axis=0),
                                                  "mean over wrappers of max over layers of AUROC − 0.5")
                              if swapped else None),
-        "argmax_bootstrap": ({"spread": summary([r["argmax_spread"] for r in rows]),
-                              "distinct_layers": summary([r["argmax_distinct_layers"] for r in rows]), "draws": boots}
-                             if boots else None),
+        "argmax_bootstrap": argmax_summary(rows, boots) if boots else None,
         "cosines": {"within_wrapper_halves": _mean([r["halves_cosine"] for r in rows]),
                     "across_wrappers": _mean(pair_cos), "across_wrappers_layer": typical,
                     "one_item_recovery": _mean([r["one_item_recovery"] for r in rows])},
-        "content_free": {"random_direction": random_curve.max_auroc_minus_half,
+        "content_free": {"random_direction": {**summary(random_heads), "p95": float(np.percentile(random_heads, 95))},
                          "surface_only": summary(surface_only) if surface_only else None},
     }
     return numbers, rows, curves
+
+
+ARGMAX_ROBUST = 0.10
+"""The paper's robustness threshold: the best layer moves across less than this share of the layer stack."""
+
+
+def random_directions(ex: Extracted, layers: list[int], positive: str, n: int, seed) -> list[float]:
+    """Max over layers of AUROC − 0.5 of ``n`` random Gaussian directions (one per layer each), scored like a
+    wrapper's: what a direction that holds no framing reaches on these items."""
+    from analysis.auroc import auroc
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        direction = rng.standard_normal((ex.n_layers, ex.scoring.shape[2]))
+        auc = np.atleast_1d(auroc(np.einsum("ild,ld->il", ex.scoring, direction)[:, layers], ex.labels, positive))
+        out.append(float(np.max(auc - 0.5)))
+    return out
+
+
+def layer_selection_floor(rows: list[dict]) -> dict:
+    """Per model: the scoring-label null's mean of the max over layers (the floor selection alone reaches), the
+    headline minus it and the z against it — each per wrapper, summarised as median over wrappers (headline
+    units; z in null sds), with the mean over wrappers of the floor."""
+    z = [r["label_z"] for r in rows if r["label_z"] is not None]
+    return {"floor_mean": _mean([r["label_floor"] for r in rows]),
+            "floor_median": float(np.median([r["label_floor"] for r in rows])),
+            "headline_minus_floor": summary([r["headline_minus_floor"] for r in rows]),
+            "z_against_floor": summary(z) if z else None}
+
+
+def argmax_summary(rows: list[dict], draws: int) -> dict:
+    """The argmax-layer bootstrap over wrappers: the share of the layer stack the best layer moves across
+    (median and max over wrappers), the number of distinct best layers (range over wrappers), and the verdict
+    against ``ARGMAX_ROBUST``."""
+    spread = [r["argmax_spread"] for r in rows if r["argmax_spread"] == r["argmax_spread"]]
+    distinct = [r["argmax_distinct_layers"] for r in rows]
+    median = float(np.median(spread)) if spread else None
+    return {"spread": summary(spread) if spread else None, "distinct_layers": summary(distinct), "draws": draws,
+            "median_share": median, "max_share": float(np.max(spread)) if spread else None,
+            "distinct_range": [int(min(distinct)), int(max(distinct))], "threshold": ARGMAX_ROBUST,
+            "wrappers_below_threshold": sum(s < ARGMAX_ROBUST for s in spread),
+            "robust": None if median is None else bool(median < ARGMAX_ROBUST)}
 
 
 def _mean(values) -> float | None:
@@ -235,6 +282,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     from instruments.lens.claims import claims_by_variant
     from instruments.lens.gstudy import concordance, wrapper_gstudies
     from instruments.lens.predict import prediction_basis
+    from instruments.lens.report import claim_lines, direction_words, gstudy_lines, model_lines
 
     frozen = spec.frozen
     positive = frozen["positive"]
@@ -253,10 +301,11 @@ def analyze(traces: pa.Table, spec) -> Analysis:
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
-    gstudies, gstudy_charts = wrapper_gstudies(by_model, wrappers, frozen)
+    gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, frozen)
     concord = concordance(table_rows, frozen)
-    claims = claims_by_variant(by_model, wrappers, frozen, {(r["label"], r["variant"], r["wrapper"]):
-                                                            r["max_auroc_minus_half"] for r in table_rows})
+    cell = lambda r: (r["label"], r["variant"], r["wrapper"])
+    claims = claims_by_variant(by_model, wrappers, frozen, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
+                               {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None})
     surface = {}
     any_ex = next(iter(by_model.values()), None)
     if any_ex is not None:
@@ -268,52 +317,10 @@ def analyze(traces: pa.Table, spec) -> Analysis:
                 continue
             value = bag_of_words_auroc([any_ex.texts[i] for i in idx], labels, positive, seed=frozen["seed"])
             surface[name or "all"] = {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(idx)}
-    lines = [f"lens: max over layers of AUROC − 0.5, positive class = {positive}; over "
-             f"{len(wrappers)} wrappers (framings {frozen['framings']['version']})",
-             "floor: median over wrappers of the scoring-label null's mean; swap: the contrastive null's mean "
-             "(framings swapped per task text) and its p, for the mean over wrappers; spread: share of the layer "
-             "stack the best layer moves across in item bootstraps (median over wrappers)",
-             "|max|: median over wrappers of max over layers of |AUROC − 0.5| (either direction)",
-             f"{'model/variant':<32} {'median':>7} {'sd':>6} {'min':>6} {'max':>6} {'|max|':>6} {'floor':>6} "
-             f"{'swap':>6} {'swap p':>7} {'depth':>6} {'spread':>6}"]
-    for key, m in models.items():
-        h, nan = m["headline"], float("nan")
-        floor = m["label_floor"]["median"] if m["label_floor"] else nan
-        swap = m["contrastive_null"] or {"floor": nan, "p_value": nan}
-        spread = m["argmax_bootstrap"]["spread"]["median"] if m["argmax_bootstrap"] else nan
-        lines.append(f"{key:<32} {h['median']:>7.3f} {h['sd'] or 0:>6.3f} {h['min']:>6.3f} {h['max']:>6.3f} "
-                     f"{m['abs_headline']['median']:>6.3f} {floor:>6.3f} {swap['floor']:>6.3f} {swap['p_value']:>7.3g} "
-                     f"{m['best_relative_depth']['median']:>6.2f} {spread:>6.2f}")
-    for variant, g in gstudies.items():
-        if "missing" in g:
-            lines.append(f"G-study ({variant}): none ({g['missing']})")
-        elif g["model_share"] is None:
-            lines.append(f"G-study ({variant}, {g['design']}): every score is the same, no variance to divide")
-        else:   # the per-item study names its layer; every study gives shares, Eρ², Φ and the wrappers needed
-            layer = g.get("layer")   # one layer, or each model's own (label → layer)
-            where = "" if layer is None else (f", layer {layer}" if not isinstance(layer, dict) else
-                                              ", layer " + ", ".join(f"{k} {v}" for k, v in sorted(layer.items())))
-            lines.append(f"G-study ({variant}, {g['design']}{where}): model share {100 * g['model_share']:.0f}%, "
-                         f"wrapper-related {100 * g['wrapper_share']:.0f}%; Eρ² {_num(g['report']['g_coefficient'])}, "
-                         f"Φ {_num(g['report']['phi'])}; wrappers for Eρ² 0.8: {g['wrappers_needed']}")
-    for variant, c in concord.items():
-        if "missing" in c:
-            lines.append(f"Kendall's W ({variant}): none ({c['missing']})")
-            continue
-        lines.append(f"Kendall's W of the model ranking across wrappers ({variant}): {c['w']:.2f} "
-                     f"(permutation p = {c['p_value']:.3g})")
-    for variant, c in claims.items():
-        for comp in c["comparisons"]:
-            if comp["p_value"] is not None:
-                lines.append(f"{comp['a']} − {comp['b']} ({variant}): {comp['mean_difference']:+.3f} mean over wrappers, "
-                             f"wrapper-permutation p = {comp['p_value']:.3g}, interval "
-                             f"[{comp['interval'][0]:+.3f}, {comp['interval'][1]:+.3f}]")
-        sc = c["scaling"]
-        if "missing" not in sc:
-            spread = sc["by_wrapper"]["pearson"]
-            lines.append(f"scaling ({variant}): slope {sc['slope_per_decade']:+.3f} per decade of parameters"
-                         + (f" [{sc['slope_interval'][0]:+.3f}, {sc['slope_interval'][1]:+.3f}]" if "slope_interval" in sc else "")
-                         + f"; Pearson r > 0 in {spread['n_positive']} of {len(wrappers)} wrappers")
+    other = next((c for c in frozen.get("scoring_set", {}).get("classes", []) if c != positive), None)
+    lines = [f"lens: {len(wrappers)} wrappers (framings {frozen['framings']['version']}), "
+             f"{len(models)} model × variant(s)", *direction_words(positive, other), *model_lines(models),
+             *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     for name, s in surface.items():
         lines.append(f"surface baseline ({name}, {s['n']} items): bag-of-words AUROC {s['bag_of_words_auroc']:.2f}"
                      + (f"  WARNING: above {SURFACE_WARNING}, the probe may be reading the prompt's surface"
@@ -322,7 +329,17 @@ def analyze(traces: pa.Table, spec) -> Analysis:
                "definitions": {"headline": "per wrapper: max over the layers in the max of AUROC − 0.5 (positive "
                                "class above); reported per model as a distribution over wrappers",
                                "label_floor": "mean of the scoring-label permutation null of that max (max retaken "
-                               "per permutation)", "relative_depth": "best layer / number of blocks"},
+                               "per permutation)", "relative_depth": "best layer / number of blocks",
+                               "layer_selection_floor": "per wrapper the label floor, headline − floor and (headline "
+                               "− floor) / null sd; median over wrappers",
+                               "contrastive_null": "each task text's framings swapped at random; p one-sided (above "
+                               "the null) and two-sided (2 × the smaller tail)",
+                               "argmax_bootstrap": "share of the layer stack the best layer moves across over item "
+                               "bootstraps; robust when the median over wrappers is below the threshold",
+                               "gstudy": "design_numbers.single_wrapper is the design of one wrapper and one item "
+                               "sample (the paper's headline); observed is the fitted sizes"},
+               "direction": direction_words(positive, other),
+               "tables": {"gstudy_scores": "gstudy_scores.parquet"} if gstudy_rows else {},
                "models": models, "gstudy": gstudies,
                "concordance": concord, "claims": claims, "surface": surface}
     tables = {"wrappers": pa.Table.from_pylist(table_rows)} if table_rows else {}
@@ -330,6 +347,8 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             for (l, v), cs in curves.items() for (e, d), c in cs.items() for layer, a in zip(c.layers, c.auroc)]
     if long:
         tables["auroc_by_layer"] = pa.Table.from_pylist(long)
+    if gstudy_rows:   # the scores every G-study was fitted on, to refit the design elsewhere
+        tables["gstudy_scores"] = pa.Table.from_pylist(gstudy_rows, schema=GSTUDY_SCORES)
     if directions:   # what `mirrorscan lens predict` projects new texts on
         tables["directions"] = pa.Table.from_pylist(directions, schema=pa.schema([
             ("label", pa.string()), ("variant", pa.string()), ("wrapper", pa.string()), ("layer", pa.int32()),

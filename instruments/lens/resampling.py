@@ -23,7 +23,7 @@ import numpy as np
 
 from analysis.auroc import auroc_from_ranks, positive_mask
 from analysis.bootstrap import argmax_layer_bootstrap
-from analysis.resampling import run_local, summarise_null
+from analysis.resampling import permutation_p_value, run_local, summarise_null
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,12 @@ def contrastive_null(per_text: np.ndarray, labels: list, positive: str, n_draws:
 
 
 def contrastive_summary(observed: float, null: np.ndarray, what: str) -> dict:
-    """floor (null mean), sd, z and p of ``observed`` against the signed null draws ``null`` (draws,)."""
+    """floor (null mean), sd, z, one-sided p (above the null) and two-sided p (2 × the smaller tail, at most 1)
+    of ``observed`` against the signed null draws ``null`` (draws,)."""
     s = summarise_null(f"{what}; null: task texts' framings swapped at random", observed, null, "greater")
-    return {"observed": observed, "floor": s.null_mean, "sd": s.null_sd, "z": s.z, "p_value": s.p_value,
-            "draws": int(null.size)}
+    below = permutation_p_value(observed, null, "less")
+    return {"observed": observed, "floor": s.null_mean, "sd": s.null_sd, "z": None if s.z != s.z else s.z,
+            "p_value": s.p_value, "p_two_sided": min(1.0, 2 * min(s.p_value, below)), "draws": int(null.size)}
 
 
 def argmax_stability(scores: np.ndarray, labels: list, positive: str, layers: list[int], n_boot: int, seed) -> dict:

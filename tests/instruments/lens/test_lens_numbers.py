@@ -220,7 +220,7 @@ def test_a_perfectly_separated_scoring_set_is_analysed(tmp_path):
 
     assert all(r["max_auroc_minus_half"] == 0.5 for r in result.tables["wrappers"].to_pylist())
     assert result.numbers["gstudy"]["base"]["model_share"] is None
-    assert "G-study (base" in result.text
+    assert "G-study 'base' (model × wrapper × item_sample): every score is the same" in result.text
 
 
 def test_with_the_other_class_positive_the_planted_direction_ranks_below_chance(tmp_path):
