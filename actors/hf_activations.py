@@ -5,9 +5,10 @@ forward pass with ``output_hidden_states``: right padding with an attention mask
 sees exactly the tokens it would see alone. Entry 0 of a row's vectors is the embedding output
 (``hidden_states[0]``), entries 1…L the blocks' outputs as transformers returns them.
 
-Per cell, in this order: the input is rendered (``chat_user``: the text as the only user turn of the chat
-template with the generation prompt, tokenized without adding special tokens, since the template holds
-its own; ``raw``: the text tokenized with the tokenizer's ``add_special_tokens=True``), cut to its first
+Per cell, in this order: the input is rendered (``actors.activation_prompt``: ``chat_user`` through the chat
+template with the cell's system turn, user suffix, assistant prefix and frozen date, tokenized without adding
+special tokens, since the template holds its own; ``raw``: the text tokenized with the tokenizer's
+``add_special_tokens=True``), cut to its first
 ``max_input_tokens`` tokens, then the positions to pool are chosen (a BOS token at position 0 and
 whitespace-only tokens left out when asked), then pooled in float32 (``mean`` or ``last_token``) and stored
 in ``vector_dtype``. Timing is of the batch's forward pass (``timing_scope='batch'``, monotonic clock).
@@ -22,6 +23,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
+from actors.activation_prompt import RenderingError, cell_options, rendered_ids
 from actors.hf_env import load_causal_lm
 from actors.rows import trace_row, where_am_i
 from grid.activation_columns import ACTIVATION_COLUMNS, LAYER_VECTORS
@@ -35,18 +37,14 @@ class ExtractionError(ValueError):
     """A cell that cannot be extracted as asked (the row records it as its error)."""
 
 
-def input_ids(tokenizer, text: str, rendering: str) -> list[int]:
-    """Token ids the model reads for ``text`` in ``rendering`` (``grid.activation_columns.RENDERINGS``)."""
-    if rendering == "raw":
-        return list(tokenizer(text, add_special_tokens=True)["input_ids"])
-    if rendering == "chat_user":
-        if not getattr(tokenizer, "chat_template", None):
-            raise ExtractionError("rendering chat_user needs a chat template, and the tokenizer has none "
-                                  "(use rendering raw, or an instruct model)")
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                               add_generation_prompt=True)
-        return list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    raise ExtractionError(f"unknown rendering {rendering!r}")
+def input_ids(tokenizer, text: str, rendering: str, **options) -> list[int]:
+    """Token ids the model reads for ``text`` in ``rendering`` (``grid.activation_columns.RENDERINGS``) with the
+    rendering ``options`` of ``actors.activation_prompt.rendered_ids``; without options, ``chat_user`` renders as
+    rows stored before the options were recorded did (the template's default system turn, no date frozen)."""
+    try:
+        return rendered_ids(tokenizer, text, rendering, **(options or {"system": "default"}))
+    except RenderingError as exc:
+        raise ExtractionError(str(exc)) from None
 
 
 def pooled_positions(ids: list[int], bos_id: int | None, whitespace_ids: set[int], drop_bos: bool,
@@ -96,7 +94,7 @@ class HFActivations:
 
     def prepare(self, cell: dict) -> tuple[list[int], list[int], bool]:
         """(ids read, positions pooled, truncated) of one cell; raises ExtractionError."""
-        ids = input_ids(self.tokenizer, cell["text"], cell["rendering"])
+        ids = input_ids(self.tokenizer, cell["text"], cell["rendering"], **cell_options(cell))
         limit = cell.get("max_input_tokens")
         truncated = bool(limit) and len(ids) > limit
         ids = ids[:limit] if truncated else ids
@@ -164,7 +162,9 @@ class HFActivations:
 
     def _row(self, cell: dict, **fields) -> dict:
         """A trace row for ``cell``: the run's identity, the coordinates, the text as read, ``fields``."""
-        return trace_row(self.variant, self.run, self.source, self.where, cell, system_text="",
+        system = cell_options(cell)["system"]     # the system text as sent: given, none, or the template's (null)
+        system_text = cell.get("system_prompt") if system == "text" else ("" if system == "none" else None)
+        return trace_row(self.variant, self.run, self.source, self.where, cell, system_text=system_text,
                          user_text=cell["text"], timing_scope="batch", endpoint=f"engine://hf/{self.source}",
                          **fields)
 

@@ -17,6 +17,15 @@ RENDERINGS = ("chat_user", "raw")
 """``chat_user``: the text as the only user turn of the model's chat template, generation prompt added (the
 template's own special tokens, no others); ``raw``: the text alone, BOS as the tokenizer's
 ``add_special_tokens=True`` puts it."""
+SYSTEMS = ("none", "default", "text")
+"""The system turn of a ``chat_user`` rendering: ``none`` (no system block, even where the template writes a
+default one, as SmolLM2's and Qwen2.5's do), ``default`` (whatever the template writes for a lone user turn) or
+``text`` (``system_prompt`` as the system turn)."""
+DEFAULT_DATE = "26 Jul 2024"
+"""The date a chat template that writes one (Llama 3.x: ``date_string``, else ``strftime_now``) is given unless a
+cell says otherwise: frozen, so a rerun next month reads the same tokens (this one is Llama 3.x's own fallback)."""
+DATE_FORMAT = "%d %b %Y"
+"""The format of ``date_string`` (``26 Jul 2024``), as Llama 3.x's templates write it."""
 POOLINGS = ("mean", "last_token")
 """``mean``: the mean over the kept positions; ``last_token``: the last kept position."""
 VECTOR_DTYPES = ("float32", "float16")
@@ -25,6 +34,16 @@ VECTOR_DTYPES = ("float32", "float16")
 ACTIVATION_OPTIONS = (
     doc_field("rendering", pa.string(), "how the text became the model's input: chat_user (the only user turn of "
               "the chat template, generation prompt added) or raw (the text alone, BOS per the tokenizer)"),
+    doc_field("system", pa.string(), "chat_user's system turn: none (no system block), default (the template's "
+              "own for a lone user turn) or text (system_prompt); null in rows stored before it was recorded, "
+              "which rendered as default"),
+    doc_field("system_prompt", pa.string(), "the system turn's text when system is text (null otherwise)"),
+    doc_field("user_suffix", pa.string(), "text appended to the user turn (raw: to the text), e.g. '\\n\\nAnswer:'; "
+              "empty for none"),
+    doc_field("assistant_prefix", pa.string(), "text appended after the generation prompt, as the start of the "
+              "assistant's turn; empty for none"),
+    doc_field("date_string", pa.string(), "the date given to templates that write one (date_string, strftime_now), "
+              "format '26 Jul 2024'; null: not frozen (rows stored before it was recorded)"),
     doc_field("pooling", pa.string(), "how a layer's token states became one vector: mean (over kept positions) "
               "or last_token (the last kept position)"),
     doc_field("drop_bos", pa.bool_(), "true: a BOS token at position 0 was left out of the pooling"),

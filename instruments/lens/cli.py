@@ -20,7 +20,8 @@ EPILOG = """\
 ANALYSIS is the folder `mirrorscan analyze` wrote for a lens invocation (it holds predict-<label>-<variant>.json
 and directions.parquet). TEXTS is a .txt file (one text per line), a .jsonl file ({"id", "text"} per line) or a
 .csv file with id and text columns. Each text is extracted exactly as the invocation extracted its items (the
-variant's rendering, pooling and dropping), by the invocation's model unless --model names another copy of it.
+variant's newline convention, rendering with its system turn, suffix, prefix and frozen date, truncation,
+pooling and dropping), by the invocation's model unless --model names another copy of it.
 
 Per text: score = projection on the mean of the wrappers' unit directions at the basis's layer; sd = the
 spread of its projections over the wrappers (the uncertainty); nearest = the scoring class whose mean
@@ -68,20 +69,26 @@ def load_basis(folder: str, label: str | None, variant: str):
 
 
 def extract(doc: dict, model: str, texts: list[str]):
-    """(texts, hidden) pooled vectors at the basis's layer, extracted as the invocation extracted its items."""
+    """(texts, hidden) pooled vectors at the basis's layer, extracted as the invocation extracted its items: the
+    variant's newline convention applied to each text, then its rendering (system turn, suffix, prefix, frozen
+    date), truncation, dropping and pooling."""
     import numpy as np
     import pyarrow as pa
 
     from actors.registry import engine_class
     from grid.records import ModelVariant, RunContext
+    from instruments.lens.instrument import RENDERING_OPTIONS
+    from instruments.lens.items import apply_newline
 
     options = doc["extraction"]
     engine = engine_class("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
                                                model, RunContext("predict", "predict", "lens"))
-    cells = pa.Table.from_pylist([{"probe_id": f"predict|{n}", "sample": 0, "seed": 0, "text": t,
+    cells = pa.Table.from_pylist([{"probe_id": f"predict|{n}", "sample": 0, "seed": 0,
+                                   "text": apply_newline(t, options.get("newline", "lf")),
                                    "rendering": options["rendering"], "pooling": options["pooling"],
                                    "drop_bos": options["drop_bos"], "drop_whitespace": options["drop_whitespace"],
-                                   "max_input_tokens": options["max_input_tokens"], "vector_dtype": "float32"}
+                                   "max_input_tokens": options["max_input_tokens"], "vector_dtype": "float32",
+                                   **{k: options.get(k) for k in RENDERING_OPTIONS}}
                                   for n, t in enumerate(texts)])
     rows = engine(cells)
     errors = [e for e in rows.column("error").to_pylist() if e]

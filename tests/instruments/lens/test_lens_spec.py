@@ -329,3 +329,47 @@ def test_a_scoring_file_changed_after_freezing_is_refused_and_an_unchanged_one_i
     with pytest.raises(ConfigError) as info:
         ref2.spec.inputs()
     assert info.value.field == "scoring_set" and "changed" in info.value.problem
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the rendering: explicit, frozen, on every cell
+
+def test_the_rendering_is_frozen_with_no_system_block_and_a_fixed_date_by_default(tmp_path):
+    ref = load(write_experiment(tmp_path))
+    base = ref.frozen["variants"]["base"]
+    assert (base["system"], base["system_prompt"], base["user_suffix"], base["assistant_prefix"],
+            base["date_string"]) == ("none", None, "", "", "26 Jul 2024")
+    cell = ref.instrument.cells(ref.spec, ["m"], 1).to_pylist()[0]
+    assert (cell["system"], cell["date_string"], cell["user_suffix"]) == ("none", "26 Jul 2024", "")
+
+
+def test_the_two_manek_presets_send_what_the_docs_say_and_other_keys_override_them(tmp_path):
+    from instruments.lens.instrument import MANEK_SYSTEM
+
+    ref = load(write_experiment(tmp_path), variants={
+        "reference": {"preset": "manek-reference"}, "plain": {"preset": "manek-plain"},
+        "dated": {"preset": "manek-reference", "date_string": "01 Jan 2025", "system": "default"}})
+    v = ref.frozen["variants"]
+    assert (v["reference"]["system"], v["reference"]["system_prompt"], v["reference"]["user_suffix"],
+            v["reference"]["layers"], v["reference"]["preset"]) == ("text", MANEK_SYSTEM, "\n\nAnswer:", "manek",
+                                                                    "manek-reference")
+    assert MANEK_SYSTEM.startswith("You must guess whether the following text comes from the testing or deployment")
+    assert (v["plain"]["system"], v["plain"]["user_suffix"], v["plain"]["layers"]) == ("none", "", "manek")
+    assert (v["dated"]["system"], v["dated"]["system_prompt"], v["dated"]["date_string"],
+            v["dated"]["user_suffix"]) == ("default", None, "01 Jan 2025", "\n\nAnswer:")
+    cells = {r["variant"]: r for r in ref.instrument.cells(ref.spec, ["m"], 1).to_pylist()}
+    assert cells["reference"]["system_prompt"] == MANEK_SYSTEM and cells["plain"]["system"] == "none"
+
+
+@pytest.mark.parametrize("extraction, field", [
+    ({"system": "you are nice"}, "extraction.system"),
+    ({"system": {"text": ""}}, "extraction.system"),
+    ({"system_prompt": "x"}, "extraction.system_prompt"),
+    ({"date_string": "2024-07-26"}, "extraction.date_string"),
+    ({"preset": "manek"}, "extraction.preset"),
+    ({"user_suffix": 3}, "extraction.user_suffix"),
+    ({"rendering": "raw", "system": {"text": "Be brief."}}, "extraction"),
+])
+def test_a_rendering_that_cannot_be_sent_is_refused(tmp_path, extraction, field):
+    err = refused(write_experiment(tmp_path), extraction=extraction)
+    assert err.field.endswith(field)
