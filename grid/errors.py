@@ -67,6 +67,31 @@ def shorten(text: str, limit: int = 60) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
+EXCERPT_CHARS = 24
+"""Most characters of a user's input an error message quotes (``excerpt``)."""
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """How an error quotes a piece of user input (a file's field, a name): ``excerpt '…'``, at most ``limit``
+    characters, escaped as Python's ``ascii`` writes them (control characters and markup stay visible and
+    inert), with ``…`` where it was cut. A value holding anything shaped like a secret (``grid.secrets``) is
+    not quoted at all. Errors about input files quote nothing else of the file's content."""
+    from grid.secrets import looks_like_secret   # grid.secrets imports this module
+
+    text = str(value)
+    if looks_like_secret(text):
+        return "(a value shaped like a secret, not quoted)"
+    return f"excerpt {ascii(text[:limit])}{'…' if len(text) > limit else ''}"
+
+
+def file_error(file: str, field: str, problem: str, fix: str, offending: object = None) -> ConfigError:
+    """The ConfigError for unreadable or malformed input ``file``: names the file, the field (line, column)
+    and the problem, and quotes the offending value only as an ``excerpt`` (never more of the file). Every
+    reader of an input file (CSV, JSON, JSONL) builds its errors about the file's content here."""
+    quoted = f" ({excerpt(offending)})" if offending is not None else ""
+    return ConfigError(file, field, f"{problem}{quoted}", fix)
+
+
 EXIT_CONFIG = 2
 """Bad input (config, probe set, envelopes, flags, analysis input): nothing was written."""
 EXIT_CATALOG = 1

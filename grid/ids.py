@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 
-from grid.errors import ConfigError, shorten
+from grid.errors import ConfigError, excerpt
 
 SEP = "|"
 """Separator between probe_id components; forbidden inside any component."""
@@ -26,13 +26,13 @@ def check_component(value: str, file: str, field: str) -> str:
     if not isinstance(value, str) or value == "":
         raise ConfigError(file, field, "is empty", "give a non-empty text")
     if SEP in value:
-        raise ConfigError(file, field, f"{value!r} contains '|', the probe_id separator",
+        raise ConfigError(file, field, f"{excerpt(value)} contains '|', the probe_id separator",
                           "remove or replace the '|' character")
     if value != value.strip():
-        raise ConfigError(file, field, f"{value!r} has leading or trailing whitespace", "strip it")
+        raise ConfigError(file, field, f"{excerpt(value)} has leading or trailing whitespace", "strip it")
     control = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
     if control is not None:
-        raise ConfigError(file, field, f"{shorten(value, 40)!r} holds the control character U+{ord(control):04X}",
+        raise ConfigError(file, field, f"{excerpt(value)} holds the control character U+{ord(control):04X}",
                           "remove it (ids and words are single-line printable text)")
     if len(value) > MAX_COMPONENT_CHARS:
         raise ConfigError(file, field, f"is {len(value)} characters long (at most {MAX_COMPONENT_CHARS})",

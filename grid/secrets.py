@@ -6,9 +6,15 @@ and inference_log row. A key written there would be copied everywhere, so ``load
 - a key (at any depth) NAMED like a credential, exactly: ``SECRET_KEYS``, case-insensitive, ``-`` = ``_``.
   Names that merely contain "token" or "key" are ordinary settings (``budget_tokens``,
   ``max_completion_tokens``, ``max_num_batched_tokens``, ``tokenizer_mode``, ``api_key_env``);
-- a string VALUE anywhere (any key, list items, nested objects) SHAPED like a credential
-  (``looks_like_secret``): ``sk-``/``sk-ant-`` keys, ``Bearer <token>``, AWS access key ids;
-- an endpoint URL carrying ``user:password@`` (``check_endpoint_url``).
+- a string VALUE anywhere (any key, list items, nested objects, free text such as ``description``) SHAPED
+  like a credential (``SECRET_SHAPES``): ``sk-`` keys, ``Bearer <token>``, AWS access key ids, ``hf_`` and
+  GitHub tokens, private keys, URLs with ``user:password@``, ``password=…``;
+- an endpoint URL carrying ``user@`` or ``user:password@`` (``check_endpoint_url``).
+
+``SECRET_SHAPES`` is the project's one list of credential shapes: ``reject_secrets`` is what every verb that
+reads a config or an input it records (scan, ``--dry-run``, submit, reproduce's frozen settings, open_scan
+import's JSONL) runs before anything is written, and submit's runtime-env and DSN checks use the same
+shapes, so every verb gives the same verdict on the same value.
 
 Errors name the file, the field path and the fix, and never echo the value. ``strip_userinfo`` is
 what every place that records an endpoint applies (samplers, inference log, tap), for URLs that did
@@ -25,41 +31,58 @@ SECRET_KEYS = frozenset({"api_key", "apikey", "authorization", "password", "pass
 """Key names refused anywhere in config.json (compared lower-cased, with ``-`` read as ``_``)."""
 
 _TOKEN = r"[A-Za-z0-9._~+/-]"
-_SECRET_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])sk-(?:ant-)?[A-Za-z0-9_-]{16,}"                 # OpenAI / Anthropic style keys
-    rf"|\b(?i:bearer)\s+(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{16,}})"   # a bearer token
-    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")     # AWS access key id
+SECRET_SHAPES: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), "an API key (sk-…)"),
+    (re.compile(rf"\b(?i:bearer)\s+(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{16,}})"), "a bearer token"),
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), "an AWS access key id"),
+    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_…)"),
+    (re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "a GitHub token"),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:[^\s/?#@]+@"), "a URL with a password (user:password@)"),
+    (re.compile(r"(?:^|\s)password\s*=\s*\S", re.I), "a password (password=…)"),
+)
+"""Value shapes that are credentials wherever they appear (→ what each is). ``secret_shape`` tests them; every
+secret check of the project (config values, runtime env, DSN flags, imported files, error excerpts) uses it."""
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 _HAS_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")   # scheme-less too: user:pw@host/v1
 _FIX = "remove it from config.json; put the key in an environment variable and name that variable in api_key_env"
 
 
+def secret_shape(value: str) -> str | None:
+    """What credential ``value`` holds something shaped like (a phrase: "a GitHub token"), or None: ``sk-``,
+    ``sk-ant-`` or ``sk-proj-`` and 16+ key characters, ``Bearer`` and a token (8+ characters with a digit, or
+    16+), an AWS access key id (``AKIA``/``ASIA`` + 16), ``hf_``/``ghp_``/``github_pat_``/``xox?-`` tokens, a
+    private key block, a URL carrying ``user:password@``, or ``password=…``."""
+    return next((what for pattern, what in SECRET_SHAPES if pattern.search(value)), None)
+
+
 def looks_like_secret(value: str) -> bool:
-    """Whether ``value`` contains something shaped like a credential: ``sk-`` or ``sk-ant-`` and 16+ key
-    characters, ``Bearer`` and a token (8+ characters with a digit, or 16+), or an AWS access key id."""
-    return bool(_SECRET_VALUE.search(value))
+    """Whether ``value`` contains something shaped like a credential (``secret_shape``)."""
+    return secret_shape(value) is not None
 
 
-def reject_secrets(file: str, obj: object, path: str = "") -> None:
+def reject_secrets(file: str, obj: object, path: str = "", fix: str = _FIX) -> None:
     """Raise ConfigError for the first secret-named key or secret-shaped string in ``obj`` (parsed JSON),
-    naming ``file`` and the dotted field path (``models[0].extra_body.api_key``), never the value."""
+    naming ``file`` and the dotted field path (``models[0].extra_body.api_key``), never the value; ``fix``
+    is what the message tells the user to do (default: move the key to an environment variable)."""
     if isinstance(obj, dict):
         for key, value in obj.items():
             key = str(key)
             if looks_like_secret(key):
                 raise ConfigError(file, path or "(top level)", "has a key that looks like a secret (an API key, "
-                                  "bearer token or access key id)", _FIX)
+                                  "bearer token or access key id)", fix)
             sub = f"{path}.{key}" if path else key
             if key.strip().lower().replace("-", "_") in SECRET_KEYS:
                 raise ConfigError(file, sub, "names a secret; secrets must not be written in config.json "
-                                  "(it is recorded in the run's settings)", _FIX)
-            reject_secrets(file, value, sub)
+                                  "(it is recorded in the run's settings)", fix)
+            reject_secrets(file, value, sub, fix)
     elif isinstance(obj, list):
         for i, value in enumerate(obj):
-            reject_secrets(file, value, f"{path}[{i}]")
+            reject_secrets(file, value, f"{path}[{i}]", fix)
     elif isinstance(obj, str) and looks_like_secret(obj):
-        raise ConfigError(file, path or "(top level)", "holds a value that looks like a secret (an API key, "
-                          "bearer token or access key id); config.json is recorded in the run's settings", _FIX)
+        raise ConfigError(file, path or "(top level)", f"holds a value that looks like {secret_shape(obj)}; what "
+                          "mirrorscan reads here is recorded with the run and cannot be removed later", fix)
 
 
 def check_endpoint_url(file: str, field: str, url: str | None) -> None:

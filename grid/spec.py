@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
-from grid.ids import check_component
+from grid.names import RESERVED_NAMES, check_experiment_name, check_name, reject_nul  # noqa: F401 - RESERVED_NAMES re-exported
 from grid.instrument import Instrument, SpecContext, resolve
 from grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
 from grid.records import ModelVariant
@@ -38,8 +38,6 @@ BATCH_API_BACKENDS = ("openai_batch", "anthropic_batch", "batch")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 """Values of the Messages API's ``output_config.effort`` (anthropic SDK 2.15), where backend "anthropic" sends effort."""
-RESERVED_NAMES = ("gstudy", "dstudy", "kendall", "auroc", "null", "bootstrap", "scaling", "compare")
-"""Subcommands of ``mirrorscan analyze``: no experiment may be named after one."""
 
 # Top-level keys with their default (None = required or resolved later) and expected type.
 TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
@@ -195,7 +193,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
             raise ConfigError(file, f"{where}.dtype", f"unknown dtype {resolved['dtype']!r}", f"use one of: {', '.join(DTYPES)}")
         if resolved["label"] is None:
             resolved["label"] = default_label(resolved["model"], resolved["effort"])
-        check_component(resolved["label"], file, f"{where}.label")
+        check_name(resolved["label"], file, f"{where}.label")
         if resolved["label"] in seen:
             raise ConfigError(file, f"{where}.label", f"duplicate label {resolved['label']!r} (also models[{seen[resolved['label']]}])",
                               "give each model variant a unique label")
@@ -301,6 +299,7 @@ def load_spec(path: str | Path) -> Spec:
     reject_secrets(file, {k: v for k, v in raw.items() if k != "catalog_dsn"})
     if "instrument" not in raw:
         raise ConfigError(file, "instrument", "missing", "add 'instrument' (e.g. \"forced_choice\")")
+    reject_nul(file, raw)   # PostgreSQL stores no NUL: refused here (exit 2), not by the catalog later
     _check_type(file, "instrument", raw["instrument"], (str,))
     instrument = _resolve_instrument(file, raw["instrument"])
     instrument_keys = {instrument.name, *getattr(instrument, "legacy_keys", ())}
@@ -350,14 +349,7 @@ def load_spec(path: str | Path) -> Spec:
         if _type_ok(section.get(key), (int,)):
             check_limit(file, f"{where}.{key}" if where else key, section[key], limit, limits)
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
-    experiment = check_component(config_dir.name, file, "(experiment folder name)")
-    if experiment.startswith("_"):
-        raise ConfigError(file, "(experiment folder name)", f"{experiment!r} starts with '_', which marks "
-                          "mirrorscan's own folders in a store (the tap's log rows live under _tap/)",
-                          "rename the experiment folder")
-    if experiment in RESERVED_NAMES:
-        raise ConfigError(file, "(experiment folder name)", f"{experiment!r} is reserved for `mirrorscan analyze {experiment}`",
-                          "rename the experiment folder")
+    experiment = check_experiment_name(config_dir.name, file, "(experiment folder name)")
     spec = Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
                 instrument=instrument, instrument_spec=instrument_spec, limits_raised=raised)
     check_limit(file, "(grid)", spec.n_cells(), "grid_cells", limits)   # arithmetic, before any cell exists

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from cluster.runs import pid_alive
 from grid.cells import add_seeds, plan_attempts, with_probe_ids
 from grid.errors import CatalogError, ConfigError
-from grid.ids import check_component
+from grid.names import check_experiment_name
 from grid.instrument import InstrumentRef
 from grid.records import ModelVariant, RunContext
 from grid.settings import execution, settings_hash, shaping_differences
@@ -152,7 +152,7 @@ def run_scan(experiment: str, *, resume: bool = False, max_attempts: int = 3, st
         raise ConfigError("", "--max-attempts", f"is {max_attempts}", "use 1 or more")
     spec = load_spec(experiment)
     if as_name is not None:
-        spec.experiment = check_component(as_name, "", "--as")
+        spec.experiment = check_experiment_name(as_name, "", "--as")
     return run_spec(spec, resume=resume, max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn,
                     ray_address=ray_address, quiet=quiet, check_home=as_name is None,
                     accept_changed_probes=accept_changed_probes)

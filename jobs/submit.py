@@ -47,15 +47,6 @@ AGENT_WAIT_S = 120.0
 TERMINAL_WAIT_S = 60.0
 """How long to wait, after the log stream ends, for the job server to report a final status (seconds)."""
 
-# Value shapes that are credentials whatever the variable is called.
-_SECRET_SHAPES = [
-    (re.compile(r"\bA(KIA|SIA)[0-9A-Z]{16}\b"), "an AWS access key id"),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), "an API key (sk-…)"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), "a GitHub token"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"(^|\s)password\s*=\s*\S", re.I), "a password (libpq key=value DSN)"),
-]
 _SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|ACCESS_KEY|CREDENTIAL|PRIVATE_KEY", re.I)
 
 
@@ -66,10 +57,12 @@ def secret_problem(name: str, value: str) -> str | None:
     variables named like secrets (but not ``*_PATH``/``*_FILE``/``*_ENV``, which point at one) unless
     the value only references another variable (``${VAR}``).
     """
+    from grid.secrets import secret_shape   # the project's one list of credential shapes
+
     value = str(value)
-    for pattern, what in _SECRET_SHAPES:
-        if pattern.search(value):
-            return f"its value looks like {what}"
+    what = secret_shape(value)
+    if what:
+        return f"its value looks like {what}"
     if "://" in value:
         with contextlib.suppress(ValueError):
             if urlsplit(value).password:

@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan tap") -> int:
     args = parser(prog).parse_args(argv)
     if not 0 < args.port < 65536:
         raise ConfigError("", "--port", f"{args.port} is not a TCP port", "pass a port between 1 and 65535")
+    if args.label is not None:
+        from grid.names import check_name
+
+        check_name(args.label, "", "--label")
     tap_id = str(uuid.uuid4())
     base = start_tap(args.upstream, host=args.host, port=args.port, catalog_dsn=args.catalog_dsn,
                      label=args.label, max_ongoing_requests=args.max_ongoing_requests, store=args.store,

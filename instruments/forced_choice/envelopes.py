@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from grid.errors import ConfigError
-from grid.ids import check_component
+from grid.names import check_name
 
 PACKAGED = "packaged"
 """Name that selects the envelopes file shipped with mirrorscan."""
@@ -108,7 +108,7 @@ def load_envelopes(path: str | Path = PACKAGED) -> EnvelopeSet:
         for key in ("id", "system", "user"):
             if not isinstance(item.get(key), str):
                 raise ConfigError(shown, f"{field}.{key}", "missing or not a string", f"add a string {key}")
-        env_id = check_component(item["id"], shown, f"{field}.id")
+        env_id = check_name(item["id"], shown, f"{field}.id")
         if env_id in envelopes:
             raise ConfigError(shown, f"{field}.id", f"duplicate envelope id {env_id!r}", "give each envelope a unique id")
         parts = split_template(item["user"])

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from grid.errors import ConfigError
 from grid.ids import check_component
+from grid.names import check_name
 
 SLOT = "{task}"
 """Where a framing puts the task text."""
@@ -118,7 +119,7 @@ def load_framings(name: str) -> FramingSet:
             if text.count(SLOT) != 1:
                 raise ConfigError(str(file), "framings", f"has {text.count(SLOT)} {SLOT} slots",
                                   f"put exactly one {SLOT} where the task text goes")
-            check_component(file.stem, str(file), "framing id (file name)")
+            check_name(file.stem, str(file), "framing id (file name)")
             if file.stem == SCORING:
                 raise ConfigError(str(file), "framings", f"is named {SCORING!r}, the scoring items' coordinate",
                                   "rename the file")

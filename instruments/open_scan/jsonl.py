@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grid.errors import ConfigError, unknown_key
-from grid.ids import check_component
+from grid.names import check_imported_text, check_name
 from instruments.open_scan.probes import check_query_id, decode_utf8
 
 KEYS = ("run_label", "model", "query_id", "query_hash", "sample", "seed", "locale", "answer", "cold_raw",
@@ -117,6 +117,7 @@ def _value(key: str, value: object, file: str, where: str) -> object:
         except UnicodeEncodeError as exc:
             raise ConfigError(file, where, f"holds a lone surrogate (\\u{ord(value[exc.start]):04x})",
                               "escape whole characters only (a surrogate pair, or the character itself)") from None
+        check_imported_text(file, where, value, in_catalog=key == "model")   # the model reaches the settings
         return value
     if key in INT_KEYS or key in RATING_KEYS:
         if value is None and key in RATING_KEYS:
@@ -162,7 +163,7 @@ def _record(line: str, file: str, at: str) -> Record:
     if not HASH.fullmatch(values["query_hash"]):
         raise ConfigError(file, f"{at}:query_hash", f"{values['query_hash']!r} is not a hex SHA-256",
                           "write the SHA-256 of the query's UTF-8 bytes as 64 lower-case hex digits")
-    check_component(values["run_label"], file, f"{at}:run_label")
+    check_name(values["run_label"], file, f"{at}:run_label")
     check_query_id(values["query_id"], file, f"{at}:query_id")
     return Record(**values)
 

@@ -200,3 +200,27 @@ def test_load_spec_refuses_an_endpoint_with_userinfo(tmp_path):
                                         "endpoint": f"https://someone:{PASSWORD}@api.example.com/v1"}])
     assert err.field == "models[0].endpoint" and "api_key_env" in err.fix
     assert PASSWORD not in str(err) and "someone" not in str(err)
+
+
+# ---- one list of shapes, every free-text field ----------------------------------------------------------
+
+HF_TOKEN = "hf_" + "abcdefghijklmnopqrstuvwxyz12"
+GH_TOKEN = "ghp_" + "abcdefghijklmnopqrstuvwxyz1234"
+URL_CREDENTIALS = "https://bob:" + "hunter22" + "@example.com/x"
+
+
+@pytest.mark.parametrize("value", [HF_TOKEN, GH_TOKEN, "github_pat_" + "A" * 30, URL_CREDENTIALS, AWS_KEY_ID,
+                                   "-----BEGIN RSA PRIVATE KEY-----", "see postgresql://u:pw@db/x", "password=pw"])
+def test_every_shape_submit_refuses_is_refused_in_a_description(value):
+    """The shapes submit refuses in a runtime env are refused in config.json's free text too (one list)."""
+    from jobs.submit import secret_problem
+
+    assert secret_problem("X", value)
+    err = error({"description": f"notes: {value} (do not share)"})
+    assert err.field == "description" and value not in str(err)
+
+
+@pytest.mark.parametrize("value", ["hf_hub_download is a function", "ghp_short", "https://example.com/a@b",
+                                   "ssh://git@github.com/org/repo", "the password field", "passwords = many"])
+def test_near_misses_are_not_secrets(value):
+    assert not looks_like_secret(value)
