@@ -15,6 +15,8 @@ warning per difference it cannot restore:
   differs from today's, or was never recorded ("unknown");
 - package versions, and the git tree (another commit, or a dirty one then or now).
 
+An imported invocation (``open_scan import``: rows from a file, no grid run) is refused in one line.
+
 Nothing here runs the grid or writes anything: ``jobs/reproduce.py`` runs the plan as a new invocation of
 the same experiment (``reproduces`` recorded), or with ``--resume`` finishes an unfinished one, and ends with
 ``results.diff``.
@@ -275,6 +277,12 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     if resume:
         target, resumes = unfinished_reproduction(target, dsn)
     original = load(target, store=store, dsn=dsn, need_traces=False)
+    imported = original.row.get("reconstructed_from") or (original.settings.get("instrument_settings") or {}).get("imported")
+    if imported:
+        source = imported if isinstance(imported, str) else f"{imported.get('file')} sha256:{imported.get('sha256')}"
+        raise ConfigError("", "invocation", f"invocation {original.invocation_id} was imported ({source}), not "
+                          "scanned: it has no grid or sampling to run again",
+                          f"import the file again, or reproduce a scan of experiment {original.experiment!r}")
     submitted = submitted_config(original.invocation_id, dsn) or {}
     config_file = submitted.get("file") or ""
     warnings: list[str] = []

@@ -289,12 +289,20 @@ class OpenScan:
 
     def annotate(self, rows: pa.Table, spec: OpenScanSpec) -> pa.Table:
         """The rating of each self-report row (``templates.parse_rating``; null for answers and errors)."""
-        templates = spec.templates()
-        scales = {COLD: templates.cold, POSTHOC: templates.posthoc}
+        f = spec.frozen
+        if "templates" in f:
+            templates = spec.templates()
+            scales = {COLD: (templates.cold.low, templates.cold.high),
+                      POSTHOC: (templates.posthoc.low, templates.posthoc.high)}
+        else:   # an imported file's rows: the scales the import rated them on (else the packaged ones)
+            given = (f.get("imported") or {}).get("scales")
+            packaged = load_templates("packaged:v1")
+            scales = {COLD: tuple(given["cold"]) if given else (packaged.cold.low, packaged.cold.high),
+                      POSTHOC: tuple(given["posthoc"]) if given else (packaged.posthoc.low, packaged.posthoc.high)}
         ratings = []
         for envelope, text in zip(rows.column("envelope").to_pylist(), rows.column("response").to_pylist()):
             report = scales.get(envelope)
-            ratings.append(None if report is None else parse_rating(text, report.low, report.high))
+            ratings.append(None if report is None else parse_rating(text, *report))
         index = rows.schema.get_field_index("rating")
         column = pa.array(ratings, pa.int32())
         return rows.set_column(index, "rating", column) if index >= 0 else rows.append_column("rating", column)
