@@ -368,36 +368,52 @@ ID_PREFIX_PATTERN = re.compile(r"^[0-9a-f]{6}[0-9a-f-]{0,30}$")
 """The start of an invocation id (at least 6 hex digits) that ``resolve_invocation`` accepts when unique."""
 
 
+def match_invocation_id(target: str, ids_starting) -> str | None:
+    """The invocation id ``target`` names when it is a whole id or the unique start of one (6+ hex digits):
+    the one rule every verb (diff, report, reproduce, stats, analyze, compare, browse, open_scan) reads ids by.
+    ``ids_starting(prefix, n)`` returns up to ``n`` ids starting with ``prefix``, sorted. None when ``target`` is
+    not shaped like an id, or no id starts with it (it may still name an experiment); ConfigError listing the
+    candidates when several do."""
+    from grid.errors import ConfigError
+
+    prefix = target.strip().lower()
+    if UUID_PATTERN.match(prefix):
+        return prefix if ids_starting(prefix, 1) else None
+    if not ID_PREFIX_PATTERN.match(prefix):
+        return None
+    found = list(ids_starting(prefix, 4))
+    if len(found) > 1:
+        raise ConfigError("", "invocation", f"{target!r} is the start of several invocation ids "
+                          f"({', '.join(found[:3])}{', …' if len(found) > 3 else ''})", "give more of the id")
+    return found[0] if found else None
+
+
 def resolve_invocation(target: str, catalog: Catalog) -> dict:
-    """The catalog row of ``target``: an invocation id, the unique start of one (6+ hex digits), or an
-    experiment (folder or name) → its newest invocation. ConfigError (naming what to run) when there is none
-    or a start is ambiguous."""
+    """The catalog row of ``target``: an invocation id, the unique start of one (6+ hex digits,
+    ``match_invocation_id``), or an experiment (folder or name) → its newest invocation. ConfigError (naming
+    what to run) when there is none or a start is ambiguous."""
     from pathlib import Path
 
     from grid.errors import ConfigError
 
     listing = "list them with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\""
-    if UUID_PATTERN.match(target.strip().lower()):
-        inv = catalog.get_invocation(target.strip().lower())
-        if inv is None:
-            raise ConfigError("", "invocation", f"no invocation {target} in the catalog", listing)
-        return inv
-    prefix = target.strip().lower()
-    if ID_PREFIX_PATTERN.match(prefix) and not os.path.isdir(target):
-        found = [row[0] for row in catalog.execute(
+    if not os.path.isdir(target):
+        found = match_invocation_id(target, lambda prefix, n: [row[0] for row in catalog.execute(
             "SELECT invocation_id::text FROM scan_invocations WHERE invocation_id::text LIKE %s "
-            "ORDER BY invocation_id LIMIT 4", [prefix + "%"])]
-        if len(found) == 1:
-            return catalog.get_invocation(found[0])
-        if found:
-            raise ConfigError("", "invocation", f"{target!r} is the start of several invocation ids "
-                              f"({', '.join(found[:3])}{', …' if len(found) > 3 else ''})", "give more of the id")
+            f"ORDER BY invocation_id LIMIT {int(n)}", [prefix + "%"])])
+        if found is not None:
+            return catalog.get_invocation(found)
+        if UUID_PATTERN.match(target.strip().lower()):
+            raise ConfigError("", "invocation", f"no invocation {target} in the catalog", listing)
     if os.path.isdir(target):   # that folder's own invocations (another folder may share its name)
         inv = catalog.newest_from(str((Path(target) / "config.json").resolve()))
         if inv is not None:
             return inv
     name = Path(target).resolve().name if os.path.isdir(target) else Path(target).name
     inv = catalog.newest(name)
+    if inv is None and ID_PREFIX_PATTERN.match(target.strip().lower()):
+        raise ConfigError("", "invocation", f"no invocation id starts with {target.strip()!r}, and no experiment "
+                          "is named so", listing)
     if inv is None:
         raise ConfigError("", "experiment", f"experiment {name!r} has no invocation in the catalog",
                           f"run: mirrorscan scan experiments/{name}/")

@@ -68,10 +68,10 @@ def read_table(path: str):
 def invocation_source(target: str) -> dict | None:
     """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
     has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    from cluster.catalog import UUID_PATTERN, Catalog, resolve_dsn, resolve_invocation
+    from cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
 
-    is_uuid = UUID_PATTERN.match(target.strip().lower())
-    if Path(target).is_file() or not (is_uuid or Path(target, "config.json").is_file()):
+    is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
+    if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
         return None
 
     with Catalog(resolve_dsn(None)) as catalog:

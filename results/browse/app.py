@@ -29,7 +29,7 @@ SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "n
                     "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 FILE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json", ".txt": "text/plain",
               ".md": "text/plain", ".csv": "text/csv", ".html": "text/html", ".pdf": "application/pdf",
-              ".jsonl": "text/plain"}
+              ".jsonl": "text/plain", ".log": "text/plain"}
 """Report files served, by extension (others are listed but refused: 404)."""
 MATRIX_COLUMNS = 40
 """Matrix columns per page."""
@@ -101,7 +101,7 @@ def build_app(browser: Browser) -> Starlette:
     def invocation(request):
         inv = browser.indexed(request.path_params["id"])
         n = browser.query(inv, "SELECT count(*) AS n FROM idx").column("n")[0].as_py()
-        return pages.invocation(inv, browser.labels(inv), browser.files(inv), n)
+        return pages.invocation(inv, browser.labels(inv), browser.files(inv), n, served=FILE_TYPES)
 
     def matrix(request):
         inv = browser.indexed(request.path_params["id"])
@@ -144,9 +144,14 @@ def build_app(browser: Browser) -> Starlette:
             return pages.compare(pages.compare_form(a, "", b, "", [], []), None, None, "none", None)
         inv_a, inv_b = browser.indexed(a), browser.indexed(b)
         labels_a, labels_b = browser.labels(inv_a), browser.labels(inv_b)
-        label_a = q.get("label_a") if q.get("label_a") in labels_a else (labels_a[0] if labels_a else "")
-        default_b = labels_b[1] if a == b and len(labels_b) > 1 else (labels_b[0] if labels_b else "")
-        label_b = q.get("label_b") if q.get("label_b") in labels_b else default_b
+        for key, labels in (("label_a", labels_a), ("label_b", labels_b)):   # never a silent stand-in
+            if q.get(key) and q.get(key) not in labels:
+                raise NotFound(f"{key} {q.get(key)!r} is not a model of that invocation; its models: "
+                               f"{', '.join(labels) or '(none)'}")
+        same = inv_a.row["invocation_id"] == inv_b.row["invocation_id"]
+        label_a = q.get("label_a") or (labels_a[0] if labels_a else "")
+        default_b = labels_b[1] if same and len(labels_b) > 1 else (labels_b[0] if labels_b else "")
+        label_b = q.get("label_b") or default_b
         form = pages.compare_form(a, label_a, b, label_b, labels_a, labels_b)
         if inv_a.instrument is not inv_b.instrument:
             raise NotFound(f"A is {inv_a.instrument.name}, B is {inv_b.instrument.name}: compare one instrument's runs")

@@ -85,6 +85,12 @@ class ReadOnlyCatalog:
                           "WHERE invocation_id = %s", [invocation_id])
         return found[0] if found else None
 
+    def ids_starting(self, prefix: str, n: int) -> list[str]:
+        """Up to ``n`` invocation ids starting with ``prefix`` (lower-case hex and hyphens), sorted."""
+        return [r["invocation_id"] for r in self.rows(
+            "SELECT invocation_id::text AS invocation_id FROM scan_invocations WHERE invocation_id::text LIKE %s "
+            f"ORDER BY invocation_id LIMIT {int(n)}", [prefix + "%"])]
+
     def timing_rows(self, invocation_id: str | None) -> list[tuple[str, datetime, float | None, float | None, str]]:
         """(endpoint, started_at, ttft_ms, decode_tok_s, row_uid) of the inference_log rows of one invocation (or
         of every request, tap rows included, when ``invocation_id`` is None), at most TIMING_ROWS_MAX, newest

@@ -81,8 +81,9 @@ def invocations(experiment: str, rows: list[dict]) -> str:
     return page(experiment, body, [(experiment, "")])
 
 
-def invocation(inv, labels: list[str], files: list[tuple[str, int]], n_rows: int) -> str:
-    """One invocation: what it ran, links to its matrix and timing, its reports and analyses."""
+def invocation(inv, labels: list[str], files: list[tuple[str, int]], n_rows: int, served=None) -> str:
+    """One invocation: what it ran, links to its matrix and timing, its reports and analyses (a file whose
+    extension is not in ``served`` is listed without a link; None: every file is linked)."""
     row = inv.row
     iid = row["invocation_id"]
     facts = table(["", ""], [[e(k), e(v)] for k, v in (
@@ -96,7 +97,9 @@ def invocation(inv, labels: list[str], files: list[tuple[str, int]], n_rows: int
              f'<a href="{inv_path(iid, "timing")}">timing</a> · '
              f'<a href="{url("/compare", a=iid, b=iid)}">compare two models</a></p>')
     reports = table(["report or analysis file", "bytes"], [
-        [f'<a href="{e(inv_path(iid, "files/" + quote(rel)))}">{e(rel)}</a>', e(f"{size:,}")] for rel, size in files]) \
+        [f'<a href="{e(inv_path(iid, "files/" + quote(rel)))}">{e(rel)}</a>'
+         if served is None or "." + rel.rsplit(".", 1)[-1].lower() in served else e(rel), e(f"{size:,}")]
+         for rel, size in files]) \
         if files else "<p>No report or analysis yet (mirrorscan analyze writes one).</p>"
     settings = json.dumps(row["settings"], indent=2, sort_keys=True, default=str)
     return page(f"invocation {iid[:8]}", f"{links}{facts}<h2>Reports</h2>{reports}"

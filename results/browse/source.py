@@ -120,8 +120,28 @@ class Browser:
                 self._stores[uri] = open_store(uri, create=False)
             return self._stores[uri]
 
+    def resolve_id(self, target: str) -> str:
+        """The invocation id ``target`` names (a whole id or its unique start, as every verb reads it:
+        ``cluster.catalog.match_invocation_id``); NotFound for an unknown one or an ambiguous start (naming the
+        candidates)."""
+        from cluster.catalog import match_invocation_id
+
+        try:
+            found = match_invocation_id(target, self.catalog.ids_starting)
+        except ConfigError as exc:
+            raise NotFound(f"{exc.problem}: {exc.fix}") from None
+        if found is None:
+            raise NotFound(f"no invocation {target} in the catalog (give an invocation id or its start, "
+                           "6+ hex digits)")
+        return found
+
     def indexed(self, invocation_id: str) -> Indexed:
-        """The invocation with an index covering its parts (built or extended now where needed)."""
+        """The invocation ``invocation_id`` names (a whole id or its unique start) with an index covering its
+        parts (built or extended now where needed)."""
+        with self._lock:
+            cached = invocation_id in self._known
+        if not cached:
+            invocation_id = self.resolve_id(invocation_id)
         with self._lock:
             known = self._known.get(invocation_id)
             lock = self._building.setdefault(invocation_id, threading.Lock())
