@@ -109,3 +109,28 @@ def test_the_engine_records_what_it_sent(tiny_dir):
     assert sent[1] == ids(extractor.tokenizer, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
                                                "<|im_end|>\n<|im_start|>assistant\n")
     assert rows.column("system_text").to_pylist() == ["", "Be brief."]
+
+
+def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
+    """The README's example (prompt and token ids per preset) is what the presets render on the demo model."""
+    from pathlib import Path
+
+    from instruments.lens.instrument import PRESETS
+
+    readme = (Path(__file__).parents[2] / "instruments/lens/README.md").read_text(encoding="utf-8")
+    shown = {}
+    for line in readme.splitlines():
+        name, _, rest = line.partition(" ")
+        if name in PRESETS:
+            rest = rest.strip()
+            key = "ids" if rest.startswith("ids ") else "prompt"
+            shown.setdefault(name, {})[key] = rest.removeprefix("ids ") if key == "ids" else rest
+    assert set(shown) == set(PRESETS)
+    for name, options in PRESETS.items():
+        system = options["system"]
+        kw = ({"system": "text", "system_prompt": system["text"]} if isinstance(system, dict) else {"system": system})
+        kw.update(user_suffix=options["user_suffix"], assistant_prefix=options["assistant_prefix"],
+                  date_string="26 Jul 2024")
+        prompt = chat_prompt(smol, "Is this a test?", **kw)
+        assert shown[name]["prompt"] == prompt.replace("\n", "\\n")
+        assert shown[name]["ids"] == " ".join(map(str, rendered_ids(smol, "Is this a test?", "chat_user", **kw)))
