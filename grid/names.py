@@ -33,8 +33,9 @@ def name_problem(value: object) -> str | None:
         return "is empty" if value in ("", None) else f"is {type(value).__name__}, not text"
     if len(value) > MAX_NAME_CHARS:
         return f"is {len(value)} characters long (at most {MAX_NAME_CHARS})"
-    if "/" in value or "\\" in value:
-        return f"{excerpt(value)} holds a path separator"
+    separator = next((c for c in "/\\" if c in value), None)
+    if separator:
+        return f"{excerpt(value)} holds the path separator {separator!r}"
     if ".." in value or value in (".",):
         return f"{excerpt(value)} holds a dot segment ('..')"
     if not _NAME.fullmatch(value):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from grid.errors import ConfigError, refuse_duplicate_keys
 from grid.ids import check_component
+from grid.names import check_name
 
 BLANK = "{BLANK}"
 """Placeholder for the term in a carrier sentence."""
@@ -193,7 +194,7 @@ def _keep_extra(extra: dict, where: str, mapping: dict, read: tuple[str, ...]) -
 
 def _axis(file: str, key: str, raw, extra: dict) -> Axis:
     where = f"axes.{key}"
-    check_component(key, file, where)
+    check_name(key, file, where)
     if not isinstance(raw, dict) or not isinstance(raw.get("label"), str) or not raw["label"].strip():
         raise ConfigError(file, f"{where}.label", "is missing or empty", "give the axis a label for people")
     _keep_extra(extra, where, raw, READ_KEYS["axis"])

@@ -27,7 +27,7 @@ from grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DAT
                                      RENDERINGS, SYSTEMS, VECTOR_DTYPES)
 from grid.errors import ConfigError
 from grid.files import stamp
-from grid.ids import check_component
+from grid.names import check_name
 from grid.instrument import Analysis, CellValue, SpecContext
 from grid.trace_schema import doc_field
 from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
@@ -234,7 +234,7 @@ class Lens:
                             'e.g. {"base": {}, "last": {"pooling": "last_token"}}')
         resolved = {}
         for name, options in variants.items():
-            check_component(name, ctx.file, f"{ctx.section}.variants")
+            check_name(name, ctx.file, f"{ctx.section}.variants.{ascii(name)[1:-1]}")   # escaped: one line
             if "/" in name:
                 raise ctx.error(f"variants.{name}", "holds '/', the item_key's separator", "rename the variant")
             resolved[name] = _extraction(options, base, ctx, f"variants.{name}")
