@@ -15,7 +15,8 @@ Paired designs: on pairs with identical word multisets (a scoring set built from
 far *below* 0.5, not 0.5: a held-out item's twin, with the opposite label, is usually in the training
 fold, so the held-out score is pulled the wrong way. Passing ``groups`` (the pair id) keeps each pair in
 one fold (``StratifiedGroupKFold``); twins then get equal scores and the AUROC is exactly 0.5. Only the
-high side is flagged (:data:`SURFACE_WARNING`).
+high side is flagged (:data:`SURFACE_WARNING`). :func:`surface_baseline` is the baseline as lens reports it:
+the whole scoring set out of fold, the scoring set's pair groups kept whole, with its feature count.
 """
 
 from __future__ import annotations
@@ -33,6 +34,30 @@ SURFACE_WARNING = 0.9
 
 TOKEN_PATTERN = r"(?u)\b\w+\b"
 """Words as the vectorizer splits them: runs of word characters, one-letter words ("A", "u") included."""
+
+
+def vocabulary_size(texts: Sequence[str]) -> int:
+    """Features of the bag of words over ``texts``: the distinct lower-cased words (:data:`TOKEN_PATTERN`), the
+    vocabulary a fold's vectorizer draws from (each fold's own is a subset, from its training texts)."""
+    import re
+
+    return len({w.lower() for t in texts for w in re.findall(TOKEN_PATTERN, t)})
+
+
+def surface_baseline(texts: Sequence[str], labels: Sequence, positive: Any, groups: Sequence | None = None,
+                     folds: int = 5, seed: int = 0) -> dict:
+    """The bag-of-words baseline as reported: out-of-fold AUROC (:func:`bag_of_words_auroc`) with ``groups`` kept
+    whole (an item without a group, None, is its own), the number of features (:func:`vocabulary_size`), the
+    folds, how many groups, and the warning above :data:`SURFACE_WARNING`. Without any group the split is
+    plain stratified k-fold and ``grouped`` is False."""
+    grouped = groups is not None and any(g is not None for g in groups)
+    keys = ([f"group:{g}" if g is not None else f"item:{i}" for i, g in enumerate(groups)] if grouped else None)
+    value = bag_of_words_auroc(texts, labels, positive, folds=folds, seed=seed, groups=keys)
+    smallest = min(Counter(labels).values())
+    return {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(texts),
+            "n_features": vocabulary_size(texts), "grouped": grouped,
+            "n_groups": len(set(keys)) if grouped else len(texts),
+            "folds": min(folds, smallest, len(set(keys)) if grouped else len(texts))}
 
 
 def bag_of_words_auroc(texts: Sequence[str], labels: Sequence, positive: Any, folds: int = 5,

@@ -73,3 +73,42 @@ def test_labels_it_cannot_score_are_an_analysis_error(labels, positive, n_texts,
 def test_groups_that_leave_fewer_than_two_folds_are_an_analysis_error():
     with pytest.raises(AnalysisError, match="fold"):
         bag_of_words_auroc(["a b", "c d"] * 2, ["testing", "deployment"] * 2, "testing", groups=[0] * 4)
+
+
+def planted_twins() -> tuple[list[str], list[str], list[int]]:
+    """20 groups of three identical texts, each group its own made-up word, 10 groups per label. A held-out item's
+    twins carry its word and its label: where one is in the training fold, the word is the answer."""
+    words = [f"zq{chr(97 + g)}x" for g in range(20)]
+    texts = [w for w in words for _ in range(3)]
+    labels = [("testing" if g % 2 == 0 else "deployment") for g in range(20) for _ in range(3)]
+    return texts, labels, [g for g in range(20) for _ in range(3)]
+
+
+def test_ungrouped_folds_leak_the_twin_and_grouped_folds_do_not():
+    from analysis.surface import surface_baseline
+
+    texts, labels, groups = planted_twins()
+    leaked = surface_baseline(texts, labels, "testing", seed=3)
+    assert leaked["bag_of_words_auroc"] > 0.9 and leaked["warning"] and leaked["grouped"] is False
+    kept = surface_baseline(texts, labels, "testing", groups=groups, seed=3)
+    # Grouped: a held-out word was never seen in training, so every held-out item of a fold gets the same score
+    # (the intercept); with 2 groups of each label in each of the 5 folds, pos/neg pairs across two folds split
+    # evenly both ways and pairs within a fold tie: the AUROC is exactly 1/2.
+    assert kept["bag_of_words_auroc"] == 0.5 and not kept["warning"]
+    assert (kept["grouped"], kept["n_groups"], kept["folds"], kept["n"]) == (True, 20, 5, 60)
+    assert kept["n_features"] == leaked["n_features"] == len(set(texts)) == 20
+
+
+def test_items_without_a_group_are_their_own():
+    from analysis.surface import surface_baseline
+
+    texts, labels, groups = planted_twins()
+    some = [g if g < 10 else None for g in groups]        # half the items ungrouped: 10 groups + 30 single items
+    assert surface_baseline(texts, labels, "testing", groups=some)["n_groups"] == 40
+
+
+def test_the_feature_count_is_the_lower_cased_vocabulary():
+    from analysis.surface import vocabulary_size
+
+    assert vocabulary_size(["Hey u, can U help?", "help me A lot", "a b"]) == len(
+        {"hey", "u", "can", "help", "me", "a", "lot", "b"})
