@@ -3,13 +3,18 @@
 Every response carries ``Content-Security-Policy: default-src 'self'; script-src 'self'`` (no inline script,
 no inline style, nothing from elsewhere; the pages use no script at all), ``X-Content-Type-Options: nosniff``,
 ``Referrer-Policy: no-referrer`` and ``X-Frame-Options: DENY``; a report file served as HTML gets the same
-policy plus ``sandbox``. Only GET and HEAD are answered (anything else: 405): nothing in the app writes to the catalog or the
+policy plus ``sandbox``, except that its own ``<style>`` elements (by SHA-256 hash: ``style-src``) and
+``data:`` images (its charts: ``img-src``) are allowed, so a report looks as it does opened from its file;
+still no script, nothing from elsewhere (``report_policy``). Only GET and HEAD are answered (anything else: 405): nothing in the app writes to the catalog or the
 store. ``build_app(browser)`` makes the app; ``jobs/browse.py`` serves it with uvicorn on 127.0.0.1, or on
 Ray Serve (``results.browse.serve``).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from importlib import resources
 from urllib.parse import quote
 
@@ -25,6 +30,20 @@ from results.browse.source import FILTERS, Browser, NotFound, timing
 
 CSP = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 """The Content-Security-Policy of every page: only this origin, and no inline script or style."""
+_STYLE_ELEMENT = re.compile(rb"<style\b[^>]*>(.*?)</style\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def report_policy(page: bytes) -> str:
+    """The policy of a served HTML report: CSP with ``sandbox``, plus ``style-src`` allowing exactly the
+    page's own ``<style>`` elements (each by the SHA-256 of its text; none: 'none') and ``img-src`` allowing
+    ``data:`` URIs (the charts the report embeds). Inline style attributes, scripts, fonts, frames and
+    anything from another origin stay refused."""
+    hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(m.group(1)).digest()).decode("ascii") + "'"
+                     for m in _STYLE_ELEMENT.finditer(page)})
+    return (f"{CSP}; style-src {' '.join(hashes) or chr(39) + 'none' + chr(39)}; img-src 'self' data:; "
+            f"font-src 'none'; sandbox")
+
+
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 FILE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json", ".txt": "text/plain",
@@ -169,7 +188,7 @@ def build_app(browser: Browser) -> Starlette:
             data = await run_in_threadpool(browser.read_file, inv, rel)
         except NotFound as exc:
             return HTMLResponse(pages.error_page(404, str(exc)), status_code=404)
-        headers = {"Content-Security-Policy": CSP + "; sandbox"} if kind == "text/html" else {}
+        headers = {"Content-Security-Policy": report_policy(data)} if kind == "text/html" else {}
         return Response(data, media_type=kind, headers=headers)
 
     async def stylesheet(request: Request):
