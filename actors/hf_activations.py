@@ -164,9 +164,11 @@ class HFActivations:
         """A trace row for ``cell``: the run's identity, the coordinates, the text as read, ``fields``."""
         system = cell_options(cell)["system"]     # the system text as sent: given, none, or the template's (null)
         system_text = cell.get("system_prompt") if system == "text" else ("" if system == "none" else None)
+        if cell.get("text_withheld"):             # a text that may not be redistributed: its count, not its tokens
+            fields["input_token_ids"] = None
         return trace_row(self.variant, self.run, self.source, self.where, cell, system_text=system_text,
-                         user_text=cell["text"], timing_scope="batch", endpoint=f"engine://hf/{self.source}",
-                         **fields)
+                         user_text=None if cell.get("text_withheld") else cell["text"], timing_scope="batch",
+                         endpoint=f"engine://hf/{self.source}", **fields)
 
 
 def vector_array(vectors: list[np.ndarray | None], dtypes: list[str | None]) -> pa.Array:

@@ -51,6 +51,8 @@ ACTIVATION_OPTIONS = (
     doc_field("max_input_tokens", pa.int32(), "truncation: at most this many tokens were read, the first ones "
               "(null: no truncation)"),
     doc_field("vector_dtype", pa.string(), "storage type of layer_vectors: float32 or float16 (pooled in float32)"),
+    doc_field("text_withheld", pa.bool_(), "true: the text may not be redistributed, so user_text and "
+              "input_token_ids are null and only the token count is kept (null: false)"),
 )
 """Request columns that say how a cell is extracted; an ``activations`` instrument carries them as coordinates."""
 ACTIVATION_INPUTS = ("text",) + tuple(f.name for f in ACTIVATION_OPTIONS)

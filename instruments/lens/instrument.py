@@ -81,10 +81,12 @@ COORDINATES = (
     doc_field("item_sha256", pa.string(), "SHA-256 of the task text's or scoring item's UTF-8 bytes (lens)"),
     doc_field("item_label", pa.string(), "the scoring item's class (null for task texts) (lens)"),
     doc_field("subset", pa.string(), "the scoring item's subset, when its set names one (lens)"),
+    doc_field("item_group", pa.string(), "the scoring item's group, when its set names one: items of a group (a pair "
+              "of reworded twins) stay in one fold of the surface baseline (lens)"),
     doc_field("newline", pa.string(), "newline convention the text was rendered in: lf, crlf or keep (lens)"),
     doc_field("framed_text", pa.string(), "the text extracted, verbatim: the framing with the task text in its slot, "
               "or the scoring item alone, in the cell's newline convention (lens; null in rows stored before it "
-              "was recorded)"),
+              "was recorded, and for items of a scoring set that may not be redistributed)"),
 ) + ACTIVATION_OPTIONS
 COLUMNS = COORDINATES[:-len(ACTIVATION_OPTIONS)] + ACTIVATION_COLUMNS
 
@@ -207,9 +209,11 @@ class Lens:
             if isinstance(source, dict):
                 if not isinstance(source.get("path"), str):
                     raise ctx.error(f"{key}.path", "is missing", "name the file, and map its columns with id/text/label")
-                extra = set(source) - {"path", "id", "text", "label", "subset"}
+                known = {"path", "id", "text", "label", "subset"} | ({"group", "redistribute"} if key == "scoring_set"
+                                                                    else set())
+                extra = set(source) - known
                 if extra:
-                    raise ctx.error(key, f"has unknown key(s) {sorted(extra)}", "use path, id, text, label, subset")
+                    raise ctx.error(key, f"has unknown key(s) {sorted(extra)}", f"use {', '.join(sorted(known))}")
                 return {**source, "path": resolve(source["path"], key)}
             if not isinstance(source, str) or not source:
                 raise ctx.error(key, "must be a file name", "give a path or a packaged: name")
@@ -268,7 +272,8 @@ class Lens:
                          "deployment": [f.id for f in framings.arm("deployment")]},
             "tasks": {"source": resolve(values["tasks"], "tasks"), "sha256": tasks.sha256, "n": len(tasks.items)},
             "scoring_set": {"source": resolve(values["scoring_set"], "scoring_set"), "sha256": scoring.sha256,
-                            "n": len(scoring.items), "classes": list(scoring.classes)},
+                            "n": len(scoring.items), "classes": list(scoring.classes),
+                            "redistribute": scoring.redistribute},
             "positive": values["positive"], "variants": resolved, "vector_dtype": values["vector_dtype"],
             "item_samples": values["item_samples"], "wrapper_facets": values["wrapper_facets"],
             "null_permutations": values["null_permutations"], "seed": values["seed"],
@@ -307,6 +312,7 @@ class Lens:
             for f in framings.framings:
                 per_variant += [(variant, options, f.id, f.arm, t, f.wrap(t.text)) for t in tasks_plus]
             per_variant += [(variant, options, SCORING, "scoring", item, item.text) for item in scoring.items]
+        withheld = not frozen["scoring_set"].get("redistribute", True)   # its texts stay out of the store
         rows = []
         for label in labels:
             for variant, options, framing, arm, item, text in per_variant:
@@ -314,8 +320,10 @@ class Lens:
                     rows.append({"label": label, "item_key": f"{variant}/{framing}|{item.id}", "envelope": "-",
                                  "ordering": "-", "sample": s, "variant": variant, "framing": framing, "arm": arm,
                                  "item_id": item.id, "item_sha256": item.sha256, "item_label": item.label,
-                                 "subset": item.subset, "newline": options["newline"],
-                                 "framed_text": apply_newline(text, options["newline"]),
+                                 "subset": item.subset, "item_group": item.group, "newline": options["newline"],
+                                 "framed_text": (None if withheld and arm == "scoring"
+                                                 else apply_newline(text, options["newline"])),
+                                 "text_withheld": withheld and arm == "scoring",
                                  "rendering": options["rendering"], "pooling": options["pooling"],
                                  "drop_bos": options["drop_bos"], "drop_whitespace": options["drop_whitespace"],
                                  "max_input_tokens": options["max_input_tokens"], "vector_dtype": frozen["vector_dtype"],

@@ -8,8 +8,10 @@
 * **Scoring set** — labelled, JSONL or CSV with ``id``, ``text``, ``label`` and optionally ``subset``; other
   column names are mapped in the config (``{"path": …, "id": "question_id", "text": "prompt", "label":
   "answer"}``), so user sets such as SAD's stages-oversight load without editing. Exactly two label
-  values. Shipped: ``packaged:synthetic`` (64 items written for the project: a surface-confounded subset and
-  a clean one).
+  values; an optional ``group`` column keeps paired items in one fold of the surface baseline, and
+  ``"redistribute": false`` marks a set whose texts may not be copied into the store. Shipped:
+  ``packaged:synthetic`` (64 items written for the project: a surface-confounded subset and a clean one of 16
+  pairs, grouped).
 
 Every item keeps its id and the SHA-256 of its text; every set records the SHA-256 of its bytes, frozen with
 the run. The newline convention (``lf``, ``crlf`` or ``keep``) is applied to every text at render time.
@@ -24,7 +26,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, excerpt
 from grid.ids import check_component
 from grid.names import check_name
 
@@ -144,6 +146,9 @@ class Item:
     """The scoring class (None for task texts)."""
     subset: str | None = None
     """An optional subset name (e.g. ``confounded`` / ``clean`` in the shipped set)."""
+    group: str | None = None
+    """An optional group id: items of one group (a pair of reworded twins) are kept in one fold by the surface
+    baseline. None: the item is its own group."""
 
     @property
     def sha256(self) -> str:
@@ -159,6 +164,9 @@ class ItemSet:
     sha256: str
     """SHA-256 of the file's bytes."""
     items: tuple[Item, ...]
+    redistribute: bool = True
+    """False for a set whose texts may not be redistributed (SAD's stages-oversight): its texts and token ids are
+    not written into the store, so the browser and reports show its items by id only."""
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -187,11 +195,17 @@ def _rows(file: Path, data: bytes) -> list[dict]:
 
 def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
     """Task texts (``labelled`` False) or a scoring set from ``source``: a ``packaged:`` name or path, or a
-    mapping ``{"path", "id", "text", "label", "subset"}`` naming the file's columns. ``field`` is the
-    config field, for errors."""
-    columns = {"id": "id", "text": "text", "label": "label", "subset": "subset"}
+    mapping ``{"path", "id", "text", "label", "subset", "group"}`` naming the file's columns, with
+    ``"redistribute": false`` for a set that may not be redistributed. ``field`` is the config field, for
+    errors."""
+    columns = {"id": "id", "text": "text", "label": "label", "subset": "subset", "group": "group"}
+    redistribute = True
     if isinstance(source, dict):
         columns.update({k: v for k, v in source.items() if k in columns})
+        redistribute = source.get("redistribute", True)
+        if not isinstance(redistribute, bool):
+            raise ConfigError(str(source["path"]), f"{field}.redistribute", f"is {redistribute!r}",
+                              "use false for a set that may not be redistributed, true (the default) otherwise")
         source = source["path"]
     file = data_path(source)
     if not file.is_file():
@@ -214,15 +228,16 @@ def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
                               + " (map other column names in the config)")
         item_id = check_component(str(row[columns["id"]]), str(file), f"{where}.id")
         if item_id in seen:
-            raise ConfigError(str(file), f"{where}.id", f"{item_id!r} appears twice", "give every item its own id")
+            raise ConfigError(str(file), f"{where}.id", f"{excerpt(item_id)} appears twice", "give every item its own id")
         seen.add(item_id)
-        subset = row.get(columns["subset"])
+        subset, group = row.get(columns["subset"]), row.get(columns["group"])
         items.append(Item(item_id, str(row[columns["text"]]), str(row[columns["label"]]) if labelled else None,
-                          str(subset) if subset not in (None, "") else None))
+                          str(subset) if subset not in (None, "") else None,
+                          str(group) if group not in (None, "") else None))
     if not items:
         raise ConfigError(str(file), field, "holds no items", "give at least one item")
-    result = ItemSet(source if source in PACKAGED else str(file.resolve()), sha256(data), tuple(items))
+    result = ItemSet(source if source in PACKAGED else str(file.resolve()), sha256(data), tuple(items), redistribute)
     if labelled and len(result.classes) != 2:
-        raise ConfigError(str(file), field, f"has {len(result.classes)} label value(s) {list(result.classes)}",
+        raise ConfigError(str(file), field, f"has {len(result.classes)} label value(s) ({excerpt(list(result.classes))})",
                           "give exactly two classes (e.g. testing and deployment)")
     return result

@@ -277,7 +277,8 @@ def _mean(values) -> float | None:
 
 def analyze(traces: pa.Table, spec) -> Analysis:
     """Every number of the module docstring for one invocation (no I/O)."""
-    from analysis.surface import SURFACE_WARNING, bag_of_words_auroc, surface_warning
+    from analysis.surface import SURFACE_WARNING
+    from instruments.lens.baseline import surface_lines, surface_numbers
     from instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
     from instruments.lens.claims import claims_by_variant
     from instruments.lens.gstudy import concordance, wrapper_gstudies
@@ -306,25 +307,12 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     cell = lambda r: (r["label"], r["variant"], r["wrapper"])
     claims = claims_by_variant(by_model, wrappers, frozen, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
                                {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None})
-    surface = {}
-    any_ex = next(iter(by_model.values()), None)
-    if any_ex is not None:
-        subsets = sorted({s for s in any_ex.subsets if s is not None})
-        for name in [None] + subsets:
-            idx = [i for i, s in enumerate(any_ex.subsets) if name is None or s == name]
-            labels = [any_ex.labels[i] for i in idx]
-            if min(labels.count(c) for c in set(labels)) < 2 or len(set(labels)) < 2:
-                continue
-            value = bag_of_words_auroc([any_ex.texts[i] for i in idx], labels, positive, seed=frozen["seed"])
-            surface[name or "all"] = {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(idx)}
+    surface = surface_numbers(traces, spec)   # bag-of-words, out of fold, groups kept whole (``baseline``)
     other = next((c for c in frozen.get("scoring_set", {}).get("classes", []) if c != positive), None)
     lines = [f"lens: {len(wrappers)} wrappers (framings {frozen['framings']['version']}), "
              f"{len(models)} model × variant(s)", *direction_words(positive, other), *model_lines(models),
              *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
-    for name, s in surface.items():
-        lines.append(f"surface baseline ({name}, {s['n']} items): bag-of-words AUROC {s['bag_of_words_auroc']:.2f}"
-                     + (f"  WARNING: above {SURFACE_WARNING}, the probe may be reading the prompt's surface"
-                        if s["warning"] else ""))
+    lines += surface_lines(surface)
     numbers = {"positive_class": positive, "statistic": "max over layers of (AUROC − 0.5)",
                "definitions": {"headline": "per wrapper: max over the layers in the max of AUROC − 0.5 (positive "
                                "class above); reported per model as a distribution over wrappers",
@@ -363,7 +351,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             charts[f"scaling-{_safe(variant)}"] = scaling_by_wrapper(c["scaling"]["parameters"], table_rows, variant,
                                                                      positive)
     notes = tuple(f"surface baseline of {name} above {SURFACE_WARNING}: the probe may be reading the prompt's surface"
-                  for name, s in surface.items() if s["warning"])
+                  for name, s in surface.items() if name != "missing" and s["warning"])
     return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes,
                     documents=documents, detail=models)
 

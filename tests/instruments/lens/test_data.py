@@ -54,7 +54,8 @@ def test_tasks_are_16_with_unique_ids_no_braces_and_no_signal_words():
 def test_scoring_set_counts():
     rows = jsonl("scoring_synthetic.jsonl")
     assert [r["id"] for r in rows] == [f"s{i:03d}" for i in range(1, 65)]
-    assert all(set(r) == {"id", "text", "label", "subset"} and r["text"].strip() for r in rows)
+    assert all(set(r) == {"id", "text", "label", "subset"} | ({"group"} if r["subset"] == "clean" else set())
+               and r["text"].strip() for r in rows)
     assert Counter((r["subset"], r["label"]) for r in rows) == {
         ("confounded", "testing"): 16, ("confounded", "deployment"): 16,
         ("clean", "testing"): 16, ("clean", "deployment"): 16}
@@ -67,6 +68,7 @@ def test_every_clean_pair_has_the_same_word_multiset_and_opposite_labels():
     assert len(clean) == 32 and int(clean[0]["id"][1:]) % 2 == 1      # pairs: consecutive ids, odd id first
     for a, b in zip(clean[::2], clean[1::2]):
         assert int(b["id"][1:]) == int(a["id"][1:]) + 1
+        assert a["group"] == b["group"] == f"pair{(int(a['id'][1:]) - 33) // 2 + 1:02d}"   # one group per pair
         assert {a["label"], b["label"]} == {"testing", "deployment"}, (a["id"], b["id"])
         assert words(a["text"]) == words(b["text"]), (a["id"], b["id"])
         assert a["text"] != b["text"]
