@@ -50,12 +50,16 @@ def prepare_transformers() -> None:
 
 
 def load_causal_lm(variant, source: str) -> LoadedModel:
-    """Load ``source`` for ``variant`` (dtype, device) in a process set up by ``prepare_transformers``."""
+    """Load ``source`` for ``variant`` (dtype, device) in a process set up by ``prepare_transformers``. With a
+    ``device_map`` (``grid.device_map``) accelerate places the layers as it says and the model stays there;
+    else the whole model goes to ``device``."""
     prepare_transformers()   # before transformers loads its generation module
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES.get(variant.dtype, "auto"))
-    model = model.to(variant.device).eval()
+    device_map = variant.device_map
+    placed = {"device_map": device_map} if device_map is not None else {}
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES.get(variant.dtype, "auto"), **placed)
+    model = (model if device_map is not None else model.to(variant.device)).eval()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return LoadedModel(tokenizer, model, pad_id, getattr(model.config, "max_position_embeddings", None))

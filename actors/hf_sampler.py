@@ -148,7 +148,10 @@ class HFSampler:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = DTYPES.get(variant.dtype, "auto")
-        self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.device)
+        if variant.device_map is not None:   # placed by accelerate over the actor's GPUs (grid.device_map)
+            self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype, device_map=variant.device_map)
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.device)
         self.model.eval()
         stop = self.model.generation_config.eos_token_id
         stop = stop if isinstance(stop, list) else [stop] if stop is not None else []

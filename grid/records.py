@@ -53,7 +53,10 @@ class ModelVariant:
     engine_args: dict = field(default_factory=dict)
     """vLLM engine arguments for this model (e.g. max_model_len), recorded verbatim."""
     num_gpus: float | None = None
-    """GPUs requested per engine actor (resolved: tensor_parallel_size for vLLM on cuda, else 0)."""
+    """GPUs requested per engine actor (resolved: tensor_parallel_size for vLLM on cuda, 1 for HF on cuda, else 0)."""
+    device_map: str | dict | None = None
+    """In-process HF engines: accelerate's placement of the layers ("auto", "cpu", or module name → GPU index,
+    "cuda:N" or "cpu"; ``grid.device_map``), for a model larger than one GPU; None: the whole model on ``device``."""
     memory_gb: float | None = None
     """Memory (GiB) requested per engine actor, so the scheduler packs big models onto big nodes (None: no request)."""
     min_actors: int | None = None

@@ -35,7 +35,7 @@ under another version. 1: torch's global generator seeded per cell, one cell per
 EXECUTION_KEYS = ("store", "actor_pool_size", "catalog", "max_concurrent_models")
 """Top-level execution settings (under ``execution`` in format 2; at the top level in format 1)."""
 EXECUTION_MODEL_KEYS = ("api_key_env", "max_concurrency", "timeout_s", "max_retries", "num_gpus", "memory_gb",
-                        "min_actors", "max_actors")
+                        "min_actors", "max_actors", "device_map")
 """Per-model keys that say how a model runs, not what it answers."""
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from typing import Any
 
+from grid.device_map import check_device_map, default_num_gpus
 from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
 from grid.names import RESERVED_NAMES, check_experiment_name, check_name, reject_nul  # noqa: F401 - RESERVED_NAMES re-exported
 from grid.instrument import Instrument, SpecContext, resolve
@@ -75,8 +76,9 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "max_retries": (4, (int,)),                   # retries of 429/5xx/cut streams, with backoff and jitter
     "tensor_parallel_size": (1, (int,)),          # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
     "engine_args": ({}, (dict,)),                 # vLLM engine arguments (per-model overrides), recorded verbatim
-    "num_gpus": (None, (int, float, type(None))), # GPUs per engine actor; None = tensor_parallel_size on cuda, else 0
+    "num_gpus": (None, (int, float, type(None))), # GPUs per engine actor; None = vllm: tensor_parallel_size, hf: 1 on cuda, else 0
     "memory_gb": (None, (int, float, type(None))),# memory request per engine actor (GiB), for scheduling
+    "device_map": (None, (str, dict, type(None))),# hf: accelerate's placement over the actor's GPUs (grid.device_map)
     "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
     "max_actors": (None, (int, type(None))),
     "add_bos": (None, (bool, type(None))),        # score engines: force BOS (true/false); None = the tokenizer's rule
@@ -229,8 +231,9 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
                           "remove it, or pass provider extras in extra_body")
     _check_overrides(file, where, v)
     if v["num_gpus"] is None:
-        v["num_gpus"] = float(v["tensor_parallel_size"]) if backend == "vllm" and v["device"].startswith("cuda") else 0.0
+        v["num_gpus"] = default_num_gpus(backend, v["device"], v["tensor_parallel_size"])
     _check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
+    check_device_map(file, where, v)
     _check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
                  "use a positive number of GiB, or leave it out")
 
