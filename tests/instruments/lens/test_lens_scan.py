@@ -99,6 +99,20 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     g = numbers["gstudy"]["base"]
     assert g["design"] == "model × wrapper × item_sample" and g["item_samples"] == [4, 4]
     assert set(g["report"]["components"]) >= {"model", "wrapper", "item_sample", "model:wrapper"}
+    # the scores the G-study was fitted on lie beside the summary, named in it; refitted here they give its components
+    from test_lens_checks import components_by_least_squares
+
+    assert numbers["tables"]["gstudy_scores"] == "gstudy_scores.parquet" and g["scores_table"]["rows"] == "study = 'base'"
+    fitted = [r for r in pq.read_table(Path(report.outputs[0]).parent / "gstudy_scores.parquet").to_pylist()
+              if r["study"] == "base"]
+    models, wrappers = sorted({r["model"] for r in fitted}), sorted({r["wrapper"] for r in fitted})
+    y = np.full((len(models), len(wrappers), 2), np.nan)
+    for r in fitted:
+        y[models.index(r["model"]), wrappers.index(r["wrapper"]), r["item_sample"]] = r["score"]
+    refit = components_by_least_squares(y, ("model", "wrapper", "item_sample"))
+    assert refit[frozenset({"model", "wrapper"})] == pytest.approx(g["report"]["components"]["model:wrapper"]["estimate"],
+                                                                   abs=1e-12)
+    assert refit[frozenset({"model"})] == pytest.approx(g["report"]["components"]["model"]["estimate"], abs=1e-12)
     assert "base" in numbers["concordance"] and numbers["concordance"]["base"]["n_wrappers"] == 9
     assert numbers["claims"]["base"]["scaling"]["parameters"]["large"] > numbers["claims"]["base"]["scaling"]["parameters"]["small"]
     assert len(numbers["claims"]["base"]["comparisons"]) == 3
