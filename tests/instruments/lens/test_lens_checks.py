@@ -311,3 +311,36 @@ def test_the_implementation_share_equals_components_solved_here(tmp_path):
         sum(max(v, 0.0) for k, v in comps.items() if "variant" in k) / total, abs=1e-9)
     assert f"implementation {100 * share('variant'):.1f}%" in result.text
     assert g["scores_table"]["rows"] == "study in ('base', 'last')"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the hypothesised model variance and the direction of AUROC in words
+
+def test_published_scores_set_the_hypothesised_variance_and_the_direction_is_said_in_words(tmp_path):
+    write_experiment(tmp_path)
+    published = [0.62, 0.71, 0.58, 0.66]
+    ref = lens_ref(tmp_path, null_permutations=0, item_samples=2, object_variance=published)
+    planted = {m: planted_direction_vectors(seed=s, item_shift=0.5 * s) for m, s in (("m1", 1), ("m2", 2), ("m3", 3))}
+    result = analyze(table(ref.frozen, ["m1", "m2", "m3"], lambda m, v, *a: planted[m](m, *a)), ref.spec)
+
+    h = result.numbers["gstudy"]["base"]["design_numbers"]["hypothetical"]
+    assert h["object_variance"] == pytest.approx(float(np.var(published, ddof=1)))
+    d = result.numbers["gstudy"]["base"]["design_numbers"]
+    mw = next(c["variance"] for c in d["components"] if c["effect"] == "model:wrapper")
+    mi = next(c["variance"] for c in d["components"] if c["effect"] == "model:item_sample")
+    res = next(c["variance"] for c in d["components"] if c["effect"] == "residual")
+    v = h["object_variance"]
+    assert h["single_wrapper"]["g_coefficient"] == pytest.approx(v / (v + mw + mi + res))
+    assert result.numbers["gstudy"]["base items"]["design_numbers"]["hypothetical"] is None   # other units
+    words = result.numbers["direction"][0]
+    assert "positive class = deployment" in words and "below 0.5: testing items do" in words
+    assert words in result.text and "under a hypothesised model variance" in result.text
+
+
+@pytest.mark.parametrize("value", [[0.6], -1.0, "wide", [0.6, True]])
+def test_an_object_variance_that_is_not_a_variance_or_a_score_list_is_refused(tmp_path, value):
+    from grid.errors import ConfigError
+
+    write_experiment(tmp_path)
+    with pytest.raises(ConfigError, match="object_variance"):
+        lens_ref(tmp_path, object_variance=value)

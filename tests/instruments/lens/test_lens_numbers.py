@@ -452,6 +452,12 @@ def test_crossed_wrapper_facets_split_the_wrapper_into_its_arms(tmp_path):
     assert components["evaluation"]["estimate_used"] > 10 * components["deployment"]["estimate_used"]
     heads = {r["wrapper"]: r["max_auroc_minus_half"] for r in result.tables["wrappers"].to_pylist()}
     assert all(v == pytest.approx(0.5) for w, v in heads.items() if w.startswith("e1"))
+    # the framings of each arm needed, the other arm at one framing; the long table names both arms of each cell
+    assert set(study["design_numbers"]["wrappers_needed"]) == {"evaluation", "deployment"}
+    assert "evaluation framings needed for Eρ² 0.80: at 1 item sample:" in result.text
+    rows = [r for r in result.tables["gstudy_scores"].to_pylist() if r["study"] == "base"]
+    assert len(rows) == 3 * 2 * 3 * 4
+    assert {(r["evaluation"], r["deployment"]) for r in rows} == {(e, d) for e in ("e1", "e2") for d in ("d1", "d2", "d3")}
     # the default pair design on the same vectors names one wrapper facet
     pair = analyze(traces_table(ref.frozen, ["m1", "m2", "m3"], vector),
                    lens_ref(tmp_path, null_permutations=0, item_samples=4, seed=2).spec)
