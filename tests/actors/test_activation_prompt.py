@@ -134,3 +134,19 @@ def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
         prompt = chat_prompt(smol, "Is this a test?", **kw)
         assert shown[name]["prompt"] == prompt.replace("\n", "\\n")
         assert shown[name]["ids"] == " ".join(map(str, rendered_ids(smol, "Is this a test?", "chat_user", **kw)))
+
+
+def test_a_withheld_text_is_read_but_neither_it_nor_its_tokens_are_stored(tiny_dir):
+    from actors.hf_activations import HFActivations
+    from grid.records import ModelVariant, RunContext
+
+    extractor = HFActivations(ModelVariant(label="m", model=str(tiny_dir), dtype="float32"), str(tiny_dir),
+                              RunContext("inv", "exp", "lens", "-"))
+    cell = {"probe_id": "m|x", "sample": 0, "seed": 0, "text": "a private item text", "rendering": "raw",
+            "pooling": "mean", "drop_bos": False, "drop_whitespace": False, "max_input_tokens": None,
+            "vector_dtype": "float32", "system": "none"}
+    rows = extractor(pa.Table.from_pylist([{**cell, "text_withheld": True}, {**cell, "text_withheld": False}]))
+    hidden, shown = rows.to_pylist()
+    assert hidden["user_text"] is None and hidden["input_token_ids"] is None
+    assert hidden["prompt_tokens"] == len(shown["input_token_ids"]) and shown["user_text"] == "a private item text"
+    assert hidden["layer_vectors"] == shown["layer_vectors"]          # the same measurement, only the text withheld

@@ -373,3 +373,50 @@ def test_the_two_manek_presets_send_what_the_docs_say_and_other_keys_override_th
 def test_a_rendering_that_cannot_be_sent_is_refused(tmp_path, extraction, field):
     err = refused(write_experiment(tmp_path), extraction=extraction)
     assert err.field.endswith(field)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# a scoring set that may not be redistributed
+
+def test_a_scoring_set_that_may_not_be_redistributed_leaves_its_texts_out_of_every_cell(tmp_path):
+    folder = write_experiment(tmp_path)
+    ref = load(folder, scoring_set={"path": "scoring.jsonl", "redistribute": False})
+    assert ref.frozen["scoring_set"]["redistribute"] is False
+    cells = ref.instrument.cells(ref.spec, ["m"], 1).to_pylist()
+    scoring = [c for c in cells if c["arm"] == "scoring"]
+    framed = [c for c in cells if c["arm"] != "scoring"]
+    assert len(scoring) == 8 and all(c["framed_text"] is None and c["text_withheld"] is True for c in scoring)
+    assert all(c["framed_text"] and c["text_withheld"] is False for c in framed)     # the task texts are ours
+    stored = "\n".join(str(v) for c in cells for v in c.values())
+    assert "scoring item 3" not in stored
+    # the engine still reads the text: rendered from the set's own file at extraction time
+    import pyarrow as pa
+
+    rendered = ref.instrument.render(pa.Table.from_pylist(scoring), ref.spec)
+    assert rendered.column("text").to_pylist()[3] == "scoring item 3"
+    with pytest.raises(ConfigError, match="redistribute"):
+        load(folder, scoring_set={"path": "scoring.jsonl", "redistribute": "no"})
+
+
+def test_a_withheld_set_is_scored_by_the_surface_baseline_from_its_own_file_and_grouped(tmp_path):
+    import pyarrow as pa
+
+    from instruments.lens.baseline import surface_numbers
+
+    items = [(f"s{i}", f"zq{i // 2}x", label) for i, label in enumerate(["testing", "testing", "deployment",
+                                                                         "deployment"] * 5)]
+    folder = write_experiment(tmp_path, scoring=items)
+    with open(folder / "scoring.jsonl", "w", encoding="utf-8") as out:      # each pair of identical texts a group
+        for i, text, label in items:
+            out.write(json.dumps({"id": i, "text": text, "label": label, "group": f"g{int(i[1:]) // 2}"}) + "\n")
+    ref = load(folder, scoring_set={"path": "scoring.jsonl", "redistribute": False})
+    rows = [{"label": "m", "variant": "base", "arm": "scoring", "error": None, "item_id": i, "item_label": label,
+             "subset": None, "item_group": f"g{int(i[1:]) // 2}", "user_text": None} for i, _, label in items]
+    surface = surface_numbers(pa.Table.from_pylist(rows), ref.spec)
+    # twins kept in one fold (5 folds, each one pair of each class): a held-out word was never seen in training,
+    # so every fold's items tie, and pairs across two balanced folds split evenly both ways: exactly 1/2
+    assert surface["all"]["grouped"] and surface["all"]["n_groups"] == 10 and surface["all"]["n_features"] == 10
+    assert surface["all"]["bag_of_words_auroc"] == 0.5
+    (folder / "scoring.jsonl").unlink()
+    missing = surface_numbers(pa.Table.from_pylist(rows), ref.spec)
+    assert set(missing) == {"missing"} and "not redistributable" in missing["missing"]
