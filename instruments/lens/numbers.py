@@ -5,18 +5,26 @@ and how much of the headline belongs to the prompt.
   every output) and of |AUROC − 0.5|, with the layer and relative depth (``directions``). Per model and
   variant it is reported as a distribution over wrappers (median, sd, range), never one wrapper's value.
 * **Scoring-label floor** (null a): per wrapper, the scoring labels permuted and the max over layers retaken
-  (``analysis.nulls``); its mean is the floor a headline must clear.
+  (``analysis.nulls``); its mean is the layer-selection floor a headline must clear, with headline − floor and
+  z = (headline − floor) / null sd per wrapper and as medians per model.
+* **Swap null** (null b, ``resampling``): z, one-sided and two-sided p per wrapper and for the mean over wrappers.
+* **Argmax-layer bootstrap**: the share of the layer stack the best layer moves across (median and max over
+  wrappers), the distinct best layers, and the verdict against ``ARGMAX_ROBUST``.
 * **Cosines**: within a wrapper (directions from the two halves of the task texts, at the wrapper's best
   layer), across wrappers (mean over pairs, at each model's median best layer), and one-item recovery (one
   task text's direction against the full set's).
 * **G-study** per variant (``gstudy``): the score of a cell is the headline on one item sample — the
   scoring set split into ``item_samples`` disjoint label-stratified samples — with facets model × wrapper ×
   item_sample (wrapper crossed as evaluation × deployment with ``wrapper_facets: crossed``), and ×
-  variant over all variants when several are run.
+  variant over all variants when several are run; its D-study for the single-wrapper design (``design``), and
+  the scores it was fitted on as the ``gstudy_scores`` table.
 * **Kendall's W** of the model ranking across wrappers, with its permutation p (≥ 2 models).
 * **Surface-form check**: the bag-of-words out-of-fold AUROC of the scoring texts alone (whole set and each
   subset; warning above ``analysis.surface.SURFACE_WARNING``), and content-free directions scored the same
-  way: a random direction, and the surface-only direction (each framing around an empty task).
+  way: ``contrastive_permutations`` random directions, and the surface-only direction (each framing around an
+  empty task).
+
+The printed text (``report``) says in words which way AUROC points for the configured positive class.
 """
 
 from __future__ import annotations
