@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from analysis.errors import AnalysisError
+from grid.errors import excerpt
 
 # How many missing or duplicated cells an error message spells out before saying "and N more".
 _EXAMPLES_IN_MESSAGE = 3
@@ -122,7 +123,7 @@ def _column(table: Any, name: str) -> np.ndarray:
     """One column of a dict-of-columns or a pyarrow Table as a numpy array (nulls become None/NaN)."""
     names = list(table.column_names) if hasattr(table, "column_names") else list(table.keys())
     if name not in names:
-        raise AnalysisError(name, f"no such column; the table has {names}",
+        raise AnalysisError(name, f"no such column; the table's columns are {excerpt(names)}",
                             "pass an existing column name")
     col = table.column(name) if hasattr(table, "column_names") else table[name]
     if hasattr(col, "to_numpy") and hasattr(col, "type"):    # pyarrow (Chunked)Array; nulls → None/NaN
@@ -148,12 +149,12 @@ def _scores(raw: np.ndarray, name: str) -> np.ndarray:
 def _object_scores(raw: np.ndarray, name: str) -> np.ndarray:
     if any(isinstance(v, (str, bytes)) for v in raw.tolist()):
         bad = next(v for v in raw.tolist() if isinstance(v, (str, bytes)))
-        raise AnalysisError(name, f"non-numeric score {bad!r}", "give numbers in the score column")
+        raise AnalysisError(name, f"non-numeric score {excerpt(bad)}", "give numbers in the score column")
     try:
         vals = np.asarray([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
     except (TypeError, ValueError):
         bad = next(v for v in raw.tolist() if not _is_number(v))
-        raise AnalysisError(name, f"non-numeric score {bad!r}", "give numbers in the score column") from None
+        raise AnalysisError(name, f"non-numeric score {excerpt(bad)}", "give numbers in the score column") from None
     return vals
 
 

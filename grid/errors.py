@@ -71,17 +71,24 @@ EXCERPT_CHARS = 24
 """Most characters of a user's input an error message quotes (``excerpt``)."""
 
 
-def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """How an error quotes a piece of user input (a file's field, a name): ``excerpt '…'``, at most ``limit``
-    characters, escaped as Python's ``ascii`` writes them (control characters and markup stay visible and
-    inert), with ``…`` where it was cut. A value holding anything shaped like a secret (``grid.secrets``) is
-    not quoted at all. Errors about input files quote nothing else of the file's content."""
+def excerpt(value: object, limit: int = EXCERPT_CHARS, items: int = 4) -> str:
+    """How an error quotes a piece of user input (a file's field, a name): escaped as Python's ``ascii``
+    writes it (quoted; control characters and markup stay visible and inert), and when longer than ``limit``
+    characters cut, marked ``'root:x:0:0:…' (first 24 characters)``. A list or tuple (a header's columns) is
+    quoted as its first ``items`` values, each so cut, and how many there are. A value holding anything
+    shaped like a secret (``grid.secrets``) is not quoted at all. Errors about input files quote nothing else
+    of the file's content."""
     from grid.secrets import looks_like_secret   # grid.secrets imports this module
 
-    text = str(value)
-    if looks_like_secret(text):
+    values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+    if any(looks_like_secret(v) for v in values):
         return "(a value shaped like a secret, not quoted)"
-    return f"excerpt {ascii(text[:limit])}{'…' if len(text) > limit else ''}"
+
+    def one(v: str) -> str:
+        return ascii(v) if len(v) <= limit else f"{ascii(v[:limit])}… (first {limit} characters)"
+
+    quoted = ", ".join(one(v) for v in values[:items])
+    return quoted + (f", … ({len(values)} in all)" if len(values) > items else "")
 
 
 def file_error(file: str, field: str, problem: str, fix: str, offending: object = None) -> ConfigError:
@@ -90,6 +97,24 @@ def file_error(file: str, field: str, problem: str, fix: str, offending: object 
     reader of an input file (CSV, JSON, JSONL) builds its errors about the file's content here."""
     quoted = f" ({excerpt(offending)})" if offending is not None else ""
     return ConfigError(file, field, f"{problem}{quoted}", fix)
+
+
+def read_problem(exc: BaseException) -> str:
+    """What a parser's exception says about a file, without the file's content: its first line, with the
+    row or value some parsers append cut off (pyarrow's ``Expected 2 columns, got 3: <the row>``, ``invalid
+    value '<value>'``; YAML's context lines), at most 160 characters; for ``file_error`` messages."""
+    import re
+
+    mark = getattr(exc, "problem_mark", None)   # YAML: say where, not what
+    if getattr(exc, "problem", None):
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{exc.problem}{where}"
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = re.sub(r"(got \d+ ?\w*): .*", r"\1", text)
+    text = re.sub(r"(invalid value|value) '.*", r"\1", text)
+    from grid.secrets import looks_like_secret
+
+    return type(exc).__name__ if looks_like_secret(text) else shorten(text, 160)
 
 
 EXIT_CONFIG = 2

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from analysis.errors import AnalysisError
+from grid.errors import excerpt, read_problem
 from jobs.errors import reports_user_errors
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null")
@@ -59,7 +60,7 @@ def read_table(path: str):
             parse = pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
             return pcsv.read_csv(p, parse_options=parse)
     except (pa.ArrowException, OSError) as exc:
-        raise AnalysisError("--input", f"cannot be read: {str(exc).splitlines()[0]}",
+        raise AnalysisError("--input", f"cannot be read: {read_problem(exc)}",
                             "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
     raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
                         "give a .csv, .tsv or .parquet file", file=str(path))
@@ -96,7 +97,7 @@ def read_input(args):
 def column(table, name: str) -> np.ndarray:
     """One column as numpy (nulls → None/NaN); unknown name → AnalysisError listing the columns."""
     if name not in table.column_names:
-        raise AnalysisError(name, f"no such column; the table has {table.column_names}",
+        raise AnalysisError(name, f"no such column; the table's columns are {excerpt(table.column_names)}",
                             "pass an existing column name")
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, read_problem
 from jobs.errors import reports_user_errors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,8 @@ def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Pat
     try:
         env = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(path, "runtime env", f"cannot be read ({exc})", "pass a readable YAML file with --runtime-env") from None
+        raise ConfigError(path, "runtime env", f"cannot be read ({read_problem(exc)})",
+                          "pass a readable YAML file with --runtime-env") from None
     if not isinstance(env, dict):
         raise ConfigError(path, "runtime env", "is not a mapping", "write fields such as working_dir, excludes, env_vars")
     if working_dir is not None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from grid.errors import ConfigError, refuse_duplicate_keys
+from grid.errors import ConfigError, file_error, refuse_duplicate_keys
 from grid.ids import check_component
 from grid.names import check_name
 
@@ -206,7 +206,7 @@ def _axis(file: str, key: str, raw, extra: dict) -> Axis:
             raise ConfigError(file, f"{where}.terms[{i}].word", "is missing", "give the term as text")
         word = check_component(t["word"], file, f"{where}.terms[{i}].word")
         if word.casefold() in seen:
-            raise ConfigError(file, f"{where}.terms[{i}]", f"term {word!r} appears twice in axis {key!r}", "keep one")
+            raise file_error(file, f"{where}.terms[{i}]", f"appears twice in axis {key!r}", "keep one", offending=word)
         seen.add(word.casefold())
         _keep_extra(extra, f"{where}.terms[{i}] ({word})", t, READ_KEYS["term"])
         terms.append(Term(word=word, carriers=_carriers(file, f"{where}.terms[{i}] ({word})", t.get("carriers"))))

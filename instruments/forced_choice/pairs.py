@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, file_error
 from grid.ids import check_component
 
 STARTER = "packaged:starter_pairs"
@@ -61,7 +61,8 @@ def load_pairs(path: str | Path) -> PairSet:
     if header is None:
         raise ConfigError(shown, "(file)", "is empty", "write the header pair_id,word_a,word_b, then one pair per line")
     if [h.strip() for h in header] != list(PAIR_COLUMNS):
-        raise ConfigError(shown, "line 1", f"header is {header!r}", "make the first line exactly: pair_id,word_a,word_b")
+        raise file_error(shown, "line 1", "is not the header pair_id,word_a,word_b",
+                         "make the first line exactly: pair_id,word_a,word_b", offending=",".join(header))
     ids, words_a, words_b = [], [], []
     seen_ids: dict[str, int] = {}
     seen_pairs: dict[frozenset, int] = {}
@@ -75,14 +76,14 @@ def load_pairs(path: str | Path) -> PairSet:
         for name, value in zip(PAIR_COLUMNS, row):
             check_component(value, shown, f"line {line_no}:{name}")
         if pair_id in seen_ids:
-            raise ConfigError(shown, f"line {line_no}:pair_id", f"duplicate pair id {pair_id!r} (first on line {seen_ids[pair_id]})",
-                              "give every pair a unique pair_id")
+            raise file_error(shown, f"line {line_no}:pair_id", f"duplicate pair id (first on line {seen_ids[pair_id]})",
+                             "give every pair a unique pair_id", offending=pair_id)
         if word_a == word_b:
-            raise ConfigError(shown, f"line {line_no}:word_b", f"word_b equals word_a ({word_a!r})", "use two different words")
+            raise file_error(shown, f"line {line_no}:word_b", "equals word_a", "use two different words", offending=word_a)
         key = frozenset((word_a, word_b))
         if key in seen_pairs:
-            raise ConfigError(shown, f"line {line_no}", f"pair {word_a}/{word_b} already appears on line {seen_pairs[key]}",
-                              "keep each pair once (both orderings are asked anyway)")
+            raise file_error(shown, f"line {line_no}", f"the pair already appears on line {seen_pairs[key]}",
+                             "keep each pair once (both orderings are asked anyway)", offending=f"{word_a}/{word_b}")
         seen_ids[pair_id], seen_pairs[key] = line_no, line_no
         ids.append(pair_id), words_a.append(word_a), words_b.append(word_b)
     if not ids:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, file_error, read_problem
 
 NEEDED = ("label", "variant", "framing", "arm", "item_id", "item_label", "layer_vectors")
 """Columns the input must hold; ``subset``, ``user_text``, ``probe_id`` and ``attempt`` are used when present."""
@@ -35,13 +35,17 @@ def read_rows(path: str) -> pa.Table:
     else:
         import pyarrow.csv as pcsv
 
-        table = pcsv.read_csv(file, convert_options=pcsv.ConvertOptions(
-            column_types={"layer_vectors": pa.string(), "item_id": pa.string(), "framing": pa.string(),
-                          "label": pa.string(), "variant": pa.string()}))
+        try:
+            table = pcsv.read_csv(file, convert_options=pcsv.ConvertOptions(
+                column_types={"layer_vectors": pa.string(), "item_id": pa.string(), "framing": pa.string(),
+                              "label": pa.string(), "variant": pa.string()}))
+        except pa.ArrowException as exc:
+            raise file_error(path, "(file)", f"is not a CSV this reads: {read_problem(exc)}",
+                             "write it with mirrorscan sql --format csv \"<the report's query>\" > FILE") from None
     missing = [c for c in NEEDED if c not in table.column_names]
     if missing:
-        raise ConfigError(path, missing[0], f"column missing (the file has {', '.join(table.column_names)})",
-                          "select the report's query unchanged")
+        raise file_error(path, missing[0], "column missing; the file's columns are", "select the report's query unchanged",
+                         offending=table.column_names)
     if pa.types.is_string(table.schema.field("layer_vectors").type):
         try:
             vectors = [json.loads(v) for v in table.column("layer_vectors").to_pylist()]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grid.errors import ConfigError, unknown_key
+from grid.errors import ConfigError, file_error, unknown_key
 from grid.names import check_imported_text, check_name
 from instruments.open_scan.probes import check_query_id, decode_utf8
 
@@ -132,10 +132,10 @@ def _value(key: str, value: object, file: str, where: str) -> object:
     try:
         stamp = datetime.fromisoformat(value)
     except ValueError:
-        raise ConfigError(file, where, f"{value!r} is not an ISO 8601 timestamp",
-                          "write it as 2025-01-02T03:04:05.000000+00:00") from None
+        raise file_error(file, where, "is not an ISO 8601 timestamp", "write it as 2025-01-02T03:04:05.000000+00:00",
+                         offending=value) from None
     if stamp.utcoffset() is None:
-        raise ConfigError(file, where, f"{value!r} has no UTC offset", "add +00:00 (or the offset it was taken in)")
+        raise file_error(file, where, "has no UTC offset", "add +00:00 (or the offset it was taken in)", offending=value)
     return stamp
 
 
@@ -161,8 +161,9 @@ def _record(line: str, file: str, at: str) -> Record:
     if missing:
         raise ConfigError(file, f"{at}:{missing[0]}", "is missing", f"give every line all of: {', '.join(KEYS)}")
     if not HASH.fullmatch(values["query_hash"]):
-        raise ConfigError(file, f"{at}:query_hash", f"{values['query_hash']!r} is not a hex SHA-256",
-                          "write the SHA-256 of the query's UTF-8 bytes as 64 lower-case hex digits")
+        raise file_error(file, f"{at}:query_hash", "is not a hex SHA-256",
+                         "write the SHA-256 of the query's UTF-8 bytes as 64 lower-case hex digits",
+                         offending=values["query_hash"])
     check_name(values["run_label"], file, f"{at}:run_label")
     check_query_id(values["query_id"], file, f"{at}:query_id")
     return Record(**values)

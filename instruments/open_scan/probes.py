@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError
+from grid.errors import ConfigError, excerpt, file_error
 from grid.ids import check_component
 
 PACKAGED = {"packaged:demo": "probes/demo.csv"}
@@ -87,8 +87,8 @@ def check_query_id(value: str, file: str, field: str) -> str:
     check_component(value, file, field)
     bad = next((c for c in KEY_SEPARATORS if c in value), None)
     if bad:
-        raise ConfigError(file, field, f"{value!r} contains {bad!r}, which separates the parts of an item_key",
-                          f"remove or replace the {bad!r}")
+        raise file_error(file, field, f"contains {bad!r}, which separates the parts of an item_key",
+                         f"remove or replace the {bad!r}", offending=value)
     return value
 
 
@@ -103,9 +103,9 @@ def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
     for column in (id_column, query_column):
         if header.count(column) != 1:
             problem = "has no" if column not in header else "has more than one"
-            raise ConfigError(file, f"{name}:1", f"{problem} column {column!r} (columns: "
-                              f"{', '.join(map(repr, header))})", f"name exactly one column {column!r}, or set the "
-                              "column names in the config")
+            raise file_error(file, f"{name}:1", f"{problem} column {column!r}; the header's columns are",
+                             f"name exactly one column {column!r}, or set the column names in the config",
+                             offending=header)
     id_at, query_at = header.index(id_column), header.index(query_column)
     probes, first_line, end = [], {}, reader.line_num
     for row in reader:
@@ -118,10 +118,10 @@ def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
         query_id, query = row[id_at], row[query_at]
         check_query_id(query_id, file, f"{name}:{line}:{id_column}")
         if query_id in first_line:
-            raise ConfigError(file, f"{name}:{line}:{id_column}", f"{query_id!r} appears on line "
-                              f"{first_line[query_id]} and on line {line}", "give every query its own id")
+            raise file_error(file, f"{name}:{line}:{id_column}", f"appears on line {first_line[query_id]} and on "
+                             f"line {line}", "give every query its own id", offending=query_id)
         if not query.strip():
-            raise ConfigError(file, f"{name}:{line}:{query_column}", f"the query of {query_id!r} is empty"
+            raise ConfigError(file, f"{name}:{line}:{query_column}", f"the query of {excerpt(query_id)} is empty"
                               + (" (whitespace only)" if query else ""), "write the query, or remove the row")
         first_line[query_id] = line
         probes.append(Probe.of(query_id, query))
