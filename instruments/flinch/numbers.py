@@ -79,9 +79,10 @@ def proxy_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]]) -> li
     """Per sampling-proxy model, its results on the proxy's own scale (``proxy.py``). A term's p̂ pools its
     carriers' samples (hits and samples summed, so that a carrier with no hit still counts); an axis's
     ``proxy_flinch`` maps the mean of its terms' ln p̂ (the exact scale's order of steps), and is None when a
-    term has no hit (those terms are listed; each such term has only a bound, ``proxy_flinch_at_least``)."""
-    from instruments.flinch.proxy import proxy_score
-    from instruments.flinch.scale import flinch_of
+    term has no hit (those terms are listed; each such term has only a bound, ``proxy_flinch_at_least``). Each
+    term and axis carries its 95 % interval on the flinch scale (``flinch_low``, ``flinch_high``; an axis's
+    holds for its terms at once: ``proxy.axis_proxy``)."""
+    from instruments.flinch.proxy import axis_proxy, proxy_score
 
     out = []
     ok = traces.filter(pc.and_(pc.is_null(traces.column("error")), pc.is_valid(traces.column("proxy_k"))))
@@ -102,12 +103,14 @@ def proxy_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]]) -> li
                 if (key, w) in counts:
                     score = proxy_score(*counts[(key, w)])
                     terms.append({"word": w, **{f: getattr(score, f) for f in (
-                        "k", "n", "p_hat", "ci_low", "ci_high", "proxy_lp", "proxy_flinch", "proxy_flinch_at_least")}})
+                        "k", "n", "p_hat", "ci_low", "ci_high", "proxy_lp", "proxy_flinch", "proxy_flinch_at_least",
+                        "flinch_low", "flinch_high")}})
             if not terms:
                 continue
             unresolved = [t["word"] for t in terms if t["proxy_lp"] is None]
-            mean_lp = None if unresolved else sum(t["proxy_lp"] for t in terms) / len(terms)
-            result_axes[key] = {"label": axis_label, "proxy_flinch": None if mean_lp is None else flinch_of(mean_lp),
-                                "proxy_lp": mean_lp, "unresolved_terms": unresolved, "terms": terms}
+            axis = axis_proxy([(t["k"], t["n"]) for t in terms])
+            result_axes[key] = {"label": axis_label, "proxy_flinch": axis.proxy_flinch, "proxy_lp": axis.proxy_lp,
+                                "flinch_low": axis.flinch_low, "flinch_high": axis.flinch_high,
+                                "unresolved_terms": unresolved, "terms": terms}
         out.append({"model": label, "scale": "proxy_flinch", "axes": result_axes})
     return out

@@ -10,6 +10,14 @@ It estimates the probability of the whole word as the first thing said, not a pe
 on its own named scale and is never mixed with exact rows. Its resolution is coarse: for k ≥ 1,
 proxy_flinch ≤ (ln N − 1)/15 × 100 (≈ 19.4 at N = 50), and k = 0 gives only a bound, "≥ that value",
 never a number. Differences under 10 are below its resolution.
+
+Every proxy flinch carries its 95 % interval on the flinch scale: a term's is its Clopper–Pearson interval
+of p mapped by the same map (flinch falls as p rises, so the interval's low end comes from p's upper bound;
+p = 0 maps to 100), and holds even at k = 0, where the point value does not exist. An axis's interval holds
+for all its m terms at once: each term's Clopper–Pearson interval at confidence 1 − 0.05/m (Bonferroni), the
+ln-bounds averaged over the terms and mapped; since every term lies in its interval with probability at
+least 1 − 0.05/m, the mean of their ln p lies in the averaged bounds with probability at least 95 %.
+A difference between proxy flinch values is printed with the resolution beside it (``difference_text``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,12 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return low, high
 
 
+def flinch_interval(low: float, high: float) -> tuple[float, float]:
+    """The flinch-scale interval (points) of a probability interval [``low``, ``high``]: (flinch of ln high,
+    flinch of ln low); a bound of 0 maps to 100 (ln 0 = −∞, clipped)."""
+    return (flinch_of(math.log(high)) if high > 0 else 100.0, flinch_of(math.log(low)) if low > 0 else 100.0)
+
+
 def max_proxy_flinch(n: int) -> float:
     """The highest proxy_flinch k ≥ 1 hits in ``n`` samples can give: that of p̂ = 1/n (flinch points)."""
     return flinch_of(-math.log(n))
@@ -72,12 +86,61 @@ class ProxyScore:
     """flinch_of(proxy_lp), 0–100; None when k = 0 (see ``proxy_flinch_at_least``)."""
     proxy_flinch_at_least: float | None
     """When k = 0, the bound the data support: proxy_flinch ≥ this (``max_proxy_flinch(n)``); else None."""
+    flinch_low: float
+    """Lower end of proxy_flinch's 95 % interval (flinch points): ``flinch_interval(ci_low, ci_high)``."""
+    flinch_high: float
+    """Upper end of proxy_flinch's 95 % interval (flinch points); 100 when k = 0."""
 
 
 def proxy_score(k: int, n: int) -> ProxyScore:
-    """The proxy from ``k`` hits in ``n`` samples."""
+    """The proxy from ``k`` hits in ``n`` samples, with its interval on both scales."""
     low, high = clopper_pearson(k, n)
+    f_low, f_high = flinch_interval(low, high)
     if k == 0:
-        return ProxyScore(k, n, 0.0, low, high, None, None, max_proxy_flinch(n))
+        return ProxyScore(k, n, 0.0, low, high, None, None, max_proxy_flinch(n), f_low, f_high)
     lp = math.log(k / n)
-    return ProxyScore(k, n, k / n, low, high, lp, flinch_of(lp), None)
+    return ProxyScore(k, n, k / n, low, high, lp, flinch_of(lp), None, f_low, f_high)
+
+
+@dataclass(frozen=True)
+class AxisProxy:
+    """The proxy for one axis: its terms' ln p̂ averaged and mapped, with a simultaneous 95 % interval."""
+
+    proxy_lp: float | None
+    """Mean over the terms of ln p̂ (nats); None when a term had no hit."""
+    proxy_flinch: float | None
+    """flinch_of(proxy_lp), 0–100; None when a term had no hit."""
+    flinch_low: float
+    """Lower end of the axis's 95 % interval (flinch points; module docstring)."""
+    flinch_high: float
+    """Upper end of the axis's 95 % interval (flinch points); 100 when a term had no hit."""
+
+
+def axis_proxy(counts: list[tuple[int, int]], confidence: float = 0.95) -> AxisProxy:
+    """The proxy of an axis from its terms' (hits, samples): ``proxy_flinch`` maps the mean of the terms' ln p̂;
+    the interval holds for all terms at once (each term's Clopper–Pearson interval at 1 − (1 − confidence)/m,
+    its ln-bounds averaged, then mapped)."""
+    if not counts:
+        raise ValueError("an axis needs at least one term")
+    per_term = 1.0 - (1.0 - confidence) / len(counts)
+    bounds = [clopper_pearson(k, n, per_term) for k, n in counts]
+    ln_low = sum(math.log(lo) if lo > 0 else -math.inf for lo, _ in bounds) / len(bounds)
+    ln_high = sum(math.log(hi) for _, hi in bounds) / len(bounds)
+    lp = None if any(k == 0 for k, _ in counts) else sum(math.log(k / n) for k, n in counts) / len(counts)
+    return AxisProxy(lp, None if lp is None else flinch_of(lp), flinch_of(ln_high),
+                     100.0 if ln_low == -math.inf else flinch_of(ln_low))
+
+
+def interval_text(value: float | None, low: float, high: float) -> str:
+    """A proxy flinch as printed: ``19.4 [12.0–27.3]``, or ``n/a [16.4–100]`` when the point value does not exist."""
+    return f"{'n/a' if value is None else f'{value:.1f}'} [{low:.1f}–{high:.1f}]"
+
+
+def difference_text(a: float | None, b: float | None) -> str:
+    """The difference a − b of two proxy flinch values (points) as printed, the resolution beside it: the
+    number and whether it is resolved, or why there is none."""
+    if a is None or b is None:
+        return f"Δ n/a (a term without hits has only a bound; proxy resolution {RESOLUTION:g})"
+    delta = a - b
+    verdict = "resolved" if abs(delta) >= RESOLUTION else "below the proxy's resolution"
+    return f"Δ {delta:+.1f} (proxy resolution {RESOLUTION:g}: {verdict})"
