@@ -74,6 +74,9 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     kwargs = dict(runtime_env={"env_vars": env_vars}, logging_level=logging.WARNING, log_to_driver=True)
     if address:
         ray.init(address=address, **kwargs)
+        warning = joined_cluster_warning()
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     else:
         # address="local" always starts a fresh instance (never joins another driver's local Ray)
         for attempt in range(LOCAL_START_ATTEMPTS):
@@ -85,6 +88,95 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                     raise
                 ray.shutdown()
     quiet_ray_data()
+
+
+EXPOSURE_FIX = ("restart the head on loopback (`ray start --head --node-ip-address 127.0.0.1 --dashboard-host "
+                "127.0.0.1`) when it is one machine, or turn on Ray's token authentication (RAY_AUTH_MODE=token with "
+                "RAY_AUTH_TOKEN_PATH on every node and client) and keep its ports on a private network")
+"""What to do about a cluster that anyone on the network can use (docs/operations.md, Security notes)."""
+
+
+def beyond_loopback(address: str) -> bool:
+    """Whether ``address`` as Ray reports one (``10.0.0.5``, ``0.0.0.0:6379``, ``[::1]:8265``,
+    ``http://host:8265``, ``localhost``) can be reached from other machines: anything but a loopback IP or
+    ``localhost``. A host name other than ``localhost`` counts as reachable (it is not resolved)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    if "://" in text:
+        text = urlsplit(text).hostname or ""
+    elif text.startswith("["):
+        text = text[1:text.index("]")] if "]" in text else text[1:]
+    elif text.count(":") == 1:
+        text = text.rsplit(":", 1)[0]
+    if text.lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(text.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return bool(text)
+
+
+def exposure_warning(cluster: str, addresses, auth_on: bool) -> str | None:
+    """The one-line warning for a Ray cluster (named ``cluster`` in it) whose processes listen on
+    ``addresses`` (as Ray reports them) with token authentication ``auth_on``: None when auth is on or every
+    address is loopback, else a line naming the reachable addresses and the fix."""
+    reachable = sorted({a for a in addresses if a and beyond_loopback(a)})
+    if auth_on or not reachable:
+        return None
+    return (f"warning: the Ray cluster at {cluster} listens beyond loopback ({', '.join(reachable)}) with "
+            f"authentication off: anyone who reaches it can run code as its user — fix: {EXPOSURE_FIX}")
+
+
+def joined_cluster_warning() -> str | None:
+    """``exposure_warning`` for the cluster this process joined with ``ray.init``: the GCS address and every
+    node's address as Ray reports them, and this process's authentication mode (which the cluster shares)."""
+    import ray
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    addresses = [n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive", True)]
+    gcs = ray.get_runtime_context().gcs_address
+    return exposure_warning(gcs, [gcs, *addresses], get_authentication_mode() == AuthenticationMode.TOKEN)
+
+
+def job_server_facts(address: str, timeout_s: float = 5.0) -> tuple[bool, list[str]] | None:
+    """(authentication on, addresses its processes listen on) of the cluster whose job server (dashboard) is
+    at ``address`` (http://HOST:PORT), read without credentials: the mode from ``/api/authentication_mode``
+    and, when it is off, every node's address from ``/api/v0/nodes``, besides ``address`` itself. None when
+    the server cannot be read that way."""
+    import json
+    import urllib.request
+
+    base = address.rstrip("/")
+    if "://" not in base:
+        return None
+
+    def get(path: str):
+        with urllib.request.urlopen(base + path, timeout=timeout_s) as response:
+            return json.loads(response.read().decode("utf-8"))
+
+    def node_ips(value) -> list[str]:
+        if isinstance(value, dict):
+            return [v for k, v in value.items() if k == "node_ip" and isinstance(v, str)] + \
+                [ip for v in value.values() for ip in node_ips(v)]
+        if isinstance(value, list):
+            return [ip for v in value for ip in node_ips(v)]
+        return []
+
+    try:
+        if get("/api/authentication_mode").get("authentication_mode") != "disabled":
+            return True, [address]
+        return False, [address, *node_ips(get("/api/v0/nodes?limit=1000"))]
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def job_server_warning(address: str) -> str | None:
+    """``exposure_warning`` for the cluster whose job server is at ``address`` (``job_server_facts``); None
+    when it cannot be read (the submission then reports the server itself)."""
+    facts = job_server_facts(address)
+    return exposure_warning(address, facts[1], facts[0]) if facts is not None else None
 
 
 LOOPBACK_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

@@ -192,6 +192,16 @@ def connect(address: str):
         os.environ.update(saved)
 
 
+def warn_if_exposed(client) -> None:
+    """Print one warning line when the cluster behind ``client`` (a JobSubmissionClient) listens beyond
+    loopback with authentication off (``cluster.ray_session.job_server_warning``)."""
+    from cluster.ray_session import job_server_warning
+
+    warning = job_server_warning(client.get_address())
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+
+
 def _job_info(client, job_id: str, address: str):
     try:
         return client.get_job_info(job_id)
@@ -319,6 +329,7 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
                                CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
     client = connect(address)
+    warn_if_exposed(client)
     job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
                       metadata={"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
@@ -387,6 +398,7 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
     entrypoint = analysis_entrypoint(stats_argv)
     client = connect(address)
+    warn_if_exposed(client)
     job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
                       metadata={"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input})

@@ -154,6 +154,7 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
                    "--store", str(store), "--catalog-dsn", catalog_dsn])
     out, err = capsys.readouterr()
     assert rc == 0, out + err
+    assert "listens beyond loopback" not in out + err   # neither submit nor the job's scan warns on loopback
     # the job's own output streamed through: Ray's entrypoint line, scan's early id line and its summary
     assert "Running entrypoint for job" in out and "jobs.scan fc" in out
     assert "cells: 4 total · 4 ok · 0 error · 0 missing" in out
@@ -222,6 +223,26 @@ def json_object_in(text: str) -> dict:
     lines = text.splitlines()
     start = lines.index("{")
     return json.loads("\n".join(lines[start:lines.index("}", start) + 1]))
+
+
+def test_the_loopback_head_is_read_as_loopback_with_auth_off_and_draws_no_warning(ray_head):
+    """The module's head runs with auth off on 127.0.0.1: what its job server reports is read (its mode and
+    its node's address), and since every address is loopback, submit and scan stay silent about it."""
+    from cluster.ray_session import exposure_warning, job_server_facts, job_server_warning
+
+    deadline = time.monotonic() + 180
+    while True:   # the dashboard lists the head's node some seconds after it answers /api/version
+        facts = job_server_facts(ray_head["address"])
+        if facts is None or len(facts[1]) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert facts is not None
+    auth_on, addresses = facts
+    assert auth_on is False and addresses[0] == ray_head["address"] and "127.0.0.1" in addresses[1:]
+    assert job_server_warning(ray_head["address"]) is None
+    # the same report from a head bound to the machine's outward address would draw the warning
+    assert exposure_warning(ray_head["address"], [a.replace("127.0.0.1", "10.0.0.5") for a in addresses],
+                            auth_on) is not None
 
 
 # ---- checks made before any cluster is contacted ----------------------------------------------------
