@@ -153,6 +153,36 @@ def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, conf
     return DriverRun(run_id, invocation_id, catalog.dsn, ttl_s, took_over)
 
 
+def _experiment_key(experiment: str) -> int:
+    """A 32-bit advisory-lock key for appending to one experiment."""
+    return zlib.crc32(f"scan_experiment:{experiment}".encode())
+
+
+def refuse_concurrent_append(catalog, experiment: str, config_file: str = "", *, invocation_id: str | None = None,
+                             host: str | None = None, pid: int | None = None) -> None:
+    """For an instrument that appends to its experiment (cells held across invocations): refuse (ConfigError
+    naming the running invocation, its host and pid) while a driver of another invocation of ``experiment``
+    holds a fresh lease, since both would ask the cells neither holds yet. Call it inside the transaction that
+    then creates the invocation and ``acquire``s its lease: the advisory lock it takes on the experiment lasts
+    to that transaction's end, so two scans starting at once are told apart. A lease of this process, or of a
+    process of this host that no longer exists, does not count (as in ``acquire``)."""
+    host, pid = host or socket.gethostname(), pid or os.getpid()
+    catalog.execute("SELECT pg_advisory_xact_lock(%s)", [_experiment_key(experiment)])
+    rows = catalog.execute(
+        "SELECT r.invocation_id::text, r.host, r.pid, EXTRACT(EPOCH FROM now() - r.heartbeat_at), r.lease_ttl_s "
+        "FROM scan_runs r JOIN scan_invocations i ON i.invocation_id = r.invocation_id WHERE i.experiment = %s "
+        "AND r.ended_at IS NULL ORDER BY r.started_at DESC", [experiment])
+    for other, other_host, other_pid, age_s, ttl in rows:
+        if other == invocation_id or float(age_s) > float(ttl) or (other_host, other_pid) == (host, pid):
+            continue
+        if other_host == host and not pid_alive(int(other_pid)):
+            continue
+        raise ConfigError(config_file, "experiment", f"experiment {experiment!r} is being scanned by invocation "
+                          f"{other} (driver on host {other_host}, pid {other_pid}, lease renewed {float(age_s):.0f} s "
+                          f"ago)", "wait for that scan to finish, or stop it; two scans appending to one experiment "
+                          "would ask the same cells twice")
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this host."""
     try:

@@ -227,17 +227,21 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
                 settings["execution"]["reproduces"] = reproduces
                 if reproduction is not None and reproduction.warnings:
                     settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
-            # before touching the store: refused while another driver runs it
-            driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
-                                  config_file=spec.config_path,
-                                  submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
+            # before touching the store: refused while another driver runs it (or, appending, its experiment)
+            with catalog.transaction():
+                if appends(settings, reproduction):
+                    runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path,
+                                                  invocation_id=invocation_id)
+                driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=True,
+                                      config_file=spec.config_path,
+                                      submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
             removed, quarantined = trace_store.cleanup(spec.experiment, invocation_id)
             if not quiet and (removed or quarantined):
                 print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable part(s)",
                       file=sys.stderr)
             catalog.update_progress(invocation_id, "running", inv.get("counts") or {})
         else:
-            notes, nothing_left = check_append(spec, settings, sources, trace_store, accept_changed_probes) \
+            notes, nothing_left = check_append(spec, settings, sources, trace_store, accept_changed_probes, catalog) \
                 if reproduction is None else ([], False)   # a reproduction reruns the full grid
             for line in notes:
                 print(line, file=sys.stderr)
@@ -254,18 +258,21 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
             weights = model_weights(spec, sources)
             n_cells = reproduction.cells.num_rows if reproduction is not None and reproduction.cells is not None \
                 else spec.n_cells()
-            catalog.create_invocation({
-                "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
-                "settings": settings, "settings_hash": settings_hash(settings), **prov,
-                "content_hashes": content_hashes(spec), "model_weights": weights,
-                "reproduces": reproduction.of if reproduction is not None else None,
-                "store_uri": spec.values["store"], "status": "running", "counts": {"cells": n_cells}})
-            trace_store.write_manifest(spec.experiment, invocation_id, {
-                "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources,
-                "model_weights": weights, **({"reproduces": reproduction.of} if reproduction is not None else {})})
-            driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
-                                  config_file=spec.config_path,
-                                  submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
+            with catalog.transaction():   # appending: refused while another scan of the experiment runs
+                if appends(settings, reproduction):
+                    runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path)
+                catalog.create_invocation({
+                    "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
+                    "settings": settings, "settings_hash": settings_hash(settings), **prov,
+                    "content_hashes": content_hashes(spec), "model_weights": weights,
+                    "reproduces": reproduction.of if reproduction is not None else None,
+                    "store_uri": spec.values["store"], "status": "running", "counts": {"cells": n_cells}})
+                trace_store.write_manifest(spec.experiment, invocation_id, {
+                    "invocation_id": invocation_id, "settings": settings, "provenance": prov, "model_sources": sources,
+                    "model_weights": weights, **({"reproduces": reproduction.of} if reproduction is not None else {})})
+                driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
+                                      config_file=spec.config_path,
+                                      submitted=reproduction.submitted if reproduction is not None else submitted_config(spec))
         # one machine-readable line before any work, so a submitted job's log names its invocation at once
         print(f"mirrorscan-invocation: {invocation_id} experiment={spec.experiment} "
               f"{'resumed' if resume else 'new'}", file=sys.stderr, flush=True)
@@ -286,11 +293,30 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
     return result
 
 
+def appends(settings: dict, reproduction: Reproduction | None) -> bool:
+    """Whether this run appends to its experiment (an instrument holding cells across invocations, not a
+    reproduction): then one driver at a time may run the experiment (``cluster.runs.refuse_concurrent_append``)."""
+    return reproduction is None and getattr(instrument_ref(settings).instrument, "done_cells", None) is not None
+
+
 NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
 """An invocation id no run has: what "this invocation" holds before it exists (nothing)."""
 
 
-def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_changed: bool) -> tuple[list[str], bool]:
+def probe_uses(catalog, experiment: str) -> list:
+    """The probe sets (``instruments.open_scan.history.Use``) of the experiment's scan invocations, oldest first:
+    neither imports nor reproductions, which never change which text a probe has."""
+    from instruments.open_scan.history import Use
+
+    rows = catalog.execute(
+        "SELECT invocation_id::text, started_at, settings->'instrument_settings'->'probes'->'items' FROM "
+        "scan_invocations WHERE experiment = %s AND reproduces IS NULL AND reconstructed_from IS NULL AND "
+        "settings->'execution'->>'reproduces' IS NULL ORDER BY started_at, invocation_id", [experiment])
+    return [Use(i, t, tuple(tuple(x) for x in items)) for i, t, items in rows if items]
+
+
+def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_changed: bool,
+                 catalog=None) -> tuple[list[str], bool]:
     """Before a new invocation of an instrument that holds cells across invocations (``done_cells``): refuse a
     label that earlier invocations ran with another model, let the instrument check its items
     (``check_append``: open_scan's changed probes) and return (lines to print, whether nothing is left to
@@ -301,8 +327,10 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
     if getattr(ref.instrument, "done_cells", None) is None:
         return [], False
     earlier = earlier_rows(trace_store, spec.experiment, NO_INVOCATION, ref)
-    if earlier.num_rows:
-        pairs = earlier.group_by(["label", "model", "model_canonical"]).aggregate([]).to_pylist()
+    scanned = getattr(ref.instrument, "scanned_rows", None)   # imported rows name their models as their file did
+    own = scanned(earlier) if scanned is not None else earlier
+    if own.num_rows:
+        pairs = own.group_by(["label", "model", "model_canonical"]).aggregate([]).to_pylist()
         for i, m in enumerate(spec.models):
             other = next((p for p in pairs if p["label"] == m.label and p["model_canonical"] != sources[m.label]), None)
             if other is not None:
@@ -311,7 +339,10 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
                                   f"and now names {m.model!r} ({sources[m.label]})",
                                   "give this model its own label (two models never share one in an experiment)")
     check = getattr(ref.instrument, "check_append", None)
-    notes = list(check(ref.spec, earlier, accept_changed)) if check is not None else []
+    notes = list(check(ref.spec, earlier, accept_changed, uses=probe_uses(catalog, spec.experiment))
+                 if catalog is not None else check(ref.spec, earlier, accept_changed)) if check is not None else []
+    if notes:   # a recorded change (a changed or reverted probe, a new series) makes an invocation, cells or not
+        return notes, False
     for stage in stage_grids(ref, grid_cells(settings), trace_store, spec.experiment, NO_INVOCATION, sources,
                              of_sources(earlier, sources)):
         if stage.cells.num_rows:

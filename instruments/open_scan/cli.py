@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,73 +63,160 @@ def experiment_rows(inv: dict, store: str | None) -> pa.Table:
     return trace_store.dataset(inv["experiment"], schema=trace_schema(resolve(INSTRUMENT).columns)).to_table()
 
 
-def current_view(inv: dict, rows: pa.Table, series: str | None) -> tuple[str, list[tuple[str, str]], list[str], int]:
-    """(series, current (query_id, query_hash) items in file order, labels, samples) of an experiment seen
-    from its newest invocation ``inv`` (or ``series`` where named)."""
+def invocations_of(catalog, experiment: str) -> list[dict]:
+    """The experiment's open_scan invocations, oldest first, each with ``kind``: ``scan``, ``import`` (a file's
+    rows, its own series) or ``reproduction`` (reruns another's grid; never the current probe set)."""
     from grid.settings import upgrade
 
-    settings = upgrade(inv["settings"])
-    section = settings.get("instrument_settings", {})
-    chosen = series or section.get("series")
-    items = [tuple(i) for i in section.get("probes", {}).get("items", [])]
-    labels = [m["label"] for m in settings.get("models", [])]
-    if series and series != section.get("series") or not items:   # another series: read it from its rows
+    out = []
+    for inv_id, started, settings, reproduces, instrument in catalog.execute(
+            "SELECT invocation_id::text, started_at, settings, reproduces::text, instrument FROM scan_invocations "
+            "WHERE experiment = %s ORDER BY started_at, invocation_id", [experiment]):
+        if instrument != INSTRUMENT:
+            continue
+        settings = upgrade(settings)
+        section = settings.get("instrument_settings") or {}
+        kind = ("import" if section.get("imported") or str(section.get("series", "")).startswith(IMPORTED_SERIES)
+                else "reproduction" if reproduces or (settings.get("execution") or {}).get("reproduces") else "scan")
+        out.append({"invocation_id": inv_id, "started_at": started, "settings": settings, "kind": kind})
+    return out
+
+
+@dataclass(frozen=True)
+class View:
+    """What ``matrix``, ``remeasure`` and ``export`` show of an experiment."""
+
+    series: str
+    """The main series: the newest scan's (or the one asked for; an import's where nothing was scanned)."""
+    items: list[tuple[str, str]]
+    """The current (query_id, query_hash) pairs in file order: the newest scan's probe set."""
+    groups: list
+    """The matrix's rows (``matrix.Row``): the main series' labels, then each imported file's."""
+    samples: dict[str, int]
+    """Series → the samples a complete cell holds."""
+    history: tuple = ({}, {})
+    """``history.probe_history`` of the scans (versions and sequence per query_id)."""
+
+
+def current_view(invocations: list[dict], rows: pa.Table, series: str | None) -> View:
+    """The view of an experiment from its ``invocations`` (``invocations_of``) and stored ``rows``: the newest
+    scan's series and probe set, its labels, and every imported file's rows side by side (``series`` names one
+    series alone)."""
+    from instruments.open_scan.history import Use, probe_history
+    from instruments.open_scan.matrix import Row
+
+    scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
+    uses = [Use(i["invocation_id"], i["started_at"], tuple(tuple(x) for x in
+                i["settings"]["instrument_settings"]["probes"]["items"])) for i in scans]
+    history = probe_history(uses)
+    imports: dict[str, dict] = {}
+    for i in invocations:
+        if i["kind"] == "import":
+            imports[i["settings"]["instrument_settings"]["series"]] = i
+    stored = set(rows.column("series").drop_null().to_pylist()) if rows.num_rows else set()
+
+    def labels_in(chosen: str) -> list[str]:
         mine = rows.filter(pc.equal(rows.column("series"), chosen))
-        if mine.num_rows == 0:
-            known = sorted(set(rows.column("series").drop_null().to_pylist()))
-            raise ConfigError("", "--series", f"no rows in series {chosen!r}", f"use one of: {', '.join(known)}")
+        return sorted(set(mine.column("label").to_pylist()))
+
+    def imported_source(chosen: str) -> str:
+        info = imports.get(chosen, {}).get("settings", {}).get("instrument_settings", {}).get("imported", {})
+        return f"imported {Path(info.get('file') or '?').name}"
+
+    samples = {i["settings"]["instrument_settings"]["series"]: int(i["settings"].get("samples", 1))
+               for i in invocations if i["kind"] != "reproduction"}
+    newest_of = {i["settings"]["instrument_settings"]["series"]: i for i in scans}
+    chosen = series or (scans[-1]["settings"]["instrument_settings"]["series"] if scans
+                        else next(reversed(imports), None))
+    if chosen is None or (chosen not in stored and chosen not in newest_of):
+        known = sorted(stored)
+        raise ConfigError("", "--series", f"no rows in series {chosen!r}",
+                          f"use one of: {', '.join(known)}" if known else "scan or import into the experiment first")
+    if scans:
+        items = [tuple(x) for x in scans[-1]["settings"]["instrument_settings"]["probes"]["items"]]
+    else:   # only imports: each probe id's newest text among the chosen file's rows
+        mine = rows.filter(pc.equal(rows.column("series"), chosen))
         newest: dict[str, tuple] = {}
         for q, h, t in zip(mine.column("query_id").to_pylist(), mine.column("query_hash").to_pylist(),
                            mine.column("created_at").to_pylist()):
             if q not in newest or t > newest[q][1]:
                 newest[q] = (h, t)
         items = [(q, newest[q][0]) for q in sorted(newest)]
-        labels = sorted(set(mine.column("label").to_pylist()))
-    return chosen, items, labels, int(settings.get("samples", 1))
+    if chosen in newest_of:
+        groups = [Row(chosen, m["label"], "scan") for m in newest_of[chosen]["settings"].get("models", [])]
+    else:
+        groups = [Row(chosen, label, imported_source(chosen) if chosen in imports else "scan")
+                  for label in labels_in(chosen)]
+    if series is None:   # every imported file beside the scan, labelled, never merged into it
+        groups += [Row(s, label, imported_source(s)) for s in imports if s != chosen and s in stored
+                   for label in labels_in(s)]
+    return View(chosen, items, groups, samples, history)
 
 
 def _experiment_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The arguments ``matrix`` and ``remeasure`` share: the experiment, its series, where to read it."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("experiment", help="experiment folder or name (or an invocation id: its experiment)")
-    p.add_argument("--series", help="the series (default: the newest invocation's)")
+    p.add_argument("--series", help="one series alone (default: the newest scan's, with every imported file beside it)")
     p.add_argument("--store", help="trace store URI (default: the invocation's)")
     p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     return p
 
 
-def _experiment_view(args) -> tuple[dict, pa.Table, str, list[tuple[str, str]], list[str], int]:
-    """(newest invocation, every row of the experiment, series, current items, labels, samples) for ``args``."""
+def _experiment_view(args) -> tuple[dict, pa.Table, View]:
+    """(newest invocation, every row of the experiment, its view) for ``args``."""
     inv = _target(args.experiment, args.catalog_dsn)
-    rows = experiment_rows(inv, args.store)
-    return (inv, rows, *current_view(inv, rows, args.series))
+    with _catalog(args.catalog_dsn) as catalog:
+        invocations = invocations_of(catalog, inv["experiment"])
+    rows = without_reproductions(experiment_rows(inv, args.store), invocations)
+    return inv, rows, current_view(invocations, rows, args.series)
+
+
+def without_reproductions(rows: pa.Table, invocations: list[dict]) -> pa.Table:
+    """``rows`` without those of reproductions: a reproduction reruns another invocation's grid to check it
+    (``mirrorscan diff`` compares the two); it adds nothing to the experiment's series, as it holds no cells."""
+    copies = [i["invocation_id"] for i in invocations if i["kind"] == "reproduction"]
+    if not copies or rows.num_rows == 0:
+        return rows
+    return rows.filter(pc.invert(pc.is_in(rows.column("invocation_id"), pa.array(copies, pa.string()))))
+
+
+def _when(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else str(value)
 
 
 @reports_user_errors
 def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") -> int:
     """``mirrorscan matrix``: models × probes with coverage and per-model summaries."""
+    from instruments.open_scan.history import describe
     from instruments.open_scan.matrix import build_matrix
     from instruments.open_scan.numbers import summary_text
 
     p = _experiment_parser(prog, "The model × probe matrix of an open_scan experiment: which cells are answered, "
                            "missing (never shown as an empty answer) or superseded by a changed probe text, and "
-                           "per-model answer length and self-report summaries.")
+                           "per-model answer length and self-report summaries. Imported files are rows of their "
+                           "own, labelled, beside the scanned models.")
     p.add_argument("--parquet", metavar="FILE", help="write the long matrix (one row per label, probe, sample) here")
     p.add_argument("--csv", metavar="FILE", help="write the coverage matrix (labels × probes) here as CSV")
     args = p.parse_args(argv)
-    inv, rows, series, items, labels, samples = _experiment_view(args)
-    matrix = build_matrix(rows, items, labels, series, samples)
+    inv, rows, view = _experiment_view(args)
+    matrix = build_matrix(rows, view.items, view.groups, view.series, view.samples)
     counts = matrix.counts()
-    print(f"experiment {inv['experiment']} · series {series} · {len(labels)} models × {len(items)} probes: "
-          f"{counts['answered']} answered · {counts['missing']} missing · {counts['failed']} failed"
-          + (f" · {matrix.superseded} superseded answers kept (older probe texts)" if matrix.superseded else ""))
-    width = max([len(label) for label in labels] + [5])
+    print(f"experiment {inv['experiment']} · series {view.series} · {len(matrix.rows)} models × {len(view.items)} "
+          f"probes: {counts['answered']} answered · {counts['missing']} missing · {counts['failed']} failed"
+          + (f" · {matrix.superseded} superseded answers kept (other probe texts)" if matrix.superseded else ""))
+    versions, sequence = view.history
+    for query_id, _ in view.items:
+        line = describe(query_id, versions.get(query_id, []), sequence.get(query_id, []), _when)
+        if line:
+            print(line)
+    width = max([len(name) for name in matrix.labels] + [5])
     print(f"{'model':<{width}}  coverage (answered samples per probe; . = missing, x = failed)")
-    for row in matrix.coverage.to_pylist():
+    for name, row in zip(matrix.labels, matrix.coverage.to_pylist()):
         cells = "".join(("." if row[q] == "missing" else "x" if row[q] == "failed" else
                          (row[q] if len(row[q]) == 1 else "+")) for q in matrix.query_ids)
-        print(f"{row['label']:<{width}}  {cells}")
-    print(summary_text(matrix.summaries, series))
+        print(f"{name:<{width}}  {cells}")
+    print(summary_text(matrix.summaries, view.series))
     if args.parquet:
         import pyarrow.parquet as pq
 
@@ -145,7 +233,7 @@ def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") 
 @reports_user_errors
 def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeasure") -> int:
     """``mirrorscan remeasure``: per-model summaries recomputed from stored rows, labels matched exactly."""
-    from instruments.open_scan.matrix import build_matrix
+    from instruments.open_scan.matrix import Row, build_matrix
     from instruments.open_scan.numbers import summary_text
 
     p = _experiment_parser(prog, "Recompute the per-model summaries of an open_scan experiment from its stored "
@@ -154,19 +242,21 @@ def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeas
     p.add_argument("--models", help="comma-separated labels (default: every label of the newest invocation)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     args = p.parse_args(argv)
-    _, rows, series, items, labels, samples = _experiment_view(args)
-    wanted = [m for m in args.models.split(",")] if args.models else labels
-    stored = set(rows.filter(pc.equal(rows.column("series"), series)).column("label").to_pylist()) if rows.num_rows else set()
+    _, rows, view = _experiment_view(args)
+    scanned = [g for g in view.groups if g.series == view.series]
+    wanted = [m for m in args.models.split(",")] if args.models else [g.label for g in scanned]
+    stored = set(rows.filter(pc.equal(rows.column("series"), view.series)).column("label").to_pylist()) \
+        if rows.num_rows else set()
     for label in wanted:
         if label not in stored:
             print(f"no rows for label {label} — skipped", file=sys.stderr)
-    present = [label for label in wanted if label in stored]
-    summaries = build_matrix(rows, items, present, series, samples).summaries
-    print(json.dumps(summaries, indent=2, default=str) if args.json else summary_text(summaries, series))
+    present = [Row(view.series, label, "scan") for label in wanted if label in stored]
+    summaries = build_matrix(rows, view.items, present, view.series, view.samples).summaries
+    print(json.dumps(summaries, indent=2, default=str) if args.json else summary_text(summaries, view.series))
     return 0
 
 
-def export_lines(inv: dict, rows: pa.Table, by_invocation: bool) -> bytes:
+def export_lines(inv: dict, rows: pa.Table, by_invocation: bool, view: View | None = None) -> bytes:
     """The JSONL bytes of an invocation's triples (stored order) or of an experiment's newest series
     (current probe versions, by label, probe and sample)."""
     from instruments.open_scan.jsonl import Record, format_records
@@ -175,46 +265,13 @@ def export_lines(inv: dict, rows: pa.Table, by_invocation: bool) -> bytes:
     if by_invocation:
         chosen = triples(rows.filter(pc.equal(rows.column("invocation_id"), str(inv["invocation_id"]))))
     else:
-        series, items, labels, _ = current_view(inv, rows, None)
-        current = set(items)
-        chosen = [t for t in triples(rows.filter(pc.equal(rows.column("series"), series)))
+        current = set(view.items)
+        chosen = [t for t in triples(rows.filter(pc.equal(rows.column("series"), view.series)))
                   if (t["query_id"], t["query_hash"]) in current]
         chosen.sort(key=lambda t: (t["run_label"], t["query_id"], t["sample"]))
     from instruments.open_scan.jsonl import KEYS
 
     return format_records([Record(**{k: t[k] for k in KEYS}) for t in chosen])
-
-
-def import_rows(records, experiment: str, invocation_id: str, series: str) -> pa.Table:
-    """Trace rows (answer, cold, post-hoc) of imported records, in file order; ratings stored as given."""
-    from grid.instrument import resolve
-    from grid.trace_schema import to_trace_table, trace_schema
-
-    rows, cold_seen = [], {}
-    for n, r in enumerate(records, 1):
-        item_key = f"{r.query_id}@{r.query_hash[:8]}"
-        base = {"invocation_id": invocation_id, "experiment": experiment, "instrument": INSTRUMENT,
-                "envelope_version": IMPORTED_SERIES, "label": r.run_label, "model": r.model, "model_canonical": r.model,
-                "backend": "imported", "ordering": "-", "seed": r.seed, "attempt": 1, "created_at": r.created_at,
-                "query_id": r.query_id, "query_hash": r.query_hash, "locale": r.locale, "series": series}
-        rows.append({**base, "probe_id": f"{r.run_label}|{item_key}|answer|-", "item_key": item_key,
-                     "envelope": "answer", "sample": r.sample, "response": r.answer,
-                     "error": None if r.answer is not None else "imported: no answer"})
-        cold_key = (r.run_label, r.query_id, r.query_hash)
-        if cold_key in cold_seen:
-            first, text, rating = cold_seen[cold_key]
-            if (text, rating) != (r.cold_raw, r.cold_rating):
-                raise ConfigError("", f"line {n}: cold_raw", f"differs from line {first} for the same run_label and "
-                                  "query (a cold self-report is one per model and query)", "make them equal")
-        elif r.cold_raw is not None or r.cold_rating is not None:
-            cold_seen[cold_key] = (n, r.cold_raw, r.cold_rating)
-            rows.append({**base, "probe_id": f"{r.run_label}|{item_key}|cold|-", "item_key": item_key,
-                         "envelope": "cold", "sample": 0, "response": r.cold_raw, "rating": r.cold_rating})
-        if r.posthoc_raw is not None or r.posthoc_rating is not None:
-            rows.append({**base, "probe_id": f"{r.run_label}|{item_key}~posthoc|posthoc|-",
-                         "item_key": f"{item_key}~posthoc", "envelope": "posthoc", "sample": r.sample,
-                         "response": r.posthoc_raw, "rating": r.posthoc_rating})
-    return to_trace_table(rows, trace_schema(resolve(INSTRUMENT).columns))
 
 
 @reports_user_errors
@@ -242,7 +299,15 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
         from cluster.catalog import UUID_PATTERN
 
         inv = _target(args.target, args.catalog_dsn)
-        data = export_lines(inv, experiment_rows(inv, args.store), bool(UUID_PATTERN.match(args.target.strip().lower())))
+        rows = experiment_rows(inv, args.store)
+        by_invocation = bool(UUID_PATTERN.match(args.target.strip().lower()))
+        view = None
+        if not by_invocation:
+            with _catalog(args.catalog_dsn) as catalog:
+                invocations = invocations_of(catalog, inv["experiment"])
+            rows = without_reproductions(rows, invocations)
+            view = current_view(invocations, rows, None)
+        data = export_lines(inv, rows, by_invocation, view)
         Path(args.output).write_bytes(data)
         lines = data.count(b"\n")
         print(f"wrote {lines} line(s) to {args.output}")
@@ -250,46 +315,82 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
     return _import(args)
 
 
+def experiment_context(catalog, experiment: str) -> dict:
+    """What an import joins to in ``experiment``: its scanned models' labels, its current probe set (query_id →
+    query_hash, from its newest scan) and its rating scales (that scan's templates, else the packaged ones)."""
+    from instruments.open_scan.templates import load_templates
+
+    scans = [i for i in invocations_of(catalog, experiment)
+             if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
+    labels = sorted({m["label"] for i in scans for m in i["settings"].get("models", [])})
+    newest = scans[-1]["settings"]["instrument_settings"] if scans else None
+    if newest is not None:
+        scales = {k: tuple(newest["templates"][k]["scale"]) for k in ("cold", "posthoc")}
+    else:
+        packaged = load_templates("packaged:v1")
+        scales = {"cold": (packaged.cold.low, packaged.cold.high), "posthoc": (packaged.posthoc.low, packaged.posthoc.high)}
+    current = {q: h for q, h in newest["probes"]["items"]} if newest is not None else {}
+    return {"labels": labels, "current": current, "scales": scales}
+
+
 def _import(args) -> int:
+    from datetime import datetime, timezone
+
     from cluster.home import default_store_uri
     from cluster.provenance import provenance
     from cluster.store import open_store
-    from grid.ids import check_component
+    from grid.names import check_name
     from grid.settings import FORMAT, settings_hash
-    from instruments.open_scan.jsonl import read_records
+    from instruments.open_scan.importing import IMPORTER_VERSION, import_rows, plan_import, read_import
 
     path = Path(args.file)
     if not path.is_file():
         raise ConfigError(args.file, "FILE", "does not exist", "give the .jsonl file to import")
     data = path.read_bytes()
-    records = read_records(data, str(path))
-    if not records:
+    lines = read_import(data, str(path))
+    if not lines:
         raise ConfigError(args.file, "FILE", "holds no line", "give a file with one JSON object per line")
-    experiment = check_component(args.experiment, "", "--experiment")
+    experiment = check_name(args.experiment, "", "--experiment")
     sha = hashlib.sha256(data).hexdigest()
     series, invocation_id = f"{IMPORTED_SERIES}:{sha[:12]}", str(uuid.uuid4())
-    table = import_rows(records, experiment, invocation_id, series)
     store_uri = args.store or default_store_uri()
     trace_store = open_store(store_uri)
     trace_store.check_writable()
-    labels = sorted({r.run_label for r in records})
-    settings = {"format": FORMAT, "experiment": experiment, "instrument": INSTRUMENT, "samples": 1 + max(r.sample for r in records),
-                "models": [{"label": label, "model": next(r.model for r in records if r.run_label == label)} for label in labels],
-                "instrument_settings": {"series": series, "imported": {"file": str(path.resolve()), "sha256": sha,
-                                                                        "lines": len(records)}},
-                "execution": {"store": store_uri}}
     with _catalog(args.catalog_dsn) as catalog:
+        context = experiment_context(catalog, experiment)
+        plan = plan_import(lines, str(path), **context)
+        for line in plan.dropped + plan.disagreements:
+            print(line, file=sys.stderr)
+        for query_id, n in sorted(plan.other_versions.items()):
+            print(f"{n} line(s) of {query_id} carry another text than the probe set's: stored as that text's own "
+                  f"version, never as the current one", file=sys.stderr)
+        if not plan.kept:
+            raise ConfigError(args.file, "FILE", f"none of its {len(lines)} line(s) joins experiment {experiment!r}",
+                              "give the models' labels the experiment uses (see the dropped lines above)")
+        table = import_rows(plan, experiment, invocation_id, series, datetime.now(timezone.utc))
+        kept = [ln for ln, *_ in plan.kept]
+        labels = sorted({ln.label for ln in kept})
+        settings = {"format": FORMAT, "experiment": experiment, "instrument": INSTRUMENT,
+                    "samples": 1 + max(ln.sample for ln in kept),
+                    "models": [{"label": label, "model": next(ln.model for ln in kept if ln.label == label)}
+                               for label in labels],
+                    "instrument_settings": {"series": series, "imported": {
+                        "file": path.name, "path": str(path.resolve()), "sha256": sha, "lines": len(lines),
+                        "kept": len(kept), "dropped": len(plan.dropped), "shape": lines[0].shape,
+                        "importer_version": IMPORTER_VERSION, "scales": context["scales"],
+                        "rating_disagreements": len(plan.disagreements)}},
+                    "execution": {"store": store_uri}}
         catalog.create_invocation({
             "invocation_id": invocation_id, "experiment": experiment, "instrument": INSTRUMENT, "settings": settings,
             "settings_hash": settings_hash(settings), **provenance(), "content_hashes": {"jsonl": sha},
             "store_uri": store_uri, "status": "running", "counts": {"cells": table.num_rows},
-            "reconstructed_from": f"jsonl {path.resolve()} sha256:{sha}"})
+            "reconstructed_from": f"jsonl {path.resolve()} sha256:{sha} importer {IMPORTER_VERSION}"})
         trace_store.write_part(table, experiment, invocation_id, "import")
         ok = pc.sum(pc.is_null(table.column("error")).cast(pa.int64())).as_py()
         catalog.update_progress(invocation_id, "complete", {"cells": table.num_rows, "ok": ok, "rows": table.num_rows},
                                 finished=True)
-    print(f"imported {len(records)} line(s) ({table.num_rows} rows) as invocation {invocation_id} of experiment "
-          f"{experiment} (series {series})")
+    print(f"imported {len(kept)} of {len(lines)} line(s) ({table.num_rows} rows) as invocation {invocation_id} of "
+          f"experiment {experiment} (series {series}, from {path.name})")
     return 0
 
 

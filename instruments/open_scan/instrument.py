@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from grid.errors import ConfigError
 from grid.files import stamp
-from grid.instrument import Analysis, SpecContext, Stage
+from grid.instrument import Analysis, CellValue, SpecContext, Stage
 from grid.settings import SAMPLER_VERSION
 from grid.trace_schema import doc_field
 from instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
@@ -52,6 +52,8 @@ from instruments.open_scan.templates import Templates, load_templates, parse_rat
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 """The three kinds of cell, stored in the envelope coordinate."""
+IMPORTED_PREFIX = "imported:"
+"""Series of an imported file's rows (``imported:<sha256 of the file, 12 hex>``)."""
 DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}
 """The method's answer sampling."""
 SECTION_KEYS = {"probes": "packaged:demo", "templates": "packaged:v1", "template_files": {}, "locale": "en-AU",
@@ -69,7 +71,9 @@ COORDINATES = (
 )
 RATING = doc_field("rating", pa.int32(), "self-report rows: the first integer of the reply inside the template's "
                    "scale; null when there is none (not measured, never 0); null for answers (open_scan)")
-COLUMNS = COORDINATES + (RATING,)
+IMPORT_EXTRA = doc_field("import_extra", pa.string(), "imported rows: JSON of the imported line's keys that have no "
+                         "column of their own, verbatim; null for scanned rows and lines without such keys (open_scan)")
+COLUMNS = COORDINATES + (RATING, IMPORT_EXTRA)
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,24 @@ def _templates(frozen_json: str) -> Templates:
     return Templates.from_frozen(json.loads(frozen_json)["templates"])
 
 
+NOT_MEASURED = "not measured"
+"""How a self-report whose reply held no rating on the scale is shown (never as a number)."""
+
+
+def self_report_values(rows: pa.Table) -> pa.Array:
+    """One text per stored row, for the browser's matrix: ``cold 7`` / ``posthoc 8`` for a self-report with its
+    rating (points on the template's scale), ``cold not measured`` where the reply held none, null for answers
+    and failed rows. Cold and post-hoc stay apart and a missing rating is never shown as a number."""
+    out = []
+    for envelope, rating, error in zip(rows.column("envelope").to_pylist(), rows.column("rating").to_pylist(),
+                                       rows.column("error").to_pylist()):
+        if envelope not in (COLD, POSTHOC) or error is not None:
+            out.append(None)
+        else:
+            out.append(f"{envelope} {NOT_MEASURED if rating is None else rating}")
+    return pa.array(out, pa.string())
+
+
 def series_of(templates: dict, locale: str, sampling: dict, report_max_tokens: int) -> str:
     """12 hex digits of SHA-256 over what shapes an answer besides the model (see ``COORDINATES``)."""
     shaping = {"templates": {k: v for k, v in templates.items()}, "locale": locale, "sampling": sampling,
@@ -139,8 +161,11 @@ class OpenScan:
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
-    cell_value = ("rating", "score")
-    """A cell's answer, for the browser: the self-report rating (1–10; null for an answer row), averaged."""
+    cell_value = CellValue("self_report", "class", reads=("envelope", "rating", "error"), derive=self_report_values,
+                           doc="each self-report apart, never averaged together: cold (the question, before any "
+                           "answer) and post-hoc (the model's own answer), with the rating read from the reply, or "
+                           "'not measured' where it held none; answers themselves are counted as rows")
+    """A cell's value, for the browser (``self_report_values``)."""
     sampled = True
     """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
 
@@ -315,28 +340,57 @@ class OpenScan:
         same = earlier.filter(pc.equal(earlier.column("series"), spec.series))
         return same.select(["probe_id", "sample"])
 
-    def check_append(self, spec: OpenScanSpec, earlier: pa.Table, accept_changed: bool) -> list[str]:
-        """Before a new invocation: refuse probes whose text changed under their id (unless ``accept_changed``),
-        and say in one line when the settings start a new series. Returns the lines to print."""
-        from instruments.open_scan.probes import changed_probes
-
+    def scanned_rows(self, earlier: pa.Table) -> pa.Table:
+        """The earlier rows a scan made: an imported file's rows (series ``imported:…``) name their models as the
+        file did, hold no scan's cells and never change which model a label names or which text a probe has."""
         if earlier.num_rows == 0:
+            return earlier
+        imported = pc.fill_null(pc.starts_with(earlier.column("series"), IMPORTED_PREFIX), False)
+        return earlier.filter(pc.invert(imported))
+
+    def check_append(self, spec: OpenScanSpec, earlier: pa.Table, accept_changed: bool,
+                     uses: list | None = None) -> list[str]:
+        """Before a new invocation: refuse probes whose text differs from the one the newest earlier scan used
+        (an edit, or a revert to an earlier text: ``history``) unless ``accept_changed``, and say in one line when
+        the settings start a new series. Returns the lines to print (recorded with the invocation). ``uses``: the
+        earlier scan invocations' probe sets (``history.Use``), oldest first; None reads them from ``earlier``."""
+        from instruments.open_scan.history import Use, changes
+
+        earlier = self.scanned_rows(earlier)
+        if uses is None:
+            by_invocation: dict[str, list] = {}
+            n = earlier.num_rows
+            invs = earlier.column("invocation_id").to_pylist() if "invocation_id" in earlier.column_names else [""] * n
+            times = earlier.column("created_at").to_pylist() if "created_at" in earlier.column_names else [0] * n
+            for inv, q, h, t in zip(invs, earlier.column("query_id").to_pylist(), earlier.column("query_hash").to_pylist(),
+                                    times):
+                first, items = by_invocation.setdefault(inv, [t, {}])
+                by_invocation[inv][0] = min(first, t)
+                items[(q, h)] = None
+            uses = [Use(inv, t, tuple(items)) for inv, (t, items) in by_invocation.items()]
+        if not uses and earlier.num_rows == 0:
             return []
-        seen: dict[str, set[str]] = {}
-        for query_id, query_hash in zip(earlier.column("query_id").to_pylist(), earlier.column("query_hash").to_pylist()):
-            seen.setdefault(query_id, set()).add(query_hash)
-        changed = changed_probes(spec.probes(), seen)
+        found = changes(uses, spec.frozen["probes"]["items"])
         notes = []
-        if changed:
-            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        for kind, what in (("edit", "changed text under the same id since the last scan"),
+                           ("revert", "returned to an earlier text")):
+            ids = [c.query_id for c in found if c.kind == kind]
+            if not ids:
+                continue
+            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
             if not accept_changed:
-                raise ConfigError(spec.frozen["probes"]["path"], "query", f"{len(changed)} probe(s) changed text under "
-                                  f"the same id since earlier invocations: {shown}",
-                                  "restore their text, give them new ids, or pass --accept-changed-probes to start new "
-                                  "versions (earlier rows are kept and marked superseded in the matrix)")
-            notes.append(f"open_scan: {len(changed)} changed probe(s) accepted as new versions: {shown}")
-        series = set(earlier.column("series").to_pylist())
-        if spec.series not in series:
+                fix = ("restore their text, give them new ids, or pass --accept-changed-probes to start new versions "
+                       "(earlier rows are kept and marked superseded in the matrix)") if kind == "edit" else \
+                    ("restore the text the last scan used, or pass --accept-changed-probes to go back: each id's "
+                     "series then continues under its earlier text's answers")
+                raise ConfigError(spec.frozen["probes"]["path"], "query", f"{len(ids)} probe(s) {what}: {shown}", fix)
+            notes.append(f"open_scan: {len(ids)} changed probe(s) accepted as new versions: {shown}" if kind == "edit"
+                         else f"open_scan: {len(ids)} probe(s) reverted to an earlier text, accepted (each continues "
+                         f"under that text's earlier answers): " + ", ".join(
+                             f"{c.query_id} → {c.now[:8]} (used {c.earlier.first_invocation[:8]}…"
+                             f"{c.earlier.last_invocation[:8]})" for c in found if c.kind == kind))
+        series = set(earlier.column("series").to_pylist()) if earlier.num_rows else set()
+        if series and spec.series not in series:
             notes.append(f"open_scan: a new series {spec.series} starts (earlier invocations: "
                          f"{', '.join(sorted(s for s in series if s))}): templates, locale, sampling or the sampler "
                          f"differ, so no earlier cell counts as held")

@@ -48,19 +48,22 @@ def triples(rows: pa.Table) -> list[dict]:
     cols = ["label", "model", "query_id", "query_hash", "envelope", "sample", "seed", "locale", "series", "response",
             "rating", "created_at", "invocation_id", "error"]
     records = rows.select(cols).to_pylist()
-    cold = {(r["series"], r["label"], r["query_hash"], r["query_id"]): r for r in records if r["envelope"] == COLD}
+    cold = {(r["series"], r["label"], r["query_hash"], r["query_id"], r["sample"]): r
+            for r in records if r["envelope"] == COLD}   # sample 0; an import may hold one per sample
     posthoc = {(r["series"], r["label"], r["query_hash"], r["query_id"], r["sample"]): r
                for r in records if r["envelope"] == POSTHOC}
     out = []
     for r in records:
         if r["envelope"] != ANSWER:
             continue
-        c = cold.get((r["series"], r["label"], r["query_hash"], r["query_id"]))
+        key = (r["series"], r["label"], r["query_hash"], r["query_id"])
+        cold_sample = r["sample"] if (*key, r["sample"]) in cold else 0
+        c = cold.get((*key, cold_sample))
         p = posthoc.get((r["series"], r["label"], r["query_hash"], r["query_id"], r["sample"]))
         out.append({"run_label": r["label"], "model": r["model"], "query_id": r["query_id"],
                     "query_hash": r["query_hash"], "sample": r["sample"], "seed": r["seed"], "locale": r["locale"],
                     "answer": r["response"] if r["error"] is None else None,
-                    "cold_raw": _ok_text(c), "cold_rating": _ok_rating(c),
+                    "cold_raw": _ok_text(c), "cold_rating": _ok_rating(c), "cold_sample": cold_sample,
                     "posthoc_raw": _ok_text(p), "posthoc_rating": _ok_rating(p),
                     "created_at": r["created_at"], "series": r["series"], "invocation_id": r["invocation_id"],
                     "error": r["error"]})
@@ -91,7 +94,7 @@ def model_summary(label: str, items: list[dict]) -> dict:
     """The summary of one model's triples (module docstring); units: characters and rating points."""
     answers = [t["answer"] for t in items if t["answer"] is not None]
     lengths = [len(a) for a in answers]
-    cold_by_query = {(t["query_id"], t["query_hash"]): t["cold_rating"] for t in items}
+    cold_by_query = {(t["query_id"], t["query_hash"], t.get("cold_sample", 0)): t["cold_rating"] for t in items}
     cells: dict[tuple, list[dict]] = {}
     for t in items:
         cells.setdefault((t["query_id"], t["query_hash"]), []).append(t)
@@ -142,7 +145,7 @@ def summary_text(summaries: list[dict], series: str) -> str:
         agree = m["agreement"]
         agreement = (agree["note"] if "note" in agree else
                      f"identical {_fmt(agree['identical_answer_share'])}, posthoc sd {_fmt(agree['posthoc_sd_within_cell_mean'])}")
-        lines.append(f"{m['label']:<28} {m['answers']:>7} {_fmt(m['answer_chars_mean'], '.0f'):>7} "
+        lines.append(f"{m.get('row', m['label']):<28} {m['answers']:>7} {_fmt(m['answer_chars_mean'], '.0f'):>7} "
                      f"{_fmt(m['cold']['mean']):>6} {m['cold']['measured']:>4}/{m['cold']['not_measured']:<4} "
                      f"{_fmt(m['posthoc']['mean']):>8} {m['posthoc']['measured']:>4}/{m['posthoc']['not_measured']:<4}  "
                      f"{agreement}")

@@ -105,7 +105,9 @@ def test_an_open_scan_experiment_appends_versions_and_round_trips_its_jsonl(tmp_
                        "--parquet", str(tmp_path / "m.parquet")]) == 0
     out = capsys.readouterr().out
     assert "1 models × 3 probes: 3 answered · 0 missing · 0 failed · 3 superseded" in out
-    assert (tmp_path / "m.csv").read_text().splitlines()[1:] == ['"nosys","3","3","3"']
+    header, *table = (tmp_path / "m.csv").read_text().splitlines()
+    assert header == '"label","series","source","q1","q2","q3"' and len(table) == 1
+    assert table[0].startswith('"nosys",') and table[0].endswith(',"scan","3","3","3"')
 
     assert cli.main(["remeasure", exp, "--models", "nosys,tiny2", "--catalog-dsn", catalog_dsn]) == 0
     captured = capsys.readouterr()
