@@ -19,6 +19,11 @@ and nothing else:
 
     cli(argv, prog)               optional: ``mirrorscan <name> …``, the instrument's own tools (exit code)
 
+A dry run (``jobs.plan``) states each instrument's plan from these same hooks, as the scan would walk them:
+``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
+``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the
+request texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
+
 and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
 ``describe_cell`` (see the protocol below), optionally ``cell_value`` (the browser matrix's value of a cell:
 ``(column, "class" | "score")``, or a ``CellValue`` derived from each row), and optionally ``headline_sources(analysis, settings,

@@ -1,17 +1,19 @@
 """``mirrorscan scan EXPERIMENT --dry-run``: what a scan would do, without doing any of it.
 
-It validates config.json, resolves every model without loading it, and prints the cells per model, an
-upper bound of generated tokens (cells × max_tokens: a bound, since most answers stop earlier), and what
-``--resume`` would run. It starts neither Ray nor an engine, never starts the embedded catalog, and writes
-nothing: the catalog is read only when it is already running (or named by a DSN), through a read-only
-transaction, and the store only when it exists.
+It validates config.json, resolves every model without loading it, and prints the driver's own plan
+(``jobs.plan.scan_plan``: the hooks the scan walks, stage by stage): per model and stage the cells, those
+earlier invocations hold, the cells to run, the engine kind and the sampling the cells carry, the input
+tokens (model's tokenizer, where a local one is found) and an upper bound of generated tokens (Σ of the
+cells' own max_tokens: a bound, since most answers stop earlier; none for score or activations engines);
+then what ``--resume`` would run of an unfinished invocation (cells it already holds left out). It starts
+neither Ray nor an engine, never starts the embedded catalog, and writes nothing: the catalog is read only
+when it is already running (or named by a DSN), through a read-only transaction, and the store only when
+it exists.
 """
 
 from __future__ import annotations
 
 import sys
-
-import pyarrow as pa
 
 from grid.errors import CatalogError
 from grid.spec import API_BACKENDS, Spec
@@ -65,27 +67,67 @@ def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
         raise CatalogError(f"catalog: cannot read {redact_dsn(dsn)} ({str(exc).splitlines()[0]})") from None
 
 
-def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int) -> tuple[int, int, list[str]]:
+def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int, sources: dict | None = None
+                ) -> tuple[int, int, list[str], list]:
     """(cells a resume would run, cells it would give up, what blocks it: input files whose content changed,
-    else shaping fields that differ)."""
-    from cluster.store import open_store
-    from grid.cells import plan_attempts
+    else shaping fields that differ; the resume's ``StagePlan`` list)."""
     from grid.settings import shaping_differences
-    from jobs.scan import changed_inputs, changed_inputs_detail, grid_cells
+    from jobs.plan import scan_plan
+    from jobs.scan import changed_inputs, changed_inputs_detail
 
     if changed_inputs(inv, spec):
-        return 0, 0, [f"file content changed ({changed_inputs_detail(inv, spec)})"]
+        return 0, 0, [f"file content changed ({changed_inputs_detail(inv, spec)})"], []
     diffs = shaping_differences(inv["settings"], settings)
     if diffs:
-        return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"]
-    store = open_store(inv["store_uri"] or settings["execution"]["store"])
-    cells = grid_cells(settings)
-    prior = store.read(spec.experiment, str(inv["invocation_id"]), columns=["probe_id", "sample", "error"]) \
-        if store.list_parts(spec.experiment, str(inv["invocation_id"])) else pa.table(
-            {"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
-             "error": pa.array([], pa.string())})
-    todo, given_up = plan_attempts(cells, prior, max_attempts)
-    return todo.num_rows, given_up.num_rows, []
+        return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"], []
+    store = existing_store(inv["store_uri"] or settings["execution"]["store"])
+    hold = not (inv["settings"].get("execution") or {}).get("reproduces")
+    plans = scan_plan(settings, store=store, invocation_id=str(inv["invocation_id"]), sources=sources,
+                      max_attempts=max_attempts, hold=hold)
+    return sum(p.run for p in plans), sum(p.given_up for p in plans), [], plans
+
+
+def existing_store(uri: str):
+    """The trace store at ``uri`` when it exists (opened without creating anything), else None."""
+    from cluster.store import open_store
+    from grid.errors import ConfigError
+
+    try:
+        return open_store(uri, create=False)
+    except ConfigError:
+        return None
+
+
+def plan_sources(spec: Spec) -> dict[str, str]:
+    """Label → the canonical model source a scan would use, where it is known without converting or loading
+    anything (an API model's name; a local folder; the demo model once converted)."""
+    from cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+
+    sources = {}
+    for i, m in enumerate(spec.models):
+        if m.backend in API_BACKENDS:
+            sources[m.label] = m.model
+        elif m.model == DEMO_MODEL_ALIAS:
+            if (demo_model_dir() / "config.json").is_file():
+                sources[m.label] = str(demo_model_dir())
+        else:
+            sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+    return sources
+
+
+def print_plan(plans: list, out, indent: str = "    ") -> None:
+    """One line per stage of a plan (``jobs.plan.StagePlan``)."""
+    from jobs.plan import sampling_text
+
+    for p in plans:
+        held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
+        here = f", {p.held_here} stored already" if p.held_here else ""
+        gave = f", {p.given_up} given up" if p.given_up else ""
+        tokens_in = "input tokens unknown (no local tokenizer)" if p.tokens_in is None else f"{p.tokens_in} input tokens"
+        out_bound = ("generated tokens unknown" if p.tokens_out_bound is None
+                     else f"≤ {p.tokens_out_bound} generated tokens" if p.kind == "generate" else "no generated tokens")
+        print(f"{indent}{p.stage or 'first'} stage ({p.kind}): {p.cells} cells{held}{here}{gave}; {p.run} to run; "
+              f"{sampling_text(p)}; {tokens_in}; {out_bound}", file=out)
 
 
 def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | None = None,
@@ -100,18 +142,27 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     check_template_overrides(spec, prepare=False)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
-    per_model = spec.instrument.n_items(spec.instrument_spec) * spec.values["samples"]
+    from jobs.plan import scan_plan
+
+    sources = plan_sources(spec)
+    store_now = existing_store(spec.values["store"])
+    plans = scan_plan(settings, store=store_now, sources=sources, max_attempts=max_attempts)
     print(f"experiment {spec.experiment}  instrument {spec.instrument.name}  (dry run: nothing started or written)",
           file=out)
-    total_cells = total_tokens = 0
+    total_cells, total_tokens, unknown = 0, 0, False
     for i, m in enumerate(spec.models):
-        source = model_source_note(spec, i)
-        bound = per_model * m.max_tokens
-        total_cells, total_tokens = total_cells + per_model, total_tokens + bound
-        print(f"  {m.label:<28} {per_model:>8} cells  ≤ {bound} generated tokens (bound)  {m.backend}: {source}",
-              file=out)
-    print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: cells × "
-          f"max_tokens)", file=out)
+        mine = [p for p in plans if p.label == m.label]
+        run = sum(p.run for p in mine)
+        bounds = [p.tokens_out_bound for p in mine]
+        bound = None if None in bounds else sum(bounds)
+        total_cells += run
+        unknown = unknown or bound is None
+        total_tokens += bound or 0
+        said = "generated tokens unknown" if bound is None else f"≤ {bound} generated tokens (bound)"
+        print(f"  {m.label:<28} {run:>8} cells  {said}  {m.backend}: {model_source_note(spec, i)}", file=out)
+        print_plan(mine, out)
+    print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: Σ max_tokens "
+          f"of the cells to run{'; some unknown' if unknown else ''})", file=out)
     print(f"store: {spec.values['store']}", file=out)
     dsn = running_catalog_dsn(catalog_dsn, spec)
     if dsn is None:
@@ -122,11 +173,13 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     if inv is None:
         print(f"resume: experiment {spec.experiment!r} has no unfinished invocation; scan starts a new one", file=out)
         return
-    todo, given_up, diffs = resume_plan(spec, settings, inv, max_attempts)
+    todo, given_up, diffs, resumed = resume_plan(spec, settings, inv, max_attempts, sources)
     if diffs:
         print(f"resume: refused — {'; '.join(diffs)}; invocation {inv['invocation_id']} ({inv['status']})",
               file=out)
         return
     print(f"resume: invocation {inv['invocation_id']} ({inv['status']}) would run {todo} cell(s); "
           f"{given_up} given up after {max_attempts} attempts", file=out)
-
+    for m in spec.models:
+        print(f"  {m.label}", file=out)
+        print_plan([p for p in resumed if p.label == m.label], out)
