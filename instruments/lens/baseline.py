@@ -76,3 +76,22 @@ def surface_lines(surface: dict) -> list[str]:
                      + (f"  WARNING: above {SURFACE_WARNING}, the probe may be reading the prompt's surface"
                         if s["warning"] else ""))
     return lines
+
+
+PLUMBING_PREFIX = "tiny-random-llama"
+"""Folder names of the packaged random models (``cluster.models``: ``packaged:tiny-random-llama…``)."""
+
+
+def plumbing_note(sources: dict) -> str | None:
+    """A line naming the labels whose model (``label → model_canonical``) is a packaged random one, None when
+    there is none: random weights, so their numbers — and any comparison, G-study or scaling they enter — test
+    the pipeline and mean nothing about a model."""
+    from pathlib import PurePath
+
+    labels = sorted(label for label, source in sources.items()
+                    if source and PurePath(str(source)).name.startswith(PLUMBING_PREFIX))
+    if not labels:
+        return None
+    return (f"note: {', '.join(labels)} {'is a plumbing model' if len(labels) == 1 else 'are plumbing models'} "
+            "(seeded random weights): their numbers, and every comparison, G-study and scaling figure they enter, "
+            "test the pipeline and mean nothing about a model.")

@@ -286,7 +286,7 @@ def _mean(values) -> float | None:
 def analyze(traces: pa.Table, spec) -> Analysis:
     """Every number of the module docstring for one invocation (no I/O)."""
     from analysis.surface import SURFACE_WARNING
-    from instruments.lens.baseline import surface_lines, surface_numbers
+    from instruments.lens.baseline import plumbing_note, surface_lines, surface_numbers
     from instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
     from instruments.lens.claims import claims_by_variant
     from instruments.lens.gstudy import concordance, wrapper_gstudies
@@ -321,6 +321,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
              f"{len(models)} model × variant(s)", *direction_words(positive, other), *model_lines(models),
              *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     lines += surface_lines(surface)
+    plumbing = plumbing_note({label: ex.source for (label, _), ex in by_model.items()})   # printed with the notes
     numbers = {"positive_class": positive, "statistic": "max over layers of (AUROC − 0.5)",
                "definitions": {"headline": "per wrapper: max over the layers in the max of AUROC − 0.5 (positive "
                                "class above); reported per model as a distribution over wrappers",
@@ -359,7 +360,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
             charts[f"scaling-{_safe(variant)}"] = scaling_by_wrapper(c["scaling"]["parameters"], table_rows, variant,
                                                                      positive)
     notes = tuple(f"surface baseline of {name} above {SURFACE_WARNING}: the probe may be reading the prompt's surface"
-                  for name, s in surface.items() if name != "missing" and s["warning"])
+                  for name, s in surface.items() if name != "missing" and s["warning"]) + ((plumbing,) if plumbing else ())
     return Analysis(text="\n".join(lines), numbers=numbers, tables=tables, charts=charts, notes=notes,
                     documents=documents, detail=models)
 
