@@ -76,7 +76,7 @@ def test_the_lens_report_defines_its_numbers_and_embeds_its_charts(lens_report):
     # the stored rows: what each read, and what came back as its value and its vectors' shape, never the values
     assert 'base/d1 _empty: &quot;hey, friend 0 here: &quot;' in page
     assert re.search(r"pooled_norm = [0-9.e+]+ · layer_vectors: \[4 × 48 values\] L2 norm by entry: 0: [0-9.e+]+, 1: ", page)
-    assert re.search(r"G-study \(base items, .*?, layer medium \d, small \d\)", page)   # each model's layer, named
+    assert re.search(r"G-study &#x27;base items&#x27; \(.*?; score = .*?; layer medium \d, small \d\n", page)   # each model's layer
     # self-contained: no script, no link or image from elsewhere
     assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
     assert lens_report["path"].parent.name == "report" and lens_report["analysis"].is_dir()
