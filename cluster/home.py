@@ -51,6 +51,26 @@ def home() -> Path:
     return root
 
 
+def check_home_writable() -> Path:
+    """The home folder, after writing and removing a small probe file in it; ConfigError naming the folder
+    and the fix when it cannot be written (read-only, full, not permitted). A scan checks this before it
+    records anything, since its local Ray keeps a token file there."""
+    import uuid
+
+    from grid.errors import ConfigError
+
+    root = locate_home()
+    probe = root / f".write-check-{uuid.uuid4().hex[:12]}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"mirrorscan write check")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(str(root), "MIRRORSCAN_HOME", f"cannot be written ({exc.strerror or exc})",
+                          "set MIRRORSCAN_HOME to a writable folder with free space") from None
+    return root
+
+
 def subdir(name: str) -> Path:
     """A named folder under the home folder (absolute path); created if missing."""
     path = home() / name

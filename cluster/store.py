@@ -20,9 +20,11 @@ profile file). A ``TraceStore`` pickles as its URI and is reopened from the rece
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -95,9 +97,16 @@ class LocalObjects:
         folder, name = os.path.split(path)
         os.makedirs(folder, exist_ok=True)
         temp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(temp, "wb") as sink:
-            sink.write(data)
-        os.replace(temp, path)
+        try:
+            with open(temp, "wb") as sink:
+                sink.write(data)
+            os.replace(temp, path)
+        except BaseException as exc:   # a full disk or an interrupt leaves no partial temporary behind
+            with contextlib.suppress(OSError):
+                os.remove(temp)
+            if isinstance(exc, OSError) and not exc.filename:   # a failed write() names no file: name it
+                exc.filename = path
+            raise
 
     def remove_incomplete(self, folder: str) -> list[str]:
         """Delete the temporaries (``.*.tmp``) in ``folder`` that unfinished writes left."""
@@ -196,6 +205,35 @@ class TraceStore:
             return json.loads(self.read_bytes(path))
         except (OSError, ValueError):
             return None
+
+    def write_analysis_folder(self, experiment: str, invocation_id: str, relfolder: str,
+                              files: dict[str, bytes]) -> list[str]:
+        """Write one analysis (``files``: name → bytes) as the new folder ``<invocation>/analysis/<relfolder>/``,
+        complete or not at all: on a local store the files go to a hidden temporary sibling
+        (``.<name>.<random>.tmp``) that is renamed into place once every file is written, and removed when a
+        write fails (a full disk, a read-only store); on S3 each object is atomic and ``summary.json``, written
+        first in ``files`` order by the caller, is the only key a reader needs. Returns the display paths."""
+        final = f"{self.invocation_dir(experiment, invocation_id)}/analysis/{relfolder}"
+        if not self.is_local:
+            return [self.write_analysis(experiment, invocation_id, f"{relfolder}/{name}", data)
+                    for name, data in files.items()]
+        parent, name = os.path.split(final)
+        if os.path.lexists(final):
+            raise FileExistsError(f"{final} exists; analysis outputs are never overwritten")
+        temp = os.path.join(parent, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            os.makedirs(temp)
+            for file, data in files.items():
+                os.makedirs(os.path.dirname(os.path.join(temp, file)), exist_ok=True)
+                with open(os.path.join(temp, file), "wb") as sink:
+                    sink.write(data)
+            os.rename(temp, final)
+        except BaseException as exc:
+            shutil.rmtree(temp, ignore_errors=True)
+            if isinstance(exc, OSError):   # name the folder the user will look for, not the temporary
+                exc.filename = final
+            raise
+        return [self.display(f"{final}/{file}") for file in files]
 
     def write_analysis(self, experiment: str, invocation_id: str, relpath: str, data: bytes) -> str:
         """Write one analysis output under ``<invocation>/analysis/``; refuses to overwrite an existing

@@ -99,6 +99,30 @@ def file_error(file: str, field: str, problem: str, fix: str, offending: object 
     return ConfigError(file, field, f"{problem}{quoted}", fix)
 
 
+CSV_FIELD_LIMIT = 131_072
+"""The longest CSV field read, in characters (Python's csv default): a longer one, or a quote left open that
+runs to the end of the file, is a ``file_error`` naming the line."""
+
+
+def csv_rows(text: str, file: str, dict_rows: bool = False):
+    """The rows of CSV ``text`` (lists, or dicts keyed by the header with ``dict_rows``), read with Python's
+    csv module; a malformed row (a field over ``CSV_FIELD_LIMIT`` characters, a NUL, an unclosed quote) is a
+    ``file_error`` naming ``file`` and the line instead of csv's traceback. Returns a list."""
+    import csv
+    import io
+
+    reader = (csv.DictReader if dict_rows else csv.reader)(io.StringIO(text, newline=""))
+    rows = []
+    try:
+        for row in reader:
+            rows.append(row)
+    except csv.Error as exc:
+        line = (reader.reader if dict_rows else reader).line_num
+        raise file_error(file, f"line {line}", f"cannot be read as CSV ({read_problem(exc)}; a field may hold at most "
+                         f"{CSV_FIELD_LIMIT} characters)", "shorten the field, or close the quote that opens it") from None
+    return rows
+
+
 def read_problem(exc: BaseException) -> str:
     """What a parser's exception says about a file, without the file's content: its first line, with the
     row or value some parsers append cut off (pyarrow's ``Expected 2 columns, got 3: <the row>``, ``invalid
@@ -123,8 +147,49 @@ EXIT_CATALOG = 1
 """The catalog refused or could not be reached."""
 
 
+DISK_PROBLEMS = {
+    "ENOSPC": ("no space is left on its disk", "free space there, or point --store / $MIRRORSCAN_HOME at a disk "
+               "with room"),
+    "EDQUOT": ("the disk quota is used up", "free space there, or point --store / $MIRRORSCAN_HOME elsewhere"),
+    "EFBIG": ("a file grew past the size this process may write (ulimit -f)", "raise the limit (ulimit -f "
+              "unlimited), or point --store / $MIRRORSCAN_HOME elsewhere"),
+    "EROFS": ("it is on a read-only file system", "point --store / $MIRRORSCAN_HOME at a writable folder (or "
+              "pass --no-write where the verb has it)"),
+    "EACCES": ("permission denied", "make it writable for this user, or point --store / $MIRRORSCAN_HOME "
+               "elsewhere"),
+    "EPERM": ("the operation is not permitted", "make it writable for this user, or point --store / "
+              "$MIRRORSCAN_HOME elsewhere"),
+}
+"""Errors of the machine's disk a user can fix (by errno name): what the one line says and the fix."""
+
+
+def disk_error(exc: OSError) -> ConfigError | None:
+    """The one-line ConfigError for an OSError of the disk (``DISK_PROBLEMS``: no space, quota, file size
+    limit, read-only, permission), naming the path it hit; None for any other OSError. pyarrow's I/O errors
+    carry no errno: their message is matched instead."""
+    import errno as errnos
+    import os
+    import re
+
+    name = errnos.errorcode.get(exc.errno or 0)
+    if name not in DISK_PROBLEMS:
+        text = str(exc)
+        found = re.search(r"\[errno (\d+)\]", text, re.IGNORECASE)
+        name = errnos.errorcode.get(int(found.group(1))) if found else None
+        if name not in DISK_PROBLEMS:
+            name = next((n for n in DISK_PROBLEMS if os.strerror(getattr(errnos, n)) in text), None)
+        if name is None:
+            return None
+    quoted = re.search(r"'(/[^']+)'", str(exc))   # pyarrow names the file in quotes
+    path = exc.filename or (quoted.group(1) if quoted else "(a file it writes)")
+    problem, fix = DISK_PROBLEMS[name]
+    return ConfigError(str(path), "(disk)", f"cannot be written: {problem}", fix)
+
+
 def reports_user_errors(main):
-    """Decorate a verb's ``main``: ConfigError → ``error: …`` and exit 2; CatalogError → ``catalog error: …`` and exit 1."""
+    """Decorate a verb's ``main``: ConfigError → ``error: …`` and exit 2; CatalogError → ``catalog error: …`` and
+    exit 1; an OSError of the disk (``disk_error``: no space, read-only, permission) → one ``error:`` line
+    naming the path and the fix, exit 2."""
     @functools.wraps(main)
     def wrapper(*args, **kwargs) -> int:
         try:
@@ -135,4 +200,10 @@ def reports_user_errors(main):
         except CatalogError as exc:
             print(f"catalog error: {exc}", file=sys.stderr)
             return EXIT_CATALOG
+        except OSError as exc:
+            error = disk_error(exc)
+            if error is None:
+                raise
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_CONFIG
     return wrapper

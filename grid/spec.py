@@ -298,6 +298,12 @@ def load_spec(path: str | Path) -> Spec:
         raw = json.loads(config_path.read_text(encoding="utf-8"), object_pairs_hook=refuse_duplicate_keys(file))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(file, "(file)", f"is not valid JSON ({exc})", "fix the JSON syntax") from exc
+    except ValueError as exc:   # a number of thousands of digits: Python's int conversion limit
+        raise ConfigError(file, "(file)", f"holds a number too long to read ({str(exc).split(':')[0]})",
+                          "write numbers of at most a few digits") from None
+    except RecursionError:
+        raise ConfigError(file, "(file)", "nests arrays or objects too deeply to read",
+                          "write the config as the documented flat object") from None
     _check_type(file, "(top level)", raw, (dict,))
     reject_secrets(file, {k: v for k, v in raw.items() if k != "catalog_dsn"})
     if "instrument" not in raw:

@@ -206,6 +206,10 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
     check_empty_prefixes(spec, sources, reproduction.cells if reproduction is not None else None)
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
+    if not (ray_address or os.environ.get("RAY_ADDRESS")) or not trace_store.is_local:
+        from cluster.home import check_home_writable
+
+        check_home_writable()   # a local Ray keeps its token there, a remote store's run log goes there
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
     with Catalog(dsn) as catalog:
         if check_home and reproduction is None:

@@ -23,8 +23,9 @@ def analyze(inv: Invocation, *, reannotate: bool = False) -> Analysis:
 
 
 def write_analysis(inv: Invocation, analysis: Analysis) -> list[str]:
-    """Store ``analysis`` under ``<invocation>/analysis/<instrument>/<stamp>/`` (a new folder each time);
-    returns the display paths of the files written, summary.json first."""
+    """Store ``analysis`` under ``<invocation>/analysis/<instrument>/<stamp>/`` (a new folder each time, complete
+    or absent: ``TraceStore.write_analysis_folder``); returns the display paths of the files written,
+    summary.json first."""
     import pyarrow.parquet as pq
 
     name = inv.instrument.name
@@ -39,5 +40,4 @@ def write_analysis(inv: Invocation, analysis: Analysis) -> list[str]:
     outputs.update({f"{chart}.png": png for chart, png in analysis.charts.items()})
     outputs.update({f"{doc}.json": json.dumps(body, indent=2, ensure_ascii=False).encode()
                     for doc, body in analysis.documents.items()})
-    return [inv.store.write_analysis(inv.experiment, inv.invocation_id, f"{stamp}/{file}", data)
-            for file, data in outputs.items()]
+    return inv.store.write_analysis_folder(inv.experiment, inv.invocation_id, stamp, outputs)

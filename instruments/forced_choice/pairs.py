@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError, file_error
+from grid.errors import ConfigError, csv_rows, file_error
 from grid.ids import check_component
 
 STARTER = "packaged:starter_pairs"
@@ -56,6 +56,7 @@ def load_pairs(path: str | Path) -> PairSet:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(shown, "(file)", f"is not UTF-8 ({exc})", "save the CSV as UTF-8") from exc
+    csv_rows(text, shown)   # a malformed row is one error naming its line, before the checks below
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None:

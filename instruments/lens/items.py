@@ -19,14 +19,12 @@ the run. The newline convention (``lf``, ``crlf`` or ``keep``) is applied to eve
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError, excerpt
+from grid.errors import ConfigError, csv_rows, excerpt
 from grid.ids import check_component
 from grid.names import check_name
 
@@ -177,7 +175,7 @@ class ItemSet:
 def _rows(file: Path, data: bytes) -> list[dict]:
     text = data.decode("utf-8")
     if file.suffix.lower() == ".csv":
-        return list(csv.DictReader(io.StringIO(text, newline="")))
+        return csv_rows(text, str(file), dict_rows=True)
     rows = []
     for n, line in enumerate(text.split("\n"), 1):   # not splitlines(): U+2028 and friends are legal inside JSON strings
         line = line.removesuffix("\r")

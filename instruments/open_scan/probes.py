@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError, excerpt, file_error
+from grid.errors import ConfigError, csv_rows, excerpt, file_error
 from grid.ids import check_component
 
 PACKAGED = {"packaged:demo": "probes/demo.csv"}
@@ -96,7 +96,9 @@ def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
                       query_column: str = "query") -> tuple[Probe, ...]:
     """The probes of a CSV file's bytes, in file order; ``file`` names it in errors. Extra columns are ignored."""
     name = Path(file).name
-    reader = csv.reader(io.StringIO(decode_utf8(data, file, name), newline=""))
+    text = decode_utf8(data, file, name)
+    csv_rows(text, file)   # a malformed row is one error naming its line, before the checks below
+    reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if not header:
         raise ConfigError(file, name, "has no header row", f"put a header line '{id_column},{query_column}' first")

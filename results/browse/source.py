@@ -331,7 +331,7 @@ class Browser:
         out = []
         for info in inv.store._files(base):
             rel = info.path[len(base) + 1:]
-            if not rel.startswith(skip) and not rel.rsplit("/", 1)[-1].startswith("."):
+            if not rel.startswith(skip) and not any(part.startswith(".") for part in rel.split("/")):
                 out.append((rel, info.size or 0))
         return sorted(out)
 
