@@ -66,6 +66,9 @@ class ModelVariant:
     tokenizer: str | None = None
     """``score`` engines behind an API (backend openai): the served model's tokenizer (local folder, hub id or
     packaged alias), so that token ids are sent; None: the prompt is sent as text and the server tokenizes."""
+    score_api: str | None = None
+    """``score`` engine of backend openai: "chat" reads log-probs from ``/v1/chat/completions``
+    (``actors.http_chat_scorer``); None: ``/v1/completions`` with echo."""
     add_bos: bool | None = None
     """``score`` engines: put the tokenizer's BOS token before every prefix (True), never (False), or as the
     tokenizer's ``add_special_tokens=True`` does (None). Gemma-family models need True."""

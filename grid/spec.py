@@ -83,6 +83,7 @@ MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "max_actors": (None, (int, type(None))),
     "add_bos": (None, (bool, type(None))),        # score engines: force BOS (true/false); None = the tokenizer's rule
     "tokenizer": (None, (str, type(None))),       # score engines behind an API: the served model's tokenizer
+    "score_api": (None, (str, type(None))),       # score engine of backend openai: "completions" (default) or "chat"
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
@@ -234,6 +235,12 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
         v["num_gpus"] = default_num_gpus(backend, v["device"], v["tensor_parallel_size"])
     _check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
     check_device_map(file, where, v)
+    if v["score_api"] == "completions":   # the default, spelled out: one spelling per setting
+        v["score_api"] = None
+    _check_range(file, f"{where}.score_api", v["score_api"] in (None, "chat"), f"is {v['score_api']!r}",
+                 'use "completions" (/v1/completions with echo) or "chat" (/v1/chat/completions)')
+    _check_range(file, f"{where}.score_api", v["score_api"] is None or backend == "openai",
+                 f"is set but backend is {backend!r}", 'remove it, or use backend "openai"')
     _check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
                  "use a positive number of GiB, or leave it out")
 
