@@ -285,6 +285,7 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
                           f"import the file again, or reproduce a scan of experiment {original.experiment!r}")
     submitted = submitted_config(original.invocation_id, dsn) or {}
     config_file = submitted.get("file") or ""
+    check_recorded_config(original, submitted, config_file or f"(invocation {original.invocation_id})")
     warnings: list[str] = []
     store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
     spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
@@ -301,6 +302,22 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     return Plan(original, spec, sources, weights, items_from, cells, record, warnings, resumes)
 
 
+def check_recorded_config(original: Invocation, submitted: dict, where: str) -> None:
+    """Refuse to copy into a new invocation what a scan would refuse today (``grid.secrets.check_config_values``,
+    ``grid.names.check_experiment_name``): the recorded config and the frozen settings' config values (not the
+    instrument's section, which also holds what its item files say) hold no NUL and nothing shaped like a
+    secret, and the experiment's name follows the name rule. Raises ConfigError naming ``where``."""
+    from grid.names import check_experiment_name
+    from grid.secrets import check_config_values
+
+    fix = ("reproduce would copy it into a new invocation; scan a config without it instead, and delete the "
+           "original's rows if they must go")
+    check_experiment_name(original.experiment, where, "experiment")
+    check_config_values(where, submitted.get("config") or {}, fix)
+    check_config_values(where, {k: v for k, v in original.settings.items()
+                                if k not in ("instrument_settings", "execution")}, fix)
+
+
 def _at(settings: dict, path: str):
     """The value at a dotted path with ``[i]`` indexes (as ``grid.settings.settings_differences`` names them)."""
     import re
@@ -315,20 +332,36 @@ def _at(settings: dict, path: str):
     return value
 
 
+def stage_plans(plan: Plan) -> list:
+    """Per stage and model, the cells the reproduction runs and the sampling each carries, as the scan's own
+    plan states them (``jobs.plan.scan_plan`` over the rebuilt settings and cells: the full grid, nothing
+    held). The sampling is the cells' own where the instrument sets it (open_scan's answers and reports),
+    else the model's; none for an engine that generates nothing."""
+    from jobs.plan import scan_plan
+
+    return scan_plan(plan.spec.settings(), first=plan.cells, hold=False, count_tokens=False)
+
+
 def describe(plan: Plan) -> str:
-    """The rebuilt spec in a few lines: experiment, instrument, models (source, backend, sampling), grid."""
+    """The rebuilt spec in a few lines: experiment, instrument, models (source, backend) with each stage's
+    cells and the sampling those cells carry (``stage_plans``), grid."""
+    from jobs.plan import sampling_text
+
     s = plan.spec
     v = s.values
     lines = [f"reproduce {plan.original.invocation_id}  experiment {s.experiment}  instrument {s.instrument.name}  "
              f"(settings format {plan.original.row['settings'].get('format', 1)})"]
+    stages = stage_plans(plan)
     for m in s.models:
         where = f" at {m.endpoint}" if m.endpoint else ""
         overrides = {k: val for k, val in (("effort", m.effort), ("extra_body", m.extra_body),
                                           ("chat_template_kwargs", m.chat_template_kwargs),
                                           ("engine_args", m.engine_args)) if val}
-        lines.append(f"  model {m.label}: {m.model} → {plan.sources[m.label]} ({m.backend}{where}, {m.dtype}; "
-                     f"temperature {m.temperature:g}, top_p {m.top_p:g}, max_tokens {m.max_tokens}"
+        lines.append(f"  model {m.label}: {m.model} → {plan.sources[m.label]} ({m.backend}{where}, {m.dtype}"
                      + (f"; overrides {overrides}" if overrides else "") + ")")
+        for p in (p for p in stages if p.label == m.label):
+            later = " (if every earlier cell is answered)" if p.stage else ""
+            lines.append(f"    {p.stage or 'first'} stage: {p.cells} cells{later}; {sampling_text(p)}")
     lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
                  f"batch_size {v['batch_size']}; store {v['store']}")
     if plan.resumes:
