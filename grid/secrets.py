@@ -98,3 +98,17 @@ def strip_userinfo(url: str) -> str:
     """``url`` without ``user:password@`` before its host (otherwise unchanged); None and "" pass through.
     Applied wherever an endpoint is recorded, so a row never holds credentials."""
     return _USERINFO.sub(r"\1", url) if url else url
+
+
+def check_config_values(file: str, config: object, fix: str = _FIX) -> None:
+    """The one check every verb runs over every value of a config before anything is written (``load_spec``
+    for scan, ``--dry-run`` and submit; reproduce over the frozen settings and the recorded config it would
+    copy): no NUL anywhere (``grid.names.reject_nul``: the catalog cannot store it) and nothing named or shaped
+    like a secret (``reject_secrets``); a config's ``catalog_dsn`` is left to the DSN's own redaction. Raises
+    ConfigError naming ``file`` and the field, never the value."""
+    from grid.names import reject_nul
+
+    reject_nul(file, config)
+    if isinstance(config, dict):
+        config = {k: v for k, v in config.items() if k != "catalog_dsn"}
+    reject_secrets(file, config, "", fix)

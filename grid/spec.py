@@ -23,11 +23,11 @@ from typing import Any
 
 from grid.device_map import check_device_map, default_num_gpus
 from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
-from grid.names import RESERVED_NAMES, check_experiment_name, check_name, reject_nul  # noqa: F401 - RESERVED_NAMES re-exported
+from grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
 from grid.instrument import Instrument, SpecContext, resolve
 from grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
 from grid.records import ModelVariant
-from grid.secrets import check_endpoint_url, reject_secrets
+from grid.secrets import check_config_values, check_endpoint_url
 from grid.settings import FORMAT, SAMPLER_VERSION
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
@@ -312,10 +312,9 @@ def load_spec(path: str | Path) -> Spec:
         raise ConfigError(file, "(file)", "nests arrays or objects too deeply to read",
                           "write the config as the documented flat object") from None
     _check_type(file, "(top level)", raw, (dict,))
-    reject_secrets(file, {k: v for k, v in raw.items() if k != "catalog_dsn"})
+    check_config_values(file, raw)   # no NUL (the catalog cannot store it), no secret: before anything else
     if "instrument" not in raw:
         raise ConfigError(file, "instrument", "missing", "add 'instrument' (e.g. \"forced_choice\")")
-    reject_nul(file, raw)   # PostgreSQL stores no NUL: refused here (exit 2), not by the catalog later
     _check_type(file, "instrument", raw["instrument"], (str,))
     instrument = _resolve_instrument(file, raw["instrument"])
     instrument_keys = {instrument.name, *getattr(instrument, "legacy_keys", ())}
