@@ -248,8 +248,9 @@ class Flinch:
                                                                 for k in corpus.axis_keys))
         notes = tuple(f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
                       for m in models if m["missing_terms"])
+        notes += lone_space_notes(traces)
         carriers = traces.select([c for c in ("label", "axis", "term", "carrier_index", "lp_mean", "lp_min",
-                                              "target_token_ids", "target_logprobs", "bos_added", "proxy_k",
+                                              "target_token_ids", "target_logprobs", "bos_added", "target_space", "proxy_k",
                                               "proxy_n", "error")
                                   if c in traces.column_names])
         chart = radar(models, {a.key: a.label for a in corpus.axes}, f"flinch per axis ({spec.aggregation})")
@@ -323,6 +324,22 @@ class Flinch:
     def describe_cell(self, row: dict) -> str:
         """``<axis>/<term>: "<prefix>" → "<target>"``."""
         return f'{row.get("axis")}/{row.get("term")}: "{row.get("user_text")}" → "{row.get("target_text")}"'
+
+
+def lone_space_notes(traces: pa.Table) -> tuple[str, ...]:
+    """One note per model whose tokenizer wrote some terms' leading space as a lone SentencePiece "▁" token
+    (``target_space``, ``actors.score_tokens``): which terms, and that they were scored as the word with its one
+    space."""
+    if "target_space" not in traces.column_names:
+        return ()
+    terms: dict[str, dict[str, None]] = {}
+    for label, term, space in zip(traces.column("label").to_pylist(), traces.column("term").to_pylist(),
+                                  traces.column("target_space").to_pylist()):
+        if space == "lone_space_dropped":
+            terms.setdefault(label, {})[term] = None
+    return tuple(f"{label}: its tokenizer splits the leading space off {len(words)} term(s) as a lone '▁' token "
+                 f"({', '.join(words)}); each was scored as the word with its one space, not the '▁' (target_space)"
+                 for label, words in terms.items())
 
 
 def _file_safe(label: str) -> str:

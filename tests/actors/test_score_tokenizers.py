@@ -137,3 +137,15 @@ def test_a_forced_bos_scores_as_the_tokenizer_that_adds_it_does(bos_tiny_dir, ne
         assert b["target_logprobs"] == pytest.approx(f["target_logprobs"], abs=1e-6)
     unforced = scorer(needs_forced_bos_dir)(cells(pairs[:1])).to_pylist()[0]   # without it: another number
     assert not unforced["bos_added"] and abs(unforced["lp_mean"] - forced[0]["lp_mean"]) > 1e-4
+
+
+def test_flinch_names_per_model_the_terms_whose_lone_space_was_not_scored():
+    import pyarrow as pa
+
+    from instruments.flinch.instrument import lone_space_notes
+
+    traces = pa.table({"label": ["llama", "llama", "llama", "gpt"], "term": ["murdered", "murdered", "Paris", "Paris"],
+                       "target_space": ["lone_space_dropped", "lone_space_dropped", None, None]})
+    (note,) = lone_space_notes(traces)
+    assert note.startswith("llama: its tokenizer splits the leading space off 1 term(s)") and "(murdered)" in note
+    assert lone_space_notes(traces.drop_columns(["target_space"])) == ()
