@@ -105,3 +105,32 @@ def describe(query_id: str, versions: list[Version], sequence: list[str], when=s
         return (f"{query_id}: {steps}: reverted to {now[:8]}; its series continues under that text's earlier "
                 f"answers, and the answers to the texts between are superseded")
     return f"{query_id}: {steps}: edited; {now[:8]} is a new version, the earlier texts' answers are superseded"
+
+
+def change_notes(found: list[Change], accept_changed: bool, probes_file: str) -> list[str]:
+    """The lines recording ``found`` (``changes``) with a new invocation, edits and reverts apart; without
+    ``accept_changed``, a ConfigError naming the ids (one line) instead."""
+    from grid.errors import ConfigError
+
+    notes = []
+    for kind, what in (("edit", "changed text under the same id since the last scan"),
+                       ("revert", "returned to an earlier text")):
+        mine = [c for c in found if c.kind == kind]
+        if not mine:
+            continue
+        ids = [c.query_id for c in mine]
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        if not accept_changed:
+            fix = ("restore their text, give them new ids, or pass --accept-changed-probes to start new versions "
+                   "(earlier rows are kept and marked superseded in the matrix)") if kind == "edit" else \
+                ("restore the text the last scan used, or pass --accept-changed-probes to go back: each id's "
+                 "series then continues under its earlier text's answers")
+            raise ConfigError(probes_file, "query", f"{len(ids)} probe(s) {what}: {shown}", fix)
+        if kind == "edit":
+            notes.append(f"open_scan: {len(ids)} changed probe(s) accepted as new versions: {shown}")
+        else:
+            notes.append(f"open_scan: {len(ids)} probe(s) reverted to an earlier text, accepted (each continues under "
+                         "that text's earlier answers): " + ", ".join(
+                             f"{c.query_id} → {c.now[:8]} (used {c.earlier.first_invocation[:8]}…"
+                             f"{c.earlier.last_invocation[:8]})" for c in mine))
+    return notes

@@ -354,7 +354,7 @@ class OpenScan:
         (an edit, or a revert to an earlier text: ``history``) unless ``accept_changed``, and say in one line when
         the settings start a new series. Returns the lines to print (recorded with the invocation). ``uses``: the
         earlier scan invocations' probe sets (``history.Use``), oldest first; None reads them from ``earlier``."""
-        from instruments.open_scan.history import Use, changes
+        from instruments.open_scan.history import Use, change_notes, changes
 
         earlier = self.scanned_rows(earlier)
         if uses is None:
@@ -370,25 +370,7 @@ class OpenScan:
             uses = [Use(inv, t, tuple(items)) for inv, (t, items) in by_invocation.items()]
         if not uses and earlier.num_rows == 0:
             return []
-        found = changes(uses, spec.frozen["probes"]["items"])
-        notes = []
-        for kind, what in (("edit", "changed text under the same id since the last scan"),
-                           ("revert", "returned to an earlier text")):
-            ids = [c.query_id for c in found if c.kind == kind]
-            if not ids:
-                continue
-            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-            if not accept_changed:
-                fix = ("restore their text, give them new ids, or pass --accept-changed-probes to start new versions "
-                       "(earlier rows are kept and marked superseded in the matrix)") if kind == "edit" else \
-                    ("restore the text the last scan used, or pass --accept-changed-probes to go back: each id's "
-                     "series then continues under its earlier text's answers")
-                raise ConfigError(spec.frozen["probes"]["path"], "query", f"{len(ids)} probe(s) {what}: {shown}", fix)
-            notes.append(f"open_scan: {len(ids)} changed probe(s) accepted as new versions: {shown}" if kind == "edit"
-                         else f"open_scan: {len(ids)} probe(s) reverted to an earlier text, accepted (each continues "
-                         f"under that text's earlier answers): " + ", ".join(
-                             f"{c.query_id} → {c.now[:8]} (used {c.earlier.first_invocation[:8]}…"
-                             f"{c.earlier.last_invocation[:8]})" for c in found if c.kind == kind))
+        notes = change_notes(changes(uses, spec.frozen["probes"]["items"]), accept_changed, spec.frozen["probes"]["path"])
         series = set(earlier.column("series").to_pylist()) if earlier.num_rows else set()
         if series and spec.series not in series:
             notes.append(f"open_scan: a new series {spec.series} starts (earlier invocations: "
