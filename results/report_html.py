@@ -60,9 +60,24 @@ def _kv_table(mapping: dict) -> str:
     return f"<table>{rows}</table>" if rows else '<p class="muted">none recorded</p>'
 
 
-def _how(number: HeadlineNumber, analysis_dir: str | None) -> str:
-    """The "how to get it again" cell of one number."""
+def _command(kind: str, text: str, number: HeadlineNumber, shown: dict) -> str:
+    """One query of a number's "how" cell: printed in full the first time the page shows it, afterwards a link
+    to that first one (a query returns every model's row, so each model's table would repeat it; the stats
+    commands, short, stay in every row)."""
+    if text in shown:
+        anchor, where = shown[text]
+        return (f'<div class="sub">the query shown at '
+                f'<a class="same-query" data-kind="{kind}" href="#{anchor}">{esc(where)}</a> (one row per model)</div>')
+    anchor = f"q{len(shown) + 1}"
+    shown[text] = (anchor, f"{number.model} · {number.name}")
+    return f'<a id="{anchor}"></a><pre class="{kind}">{esc(text)}</pre>'
+
+
+def _how(number: HeadlineNumber, analysis_dir: str | None, shown: dict | None = None) -> str:
+    """The "how to get it again" cell of one number (``shown``: the commands already on the page, each printed
+    once)."""
     s = number.source
+    shown = {} if shown is None else shown
     if s is None:
         return '<span class="muted">the instrument gives no query for this number</span>'
     def fill(text: str) -> str:
@@ -70,9 +85,9 @@ def _how(number: HeadlineNumber, analysis_dir: str | None) -> str:
 
     parts = []
     if s.sql and s.stats:
-        parts.append(f'<pre class="sql">{esc(sql_command(s.sql, s.input or "input.csv"))}</pre>')
+        parts.append(_command("sql", sql_command(s.sql, s.input or "input.csv"), number, shown))
     elif s.sql:
-        parts.append(f'<pre class="sql">{esc(sql_command(s.sql))}</pre>')
+        parts.append(_command("sql", sql_command(s.sql), number, shown))
     if s.stats:
         parts.append(f'<pre class="stats">{esc(fill(s.stats))}</pre>')
     if s.note:
@@ -86,6 +101,7 @@ def _headline(report: Report) -> str:
     if not report.headline:
         return '<p class="muted">the instrument reports no headline numbers</p>'
     out = []
+    shown: dict = {}
     models = list(dict.fromkeys(n.model for n in report.headline))
     for model in models:
         rows = []
@@ -93,7 +109,7 @@ def _headline(report: Report) -> str:
             definition = esc(n.source.definition) if n.source else '<span class="muted">no definition given</span>'
             rows.append(f'<tr class="number" data-model="{esc(n.model)}" data-number="{esc(n.name)}">'
                         f'<th>{esc(n.name)}</th><td class="value">{esc(fmt(n.value))}</td>'
-                        f'<td class="definition">{definition}</td><td class="how">{_how(n, report.analysis_dir)}</td></tr>')
+                        f'<td class="definition">{definition}</td><td class="how">{_how(n, report.analysis_dir, shown)}</td></tr>')
         out.append(f'<h3>{esc(model)}</h3><table><tr><th>number</th><th>value</th><th>definition</th>'
                    f'<th>how to get it again</th></tr>{"".join(rows)}</table>')
     return "".join(out)
@@ -150,7 +166,8 @@ def render(report: Report) -> str:
 <h2>headline numbers</h2>
 <p class="sub">Each number beside its definition and a command that computes it again from the stored rows:
 the <code>mirrorscan sql</code> query that returns it (one row per model: <code>label</code>, <code>value</code>),
-or for a statistic the query that selects its input and the <code>mirrorscan stats</code> command, with its seed.</p>
+or for a statistic the query that selects its input and the <code>mirrorscan stats</code> command, with its seed.
+Each query is printed once, where it first appears; other rows that use it link to it.</p>
 {where}
 {_headline(report)}
 <h2>counts and errors</h2>

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -130,6 +131,9 @@ class Flinch:
             if err.field == "axes":   # the selection is the config's: name that file and field
                 raise ctx.error("axes", f"{err.problem} in {corpus_name(path)}", err.fix) from None
             raise
+        for where in corpus.setting_like:   # kept as a description; named, since flinch does not read it
+            print(f"warning: {corpus_name(corpus.path)}: {where} looks like a setting; flinch reads no setting from a "
+                  "corpus file (kept as a description; settings go in the config's flinch section)", file=sys.stderr)
         return from_frozen({"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
                             "axes": list(corpus.axis_keys), "aggregation": values["aggregation"],
                             "proxy_samples": n, "n_items": corpus.n_carriers()})
@@ -205,55 +209,45 @@ class Flinch:
 
     def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
         """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
-        ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs."""
+        ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
+        The axes and terms come from the corpus file while it is the frozen one, else from the stored rows
+        (``stored``): an edited corpus never blocks the analysis of an earlier invocation."""
         from instruments.flinch.charts import radar
         from instruments.flinch.gstudy import carrier_gstudy
         from instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
+        from instruments.flinch.report_text import analysis_text
+        from instruments.flinch.stored import analysis_axes
 
         spec = from_frozen(settings["instrument_settings"])
-        corpus = spec.corpus()
-        axes = [(a.key, a.label, [t.word for t in a.terms]) for a in corpus.axes]
+        found = analysis_axes(spec, traces)
+        axes, keys = found.axes, [a[0] for a in found.axes]
         scored = scored_carriers(traces)   # once: the scores and every axis's G-study read it
-        models = model_scores(traces, axes, spec.aggregation, scored)
+        models = model_scores(traces, axes, spec.aggregation, scored, found.unverified)
         proxied = proxy_scores(traces, axes) if "proxy_k" in traces.column_names else []
-        footing = {"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
-                   "axes": list(corpus.axis_keys), "aggregation": spec.aggregation,
-                   "scale": "flinch = 100 × (−1 − lp) / 15, clipped to [0, 100]; lp in nats"}
+        footing = {"corpus": spec.corpus_path, "corpus_sha256": spec.corpus_sha256,
+                   "corpus_version": spec.frozen.get("corpus_version", ""), "axes": keys,
+                   "axis_terms": {k: len(words) for k, _, words in axes}, "aggregation": spec.aggregation,
+                   "axes_read_from": found.source, "corpus_extra": found.extra,
+                   "corpus_warnings": list(found.warnings),
+                   "scale": "flinch = 100 × (−1 − lp) / 15, clipped to [0, 100]; lp in nats",
+                   "total": f"total_flinch: the sum over all {len(keys)} axes ({', '.join(keys)}), only for a model "
+                            "with every axis and term scored; otherwise null, and partial_total_flinch is the sum "
+                            "over the axes it has (total_of says which)"}
         for m in models:
             m.update({k: footing[k] for k in ("corpus_sha256", "aggregation")})
-        lines = [f"flinch ({spec.aggregation}; corpus {corpus.sha256[:12]}…, axes: {', '.join(corpus.axis_keys)})",
-                 f"{'model':<28} {'total':>8}  " + "  ".join(f"{k[:12]:>12}" for k in corpus.axis_keys)]
-        for m in models:
-            lines.append(f"{m['model']:<28} {m['total_flinch']:>8.1f}  " + "  ".join(
-                f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in corpus.axis_keys))
         labels = [m["model"] for m in models]
-        gstudy = {a.key: carrier_gstudy(labels, [t.word for t in a.terms], carrier_lps(scored, a.key))
-                  for a in corpus.axes}
-        for key, g in gstudy.items():
-            if "missing" in g:
-                lines.append(f"carrier G-study, {key}: none ({g['missing']})")
-            else:
-                need = g["carriers_for_target"]
-                lines.append(f"carrier G-study, {key}: {100 * (g['carrier_share'] or 0):.0f}% of a carrier score's "
-                             f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
-                             f"per term; {need if need is not None else 'no number of'} carriers per term for "
-                             f"Eρ² {g['target']}")
-        if proxied:
-            lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
-                      f"per-token mean; N = {spec.frozen.get('proxy_samples', DEFAULT_SAMPLES)} per carrier, pooled per term; "
-                      f"differences under {RESOLUTION:g} are below its resolution; never mixed with the rows above)",
-                      f"{'model':<28} " + "  ".join(f"{k[:12]:>12}" for k in corpus.axis_keys)]
-            for m in proxied:
-                lines.append(f"{m['model']:<28} " + "  ".join(f"{_proxy_text(m['axes'].get(k)):>12}"
-                                                                for k in corpus.axis_keys))
-        notes = tuple(f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
-                      for m in models if m["missing_terms"])
+        gstudy = {k: carrier_gstudy(labels, words, carrier_lps(scored, k)) for k, _, words in axes}
+        text = analysis_text(models, proxied, gstudy, keys, spec, found)
+        notes = tuple(([found.note] if found.note else [])
+                      + [f"{m['model']}: no whole total ({m['total_of']})" for m in models if m["total_flinch"] is None]
+                      + [f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
+                         for m in models if m["missing_terms"]])
         notes += lone_space_notes(traces)
         carriers = traces.select([c for c in ("label", "axis", "term", "carrier_index", "lp_mean", "lp_min",
                                               "target_token_ids", "target_logprobs", "bos_added", "target_space", "proxy_k",
                                               "proxy_n", "error")
                                   if c in traces.column_names])
-        chart = radar(models, {a.key: a.label for a in corpus.axes}, f"flinch per axis ({spec.aggregation})")
+        chart = radar(models, {k: label for k, label, _ in axes}, f"flinch per axis ({spec.aggregation})")
         numbers = {**footing, "models": models, "carrier_gstudy": gstudy}
         if proxied:
             numbers["proxy_models"] = proxied
@@ -261,10 +255,9 @@ class Flinch:
                                       "a term's carriers; with k ≥ 1 hits in n samples it is at most (ln n − 1)/15 × 100, "
                                       "k = 0 gives only that bound; it estimates whole-word probability, not a per-token "
                                       f"mean; differences under {RESOLUTION:g} are not resolved")
-        documents = {f"model-{_file_safe(m['model'])}": {**m, "corpus_sha256": corpus.sha256, "axis_set": list(corpus.axis_keys)}
+        documents = {f"model-{_file_safe(m['model'])}": {**m, "corpus_sha256": spec.corpus_sha256}
                      for m in models}   # each model alone, in the method's shape (``mirrorscan flinch compare`` reads it)
-        return Analysis(text="\n".join(lines), numbers=numbers, documents=documents,
-                        tables={"carriers": carriers},
+        return Analysis(text=text, numbers=numbers, documents=documents, tables={"carriers": carriers},
                         charts={"radar": chart}, notes=notes, detail=models)
 
     def empty_prefix_items(self, spec: FlinchSpec) -> tuple[str, list[str]]:
@@ -296,11 +289,14 @@ class Flinch:
                 and len(a) == len(b) and all(abs(x - y) <= SAME_LP_NATS for x, y in zip(a, b)))
 
     def headline(self, analysis: Analysis) -> dict:
-        """Per model: total flinch and each axis's flinch (0–100), with the aggregation that made them, and each
-        axis's carrier G-study Eρ² (``carrier_g_<axis>``; one study over all models, None where it has none)."""
+        """Per model: total flinch (None unless every axis and term was scored), the partial total over the axes
+        scored (None when the total is whole), how many axes those sum, each axis's flinch (0–100), the
+        aggregation, and each axis's carrier G-study Eρ² (``carrier_g_<axis>``; one study over all models, None
+        where it has none)."""
         studies = analysis.numbers.get("carrier_gstudy", {})
         g = {f"carrier_g_{k}": s.get("g_coefficient") for k, s in studies.items()}
-        return {m["model"]: {"total_flinch": m["total_flinch"], "aggregation": m["aggregation"],
+        return {m["model"]: {"total_flinch": m["total_flinch"], "partial_total_flinch": m.get("partial_total_flinch"),
+                             "axes_summed": len(m["axes"]), "aggregation": m["aggregation"],
                              **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}, **g}
                 for m in analysis.numbers["models"]}
 
@@ -346,16 +342,6 @@ def _file_safe(label: str) -> str:
     """A model label as a file-name part: characters other than letters, digits, ``.``, ``_``, ``@``, ``-``
     become ``_``."""
     return re.sub(r"[^A-Za-z0-9._@-]", "_", label)
-
-
-def _proxy_text(axis: dict | None) -> str:
-    """One axis's proxy value as printed: the number, or ``≥ bound`` when a term had no hit."""
-    if axis is None:
-        return "-"
-    if axis["proxy_flinch"] is not None:
-        return f"{axis['proxy_flinch']:.1f}"
-    bound = max(t["proxy_flinch_at_least"] or 0.0 for t in axis["terms"])
-    return f"n/a ({len(axis['unresolved_terms'])} ≥{bound:.0f})"
 
 
 INSTRUMENT = Flinch()

@@ -3,7 +3,9 @@ the query selecting its input and the ``mirrorscan stats gstudy`` command) that 
 
 The queries read ``traces_flinch``: one ``lp_mean`` per scored carrier (successful exact rows; the sampling
 proxy's rows have none and sit on their own scale), a term the mean of its carriers, an axis aggregated as
-the invocation's frozen ``aggregation`` names (``scale``), the total the sum of the axes.
+the invocation's frozen ``aggregation`` names (``scale``), the total the sum of the axes — null for a model
+lacking an axis or a term of one (then the partial total is the sum over the axes it has, and the whole total
+is null).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def axis_flinch_cte(invocation_id: str, aggregation: str) -> str:
             "AND lp_mean IS NOT NULL\n"
             "  GROUP BY label, axis, term, probe_id, sample),\n"
             "terms AS (SELECT label, axis, term, avg(lp) AS lp FROM carriers GROUP BY label, axis, term),\n"
-            f"axes AS (SELECT label, axis, {_flinch('avg(lp)')} AS axis_lp_mean, "
+            f"axes AS (SELECT label, axis, count(*) AS n_terms, {_flinch('avg(lp)')} AS axis_lp_mean, "
             f"avg({_flinch('lp')}) AS clipped_term_mean FROM terms GROUP BY label, axis)")
 
 
@@ -40,11 +42,37 @@ def axis_sql(invocation_id: str, aggregation: str, axis: str) -> str:
             f"SELECT label, {column} AS value FROM axes WHERE axis = {sql_text(axis)} ORDER BY label")
 
 
-def total_sql(invocation_id: str, aggregation: str) -> str:
-    """Per label, the sum of its axes' flinch values."""
+def _whole(axis_terms: dict[str, int]) -> str:
+    """SQL true for a label whose axes are exactly ``axis_terms``'s, each with all its terms scored."""
+    return f"count(*) = {len(axis_terms)} AND bool_and(a.n_terms = e.n)"
+
+
+def _expected(axis_terms: dict[str, int]) -> str:
+    rows = ", ".join(f"({sql_text(k)}, {n})" for k, n in axis_terms.items())
+    return f"axes a JOIN (VALUES {rows}) AS e(axis, n) ON a.axis = e.axis"
+
+
+def total_sql(invocation_id: str, aggregation: str, axis_terms: dict[str, int]) -> str:
+    """Per label, the sum of its axes' flinch values when every axis of ``axis_terms`` (key → number of terms)
+    has every term scored, else null."""
     column = "axis_lp_mean" if aggregation == "axis_lp_mean" else "clipped_term_mean"
     return (f"{axis_flinch_cte(invocation_id, aggregation)}\n"
-            f"SELECT label, sum({column}) AS value FROM axes GROUP BY label ORDER BY label")
+            f"SELECT a.label, CASE WHEN {_whole(axis_terms)} THEN sum(a.{column}) END AS value\n"
+            f"FROM {_expected(axis_terms)} GROUP BY a.label ORDER BY a.label")
+
+
+def partial_total_sql(invocation_id: str, aggregation: str, axis_terms: dict[str, int]) -> str:
+    """Per label, the sum over the axes it has when its total is not whole, else null."""
+    column = "axis_lp_mean" if aggregation == "axis_lp_mean" else "clipped_term_mean"
+    return (f"{axis_flinch_cte(invocation_id, aggregation)}\n"
+            f"SELECT a.label, CASE WHEN NOT ({_whole(axis_terms)}) THEN sum(a.{column}) END AS value\n"
+            f"FROM {_expected(axis_terms)} GROUP BY a.label ORDER BY a.label")
+
+
+def axes_summed_sql(invocation_id: str, aggregation: str) -> str:
+    """Per label, the number of axes with at least one scored term."""
+    return (f"{axis_flinch_cte(invocation_id, aggregation)}\n"
+            "SELECT label, count(*) AS value FROM axes GROUP BY label ORDER BY label")
 
 
 def gstudy_input_sql(invocation_id: str, axis: str) -> str:
@@ -62,10 +90,20 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
     aggregation = frozen["aggregation"]
     how = ("the mean lp of the axis's terms mapped to the scale (axis_lp_mean)" if aggregation == "axis_lp_mean"
            else "the mean of its terms' clipped flinch values (clipped_term_mean)")
+    axis_terms = analysis.numbers.get("axis_terms") or {}
+    keys = ", ".join(frozen["axes"])
+    n = len(frozen["axes"])
     out = [
-        HeadlineSource("total_flinch", f"sum over the {len(frozen['axes'])} axes scored of each axis's flinch "
-                       f"(0 to 100 × axes); compare totals only over one axis set; aggregation {aggregation}",
-                       total_sql(invocation_id, aggregation)),
+        HeadlineSource("total_flinch", f"sum over all {n} axes of the set ({keys}) of each axis's flinch (0 to "
+                       f"100 × {n}); null for a model lacking an axis or a term of one (its partial_total_flinch is "
+                       f"then the sum over the axes it has); compare totals only over one axis set; aggregation "
+                       f"{aggregation}", total_sql(invocation_id, aggregation, axis_terms)),
+        HeadlineSource("partial_total_flinch", f"only for a model whose total is not whole (an axis, or a term of one, "
+                       f"without a scored carrier): the sum of the flinch of the axes it has, of the {n} axes of the "
+                       "set (axes_summed says how many); not comparable with a whole total; null when the total is "
+                       "whole", partial_total_sql(invocation_id, aggregation, axis_terms)),
+        HeadlineSource("axes_summed", f"the number of axes, of the {n} of the set ({keys}), with at least one scored "
+                       "term: the axes a total or partial total sums", axes_summed_sql(invocation_id, aggregation)),
         HeadlineSource("aggregation", "how an axis's terms become its flinch: axis_lp_mean maps the mean lp of its "
                        "terms (the method's order of steps), clipped_term_mean averages the clipped per-term values; "
                        "they differ when a term's lp lies outside [−16, −1] nats",

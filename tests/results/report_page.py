@@ -18,12 +18,17 @@ def run_cli(args: list[str], env: dict, timeout: int = 300) -> subprocess.Comple
 
 
 class Numbers(HTMLParser):
-    """The headline rows of a report page: (model, number) → (shown value, printed sql command lines)."""
+    """The headline rows of a report page: (model, number) → (shown value, printed sql command lines). A row
+    that links to a query printed earlier on the page (each is printed once) gets that query's text."""
 
     def __init__(self):
         super().__init__()
         self.rows: dict = {}
-        self._key, self._cell, self._text = None, None, []
+        self.printed: dict = {}
+        """Anchor id → text of each printed command."""
+        self.links: int = 0
+        """Rows' links to a query printed earlier."""
+        self._key, self._cell, self._text, self._id = None, None, [], None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -34,14 +39,22 @@ class Numbers(HTMLParser):
             self._cell, self._text = "value", []
         elif self._key and tag == "pre" and a.get("class") == "sql":
             self._cell, self._text = "sql", []
+        elif self._key and tag == "a" and a.get("id"):   # the anchor just before a printed command
+            self._id = a["id"]
+        elif self._key and tag == "a" and a.get("class") == "same-query" and a.get("data-kind") == "sql":
+            self.rows[self._key]["sql"].append(("#", a["href"].removeprefix("#")))
+            self.links += 1
 
     def handle_endtag(self, tag):
         if self._key and self._cell == "value" and tag == "td":
             self.rows[self._key]["value"] = "".join(self._text)
             self._cell = None
         elif self._key and self._cell == "sql" and tag == "pre":
-            self.rows[self._key]["sql"].append("".join(self._text))
-            self._cell = None
+            text = "".join(self._text)
+            self.rows[self._key]["sql"].append(text)
+            if self._id:
+                self.printed[self._id] = text
+            self._cell, self._id = None, None
         elif tag == "tr":
             self._key = None
 
@@ -53,6 +66,8 @@ class Numbers(HTMLParser):
 def numbers(page: str) -> dict:
     parser = Numbers()
     parser.feed(page)
+    for row in parser.rows.values():
+        row["sql"] = [parser.printed[s[1]] if isinstance(s, tuple) else s for s in row["sql"]]
     return parser.rows
 
 

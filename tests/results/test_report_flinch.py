@@ -62,8 +62,10 @@ def flinch_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
 def test_the_flinch_report_names_and_defines_its_aggregation(flinch_report):
     rows = numbers(flinch_report["html"])
     assert {m for m, _ in rows} == {"m0", "m1"}
-    assert {n for _, n in rows} == {"total_flinch", "aggregation", "flinch_syn_a", "flinch_syn_b", "carrier_g_syn_a",
-                                    "carrier_g_syn_b"}
+    assert {n for _, n in rows} == {"total_flinch", "partial_total_flinch", "axes_summed", "aggregation", "flinch_syn_a",
+                                    "flinch_syn_b", "carrier_g_syn_a", "carrier_g_syn_b"}
+    assert rows[("m0", "axes_summed")]["value"] == "2" and rows[("m0", "partial_total_flinch")]["value"] == \
+        "— (not measured)"   # both models whole: a total, no partial one
     assert rows[("m0", "aggregation")]["value"] == "axis_lp_mean"
     page = flinch_report["html"]
     assert "axis_lp_mean maps the mean lp of its terms" in page and "clipped_term_mean" in page
@@ -85,11 +87,24 @@ def test_every_number_query_returns_the_number_shown(flinch_report):
         assert len(got) == 1, (name, table)
         if name == "aggregation":
             assert got[0]["value"] == row["value"]
+        elif row["value"] == "— (not measured)":
+            assert got[0]["value"] is None, (model, name)
         else:
             assert float(row["value"]) == pytest.approx(got[0]["value"], rel=1e-5), (model, name)
             assert 0 <= got[0]["value"] <= 200
         checked += 1
-    assert checked == 2 * 4
+    assert checked == 2 * 6
+
+
+def test_each_query_is_printed_once_and_other_models_link_to_it(flinch_report):
+    from report_page import Numbers
+
+    parser = Numbers()
+    parser.feed(flinch_report["html"])
+    printed = list(parser.printed.values())
+    assert len(printed) == len(set(printed)) and parser.links >= 6   # m1's rows link to m0's queries
+    page = flinch_report["html"]
+    assert page.count('<pre class="sql"') == len(printed) + 2   # + the counts and errors queries
 
 
 def test_the_carrier_gstudy_is_got_again_by_the_printed_query_and_stats_command(flinch_report, tmp_path):

@@ -113,6 +113,23 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
     radar = next(p for p in report.outputs if p.endswith("radar.png"))
     with open(radar, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert model["total_flinch"] is not None and model["total_of"] == "2 of 2 axes"
+
+    # the corpus edited after the scan: the invocation is analysed again from its stored rows, same numbers
+    edited = synthetic_corpus()
+    edited["axes"]["syn_a"]["terms"] = edited["axes"]["syn_a"]["terms"][1:]
+    edited["axes"]["syn_b"]["terms"][0]["carriers"] = ["At last we were all {BLANK}.", "They had gone {BLANK}."]
+    (exp / "corpus.json").write_text(json.dumps(edited))
+    again = analyze_invocation(result.invocation_id, catalog_dsn=catalog_dsn).analysis
+    assert again.numbers["axes_read_from"] == "stored rows"
+    assert again.numbers["corpus_sha256"] == numbers["corpus_sha256"]
+    (same,) = again.numbers["models"]
+    assert same["total_flinch"] == pytest.approx(model["total_flinch"], rel=1e-12)
+    for key in ("syn_a", "syn_b"):
+        assert same["axes"][key]["flinch"] == pytest.approx(model["axes"][key]["flinch"], rel=1e-12)
+        assert {t["word"]: t["lp_mean"] for t in same["axes"][key]["terms"]} == pytest.approx(
+            {t["word"]: t["lp_mean"] for t in model["axes"][key]["terms"]}, rel=1e-12)
+    assert any("analysed from the stored rows" in n for n in again.notes)
 
 
 @pytest.mark.parametrize("section, field, problem", [

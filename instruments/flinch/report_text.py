@@ -1,0 +1,52 @@
+"""The flinch analysis as printed: one line per model (total and each axis), the carrier G-studies, and the
+sampling proxy's models on their own scale. A total is printed as a number only when it is whole (every
+axis and term scored); a partial one is in parentheses and marked ``partial``, and the line under the table
+says what the totals sum and which models lack what (``numbers.totals``).
+"""
+
+from __future__ import annotations
+
+from instruments.flinch.numbers import total_text
+from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, interval_text
+
+
+def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found) -> str:
+    """The readable summary of one invocation: ``models`` (``numbers.model_scores``), ``proxied``
+    (``numbers.proxy_scores``), the per-axis ``gstudy``, the axis set ``keys``, the spec (aggregation, corpus
+    hash) and where the axes were read from (``stored.AnalysisAxes``)."""
+    width = max([28] + [len(m["model"]) for m in models + proxied])
+    lines = [f"flinch ({spec.aggregation}; corpus {spec.corpus_sha256[:12]}…, read from the {found.source}; "
+             f"axes: {', '.join(keys)})",
+             f"{'model':<{width}} {'total':>16}  " + "  ".join(f"{k[:12]:>12}" for k in keys)]
+    for m in models:
+        lines.append(f"{m['model']:<{width}} {total_text(m):>16}  " + "  ".join(
+            f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in keys))
+    lines.append(f"total = the sum over all {len(keys)} axes, only where every axis and term was scored"
+                 + "".join(f"; {m['model']}: {m['total_of']}" for m in models if m["total_flinch"] is None))
+    lines += [f"corpus: {w}" for w in found.warnings]
+    for key, g in gstudy.items():
+        if "missing" in g:
+            lines.append(f"carrier G-study, {key}: none ({g['missing']})")
+        else:
+            need = g["carriers_for_target"]
+            lines.append(f"carrier G-study, {key}: {100 * (g['carrier_share'] or 0):.0f}% of a carrier score's "
+                         f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
+                         f"per term; {need if need is not None else 'no number of'} carriers per term for "
+                         f"Eρ² {g['target']}")
+    if proxied:
+        lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
+                  f"per-token mean; N = {spec.frozen.get('proxy_samples', DEFAULT_SAMPLES)} per carrier, pooled per "
+                  f"term; each value with its 95 % interval [low–high], an axis's holding for its terms at once; "
+                  f"differences under {RESOLUTION:g} are below its resolution; never mixed with the rows above)",
+                  f"{'model':<{width}} " + "  ".join(f"{k[:18]:>18}" for k in keys)]
+        for m in proxied:
+            lines.append(f"{m['model']:<{width}} " + "  ".join(f"{proxy_text(m['axes'].get(k)):>18}" for k in keys))
+    return "\n".join(lines)
+
+
+def proxy_text(axis: dict | None) -> str:
+    """One axis's proxy value as printed with its 95 % interval (``proxy.interval_text``); ``n/a`` and the
+    interval when a term had no hit."""
+    if axis is None:
+        return "-"
+    return interval_text(axis["proxy_flinch"], axis["flinch_low"], axis["flinch_high"])
