@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from grid.errors import ConfigError
-from grid.names import name_problem
+from grid.names import check_imported_text, name_problem
 from instruments.open_scan.jsonl import _Pairs, _record, _value
 from instruments.open_scan.probes import check_query_id, decode_utf8
 from instruments.open_scan.templates import parse_rating
@@ -113,6 +113,8 @@ def _seed_line(obj: _Pairs, file: str, at: str, n: int) -> ImportLine:
         if key in values:
             raise ConfigError(file, f"{at}:{key}", "appears twice in one line (the last would silently win)", "keep one")
         values[key] = value
+    for key, value in values.items():   # stored as it is: nothing shaped like a secret, no NUL in the catalog
+        _check_texts(value, file, f"{at}:{key}", in_catalog=key == "model")
     missing = [k for k in SEED_REQUIRED if k not in values]
     if missing:
         raise ConfigError(file, f"{at}:{missing[0]}", "is missing",
@@ -132,6 +134,19 @@ def _seed_line(obj: _Pairs, file: str, at: str, n: int) -> ImportLine:
     return ImportLine(n, "seed", method_label(values["model"]), values["model"], values["query_id"], values["sample"],
                       values["answer"], values["cold"], values["posthoc"], query=columns.pop("query"),
                       columns=columns, extra=_plain(extra) or None)
+
+
+def _check_texts(value, file: str, where: str, in_catalog: bool) -> None:
+    """Every string in ``value`` (a JSON value as read) through ``grid.names.check_imported_text``."""
+    if isinstance(value, str):
+        check_imported_text(file, where, value, in_catalog=in_catalog)
+    elif isinstance(value, _Pairs):
+        for k, v in value:
+            _check_texts(k, file, where, in_catalog)
+            _check_texts(v, file, where, in_catalog)
+    elif isinstance(value, list):
+        for v in value:
+            _check_texts(v, file, where, in_catalog)
 
 
 def _plain(value):

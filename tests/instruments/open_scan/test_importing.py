@@ -115,3 +115,11 @@ def test_imported_rows_keep_raw_text_ratings_and_extras():
     assert (first["envelope"], first["query"], first["import_extra"], first["created_at"]) == \
         ("answer", TEXT, '{"note": "n"}', NOW)
     assert first["locale"] is None and first["temperature"] is None and first["seed"] is None
+
+
+def test_a_seed_line_holding_a_secret_shape_is_refused_without_echoing_it():
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyz12"
+    for line in (seed(answer=f"my key is {token}"), seed(notes={"k": [token]})):
+        with pytest.raises(ConfigError) as info:
+            read_import(data(line), "/d/seed.jsonl")
+        assert token not in str(info.value) and info.value.field.startswith("seed.jsonl:1:")
