@@ -35,8 +35,6 @@ PROXY_USER = "Continue this text:\n\n{prefix}"
 """User turn of every proxy request; ``{prefix}`` is the carrier's text before the blank."""
 PROXY_MAX_TOKENS = 16
 """Tokens per continuation: the first words are all the hit rule reads."""
-DEFAULT_SAMPLES = 50
-"""N when a cell does not say (``proxy_samples``)."""
 TEMPLATE_SHA256 = hashlib.sha256(json.dumps([PROXY_SYSTEM, PROXY_USER]).encode()).hexdigest()
 """Hash of the template, recorded on every row."""
 _SCHEMA = trace_schema(SCORE_COLUMNS)
@@ -64,7 +62,7 @@ class AnthropicProxyScorer:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Sample every cell's continuations (all requests of the batch in flight, bounded by the sampler)."""
         cells = batch.to_pylist()
-        counts = [int(c.get("proxy_samples") or DEFAULT_SAMPLES) for c in cells]
+        counts = [int(c["proxy_samples"]) for c in cells]   # N comes with each cell (the instrument's setting)
         requests = [{"probe_id": c["probe_id"], "sample": c["sample"], "attempt": c.get("attempt", 1),
                      "seed": c["seed"], "item_key": c.get("item_key"), "system_text": PROXY_SYSTEM,
                      "user_text": PROXY_USER.format(prefix=c["prefix"])}
