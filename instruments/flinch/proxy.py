@@ -144,3 +144,15 @@ def difference_text(a: float | None, b: float | None) -> str:
     delta = a - b
     verdict = "resolved" if abs(delta) >= RESOLUTION else "below the proxy's resolution"
     return f"Δ {delta:+.1f} (proxy resolution {RESOLUTION:g}: {verdict})"
+
+
+def difference_lines(models: list[dict], keys: list[str]) -> list[str]:
+    """With two or more proxy models (``numbers.proxy_scores``), each later one's per-axis difference from the
+    first, each with the resolution beside it (``difference_text``); axes either lacks are left out."""
+    if len(models) < 2:
+        return []
+    first = models[0]
+    return [f"proxy {m['model']} − {first['model']}: " + "; ".join(
+                f"{k} {difference_text(m['axes'][k]['proxy_flinch'], first['axes'][k]['proxy_flinch'])}"
+                for k in keys if k in m["axes"] and k in first["axes"])
+            for m in models[1:]]

@@ -7,7 +7,7 @@ says what the totals sum and which models lack what (``numbers.totals``).
 from __future__ import annotations
 
 from instruments.flinch.numbers import total_text
-from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, interval_text
+from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, difference_lines, interval_text
 
 
 def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found) -> str:
@@ -41,6 +41,7 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
                   f"{'model':<{width}} " + "  ".join(f"{k[:18]:>18}" for k in keys)]
         for m in proxied:
             lines.append(f"{m['model']:<{width}} " + "  ".join(f"{proxy_text(m['axes'].get(k)):>18}" for k in keys))
+        lines += difference_lines(proxied, keys)
     return "\n".join(lines)
 
 

@@ -112,3 +112,16 @@ def test_the_proxy_models_numbers_carry_each_flinch_with_its_interval():
     assert a["proxy_flinch"] == pytest.approx(flinch((math.log(5 / 20) + math.log(1 / 20)) / 2))
     assert b["proxy_flinch"] is None and b["flinch_high"] == 100.0
     assert b["flinch_low"] == pytest.approx(flinch(ln(exact_interval(0, 20, 0.05)[1])), abs=1e-6)
+
+
+def test_differences_between_proxy_models_print_with_the_resolution_beside_each():
+    from instruments.flinch.proxy import difference_lines
+
+    def model(name, **axes):
+        return {"model": name, "axes": {k: {"proxy_flinch": v} for k, v in axes.items()}}
+
+    models = [model("a", violence=12.0, sexual=None), model("b", violence=25.5, sexual=3.0, extra=1.0)]
+    (line,) = difference_lines(models, ["violence", "sexual", "extra"])
+    assert line.startswith("proxy b − a: violence Δ +13.5 (proxy resolution 10: resolved); sexual Δ n/a")
+    assert "extra" not in line                                # an axis the first model lacks is left out
+    assert difference_lines(models[:1], ["violence"]) == []   # one proxy model: no difference shown
