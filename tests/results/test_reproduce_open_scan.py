@@ -119,12 +119,16 @@ def test_an_interrupted_reproduction_is_finished_by_reproduce_resume(scanned, mo
     dsn, store_uri, original = scanned["dsn"], scanned["store"], scanned["original"]
     (scanned["folder"] / "probes.csv").write_text(CHANGED)   # the cells come from the stored queries
 
+    real = resolve("open_scan").stages[0]
+
     def interrupt(spec, previous):
-        raise KeyboardInterrupt("stopped between the stages")
+        if "invocation_id" in previous.column_names:   # stored rows: the driver is about to run the stage
+            raise KeyboardInterrupt("stopped between the stages")
+        return real.cells(spec, previous)   # the printed plan's stand-in rows (nothing stored yet)
 
     before = {r["invocation_id"] for r in reproductions(dsn, original)}
     with monkeypatch.context() as m:   # the driver builds later stages itself: patch the instrument it resolves
-        m.setattr(resolve("open_scan"), "stages", (Stage("posthoc", interrupt),))
+        m.setattr(resolve("open_scan"), "stages", (Stage("posthoc", interrupt, real.reads),))
         assert reproduce.main([original, "--catalog-dsn", dsn, "--quiet"]) == 130
     assert f"run mirrorscan reproduce {original} --resume to finish it" in capsys.readouterr().err
     (stopped,) = [r for r in reproductions(dsn, original) if r["invocation_id"] not in before]
