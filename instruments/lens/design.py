@@ -150,7 +150,7 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
     d = study["design_numbers"]
     sizes = d["observed_sizes"]
     size_words = ", ".join(f"{n} {d['facets'][f]}{'s' if n != 1 else ''}" for f, n in sizes.items())
-    lines = [f"G-study {name!r} ({study['design_name']}; {size_words}); score = {score}",
+    lines = [f"G-study {name!r} ({' × '.join(d['facets'].values())}; {size_words}); score = {score}",
              f"  {'effect':<58} {'variance':>10} {'share':>7}"]
     for c in d["components"]:
         share = "n/a" if c["share"] is None else f"{100 * c['share']:.1f}%"

@@ -34,7 +34,8 @@ def model_lines(models: dict) -> list[str]:
     lines += ["nulls: label floor = the scoring-label permutation null's mean of the max over layers (what picking "
               "the best layer reaches with labels that carry nothing); z = (headline − floor) / null sd; swap = the "
               "contrastive null (each task text's framings swapped at random), for the mean over wrappers; random = "
-              "max over layers of random directions (median and 95th percentile)",
+              "max over layers of random directions (median and 95th percentile); p≤.05 = wrappers whose headline "
+              "clears the label null at p ≤ 0.05",
               f"{'model/variant':<30} {'floor':>6} {'h−floor':>7} {'z':>6} {'p≤.05':>6} {'swap':>6} {'swap z':>7} "
               f"{'p 2-sided':>9} {'random':>6} {'p95':>6}"]
     for key, m in models.items():
@@ -77,7 +78,9 @@ def _pct(x) -> str:
 def gstudy_lines(gstudies: dict) -> list[str]:
     """Every study: components and shares, the single-wrapper and observed designs, asymptotes, wrappers
     needed, σ²mw/σ²mi, the hypothesised-variance figures, and where its scores are stored."""
-    lines = []
+    lines = ["G-studies: the model is the object of measurement. Eρ² says how well a design ranks the models "
+             "(relative), Φ how well it fixes their scores (absolute); both 0 … 1, 0.80 the conventional target. "
+             "The single-wrapper design is what one probe paper (one wrapper, one item set) measures."] if gstudies else []
     for name, g in gstudies.items():
         if "missing" in g:
             lines.append(f"G-study {name!r}: none ({g['missing']})")

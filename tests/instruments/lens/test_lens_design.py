@@ -95,7 +95,7 @@ def test_crossed_arms_report_the_framings_of_each_arm_needed():
     assert d["wrappers_needed"]["evaluation"]["at_one_item_sample"]["n"] is None
     assert d["wrappers_needed"]["evaluation"]["at_one_item_sample"]["asymptote"] == pytest.approx(1 / 1.6)
     assert d["ratio_model_wrapper_to_model_item"] == pytest.approx((2 + 0.5 + 0.4) / 0.1)
-    text = "\n".join(design_lines("base", {"design_numbers": d, "design_name": "model × evaluation × deployment"}, "x"))
+    text = "\n".join(design_lines("base", {"design_numbers": d}, "x"))
     assert "evaluation framings needed for Eρ² 0.80: at 1 item sample: never (asymptote 0.625)" in text
 
 
