@@ -68,3 +68,20 @@ def test_the_pool_reserves_the_models_gpus(tiny_dir):
             assert b["target_logprobs"] == pytest.approx(a["target_logprobs"], abs=1e-6)
     finally:
         ray.shutdown()
+
+
+def test_the_hf_sampler_places_a_model_by_its_device_map_and_answers_alike(tiny_dir):
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from actors.hf_sampler import HFSampler
+    from fc_grid import fc_rendered
+
+    pairs = pa.table({"pair_id": ["cd"], "word_a": ["cat"], "word_b": ["dog"]})
+    batch = fc_rendered(["m"], pairs, ["english_strict"], ["AB", "BA"], 1, 11)
+    plain = HFSampler(replace(variant(tiny_dir), max_tokens=8), str(tiny_dir), RUN)(batch).to_pylist()
+    placed_engine = HFSampler(replace(variant(tiny_dir, device_map="auto"), max_tokens=8), str(tiny_dir), RUN)
+    placed = placed_engine(batch).to_pylist()
+    assert {p.device.type for p in placed_engine.model.parameters()} == {"cpu"}
+    assert [r["response"] for r in placed] == [r["response"] for r in plain] and all(r["error"] is None for r in placed)
