@@ -1,6 +1,6 @@
 """The lens design demo end to end, small: its three models (the packaged SmolLM2 and two seeded random Llamas
 built on first use, labelled as plumbing) and its two renderings, scanned on Ray into PostgreSQL and analysed,
-on a small design (3 × 3 framings, 4 task texts, 8 scoring items) so the test runs in about a minute.
+on a small design (3 × 3 framings, 4 task texts, 8 scoring items), a few minutes on a shared 2-core machine.
 
 Checked against values computed here: the rendering each variant sent (token ids decoded), the per-model
 G-study exists with three models, the surface baseline ran grouped, and ``mirrorscan lens predict`` extracts a
