@@ -239,17 +239,21 @@ ARGMAX_ROBUST = 0.10
 """The paper's robustness threshold: the best layer moves across less than this share of the layer stack."""
 
 
-def random_directions(ex: Extracted, layers: list[int], positive: str, n: int, seed) -> list[float]:
+def random_directions(ex: Extracted, layers: list[int], positive: str, n: int, seed, chunk: int = 32) -> list[float]:
     """Max over layers of AUROC − 0.5 of ``n`` random Gaussian directions (one per layer each), scored like a
-    wrapper's: what a direction that holds no framing reaches on these items."""
+    wrapper's: what a direction that holds no framing reaches on these items. Drawn ``chunk`` at a time and
+    projected as one batched matrix product per layer."""
     from analysis.auroc import auroc
 
     rng = np.random.default_rng(seed)
+    by_layer = np.ascontiguousarray(ex.scoring[:, layers].transpose(1, 0, 2))          # (layers, items, hidden)
     out = []
-    for _ in range(n):
-        direction = rng.standard_normal((ex.n_layers, ex.scoring.shape[2]))
-        auc = np.atleast_1d(auroc(np.einsum("ild,ld->il", ex.scoring, direction)[:, layers], ex.labels, positive))
-        out.append(float(np.max(auc - 0.5)))
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        directions = rng.standard_normal((k, ex.n_layers, ex.scoring.shape[2]))[:, layers]   # (k, layers, hidden)
+        projected = by_layer @ directions.transpose(1, 2, 0)                               # (layers, items, k)
+        auc = auroc(projected.transpose(1, 2, 0).reshape(by_layer.shape[1], -1), ex.labels, positive)
+        out += np.max(auc.reshape(k, len(layers)) - 0.5, axis=1).tolist()
     return out
 
 
