@@ -344,3 +344,28 @@ def test_an_object_variance_that_is_not_a_variance_or_a_score_list_is_refused(tm
     write_experiment(tmp_path)
     with pytest.raises(ConfigError, match="object_variance"):
         lens_ref(tmp_path, object_variance=value)
+
+
+def test_random_directions_are_scored_like_one_wrapper_each():
+    """The batched random directions equal the same Gaussian draws projected one at a time and scored with
+    scikit-learn's AUROC; their count is the number asked for."""
+    from sklearn.metrics import roc_auc_score
+
+    from instruments.lens.numbers import Extracted, random_directions
+
+    rng = np.random.default_rng(0)
+    scoring = rng.standard_normal((30, 4, 6))
+    labels = ["deployment", "testing"] * 15
+    ex = Extracted(tasks={}, empty={}, item_ids=[], labels=labels, subsets=[], texts=[], scoring=scoring)
+    got = random_directions(ex, [1, 2, 3], "deployment", 40, 9, chunk=16)
+
+    draws = np.random.default_rng(9)
+    expected = []
+    for start in range(0, 40, 16):
+        block = draws.standard_normal((min(16, 40 - start), 4, 6))
+        for direction in block:
+            per_layer = [roc_auc_score([l == "deployment" for l in labels], scoring[:, layer] @ direction[layer])
+                         for layer in (1, 2, 3)]
+            expected.append(max(per_layer) - 0.5)
+    assert len(got) == 40
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
