@@ -339,7 +339,7 @@ def _import(args) -> int:
     from cluster.home import default_store_uri
     from cluster.provenance import provenance
     from cluster.store import open_store
-    from grid.names import check_name
+    from grid.names import check_experiment_name
     from grid.settings import FORMAT, settings_hash
     from instruments.open_scan.importing import IMPORTER_VERSION, import_rows, plan_import, read_import
 
@@ -350,7 +350,7 @@ def _import(args) -> int:
     lines = read_import(data, str(path))
     if not lines:
         raise ConfigError(args.file, "FILE", "holds no line", "give a file with one JSON object per line")
-    experiment = check_name(args.experiment, "", "--experiment")
+    experiment = check_experiment_name(args.experiment, "", "--experiment")
     sha = hashlib.sha256(data).hexdigest()
     series, invocation_id = f"{IMPORTED_SERIES}:{sha[:12]}", str(uuid.uuid4())
     store_uri = args.store or default_store_uri()

@@ -155,3 +155,17 @@ def test_a_nul_in_config_text_is_a_validation_error_for_every_verb(world, capsys
     for argv in (["scan", str(exp)], ["scan", str(exp), "--dry-run"], ["submit", str(exp)]):
         refused(capsys, [*argv, "--store", str(store)], where)
     assert snapshot(root, dsn) == before
+
+
+@pytest.mark.parametrize("name", ["_tap", "gstudy"])
+def test_import_and_as_refuse_what_no_experiment_folder_may_be_called(world, capsys, name):
+    """``--experiment`` and ``--as`` name an experiment as its folder would: not mirrorscan's own ``_``
+    folders, not a subcommand of analyze."""
+    root, store, dsn = world
+    imported = root / "run.jsonl"
+    imported.write_text(jsonl_line())
+    exp = experiment(root)
+    before = snapshot(root, dsn)
+    refused(capsys, ["open_scan", "import", str(imported), "--experiment", name, "--store", str(store)], "--experiment")
+    refused(capsys, ["scan", str(exp), "--as", name, "--store", str(store)], "--as")
+    assert snapshot(root, dsn) == before
