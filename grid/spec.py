@@ -349,6 +349,14 @@ def load_spec(path: str | Path) -> Spec:
         if m.tokenizer is not None and (instrument.engine_kind != "score" or m.backend != "openai"):
             raise ConfigError(file, f"models[{i}].tokenizer", "is only read by the openai backend's score engine "
                               f"(here: backend {m.backend!r}, {instrument.engine_kind!r} engines)", "remove it")
+        if m.score_api is not None and instrument.engine_kind != "score":
+            raise ConfigError(file, f"models[{i}].score_api", f"is only read by score engines, and {instrument.name!r} "
+                              f"uses {instrument.engine_kind!r} engines", "remove it")
+        for key in ("add_bos", "tokenizer"):
+            if m.score_api == "chat" and getattr(m, key) is not None:
+                raise ConfigError(file, f"models[{i}].{key}", "would be dropped: the chat scorer sends text messages "
+                                  "and the server tokenizes them with its own rules", f"remove {key}, or leave "
+                                  "score_api out to score through /v1/completions")
         if m.add_bos is not None and m.backend in API_BACKENDS and not m.tokenizer:
             raise ConfigError(file, f"models[{i}].add_bos", "would be dropped: without a tokenizer the prompt is sent "
                               "as text and the server applies its own BOS rule", "name models[].tokenizer, or remove add_bos")

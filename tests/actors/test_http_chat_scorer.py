@@ -124,9 +124,10 @@ def test_score_api_is_checked_in_the_spec(tmp_path):
     folder.mkdir()
     (folder / "pairs.csv").write_text("pair_id,word_a,word_b\np1,cat,dog\n", encoding="utf-8")
 
-    def spec_with(**entry):
-        config = {"instrument": "forced_choice", "probe_set": "pairs.csv", "envelopes": ["english_strict"],
-                  "models": [{"model": "m", "label": "m1", "backend": "openai", **entry}]}
+    def spec_with(instrument="flinch", **entry):
+        config = {"instrument": instrument, "models": [{"model": "m", "label": "m1", "backend": "openai", **entry}]}
+        if instrument == "forced_choice":
+            config.update(probe_set="pairs.csv", envelopes=["english_strict"])
         (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
         return load_spec(folder)
 
@@ -138,3 +139,8 @@ def test_score_api_is_checked_in_the_spec(tmp_path):
     with pytest.raises(ConfigError) as info:
         spec_with(score_api="chat", backend="anthropic")
     assert info.value.field == "models[0].score_api" and "backend" in str(info.value)
+    for entry, field in (({"instrument": "forced_choice"}, "score_api"), ({"add_bos": True}, "add_bos"),
+                         ({"tokenizer": "packaged:smollm2-135m-instruct"}, "tokenizer")):
+        with pytest.raises(ConfigError) as info:
+            spec_with(score_api="chat", **entry)
+        assert info.value.field == f"models[0].{field}"
