@@ -134,8 +134,7 @@ def implementation_shares(g: GStudy) -> dict | None:
     wrappers, item, _ = _facets(g)
     share = lambda name: g.component(name).estimate_used / total
     return {"model": share(g.object),
-            "model_wrapper": sum(share(c.name) for c in g.components if c.facets == {g.object, *wrappers}
-                                 and len(c.facets) == 1 + len(wrappers)),
+            "model_wrapper": sum(share(c.name) for c in g.components if c.facets == {g.object, *wrappers}),
             "item": share(item) if item else None,
             "implementation": share("variant"),
             "implementation_related": sum(c.estimate_used for c in g.components if "variant" in c.facets) / total}
