@@ -114,3 +114,23 @@ def test_error_messages_never_hold_more_than_an_excerpt():
     long = "<" + "a" * 300 + ">"
     problem = name_problem(long)
     assert problem is not None and len(re.sub(r"\s+", " ", problem)) < 80
+
+
+@pytest.mark.parametrize("bad", ["../x", "<script>"])
+def test_file_given_names_follow_the_rule(tmp_path, bad):
+    """Ids an item file gives (a forced_choice envelope, a flinch axis) are names too."""
+    from instruments.flinch.corpus import load_corpus
+    from instruments.forced_choice.envelopes import load_envelopes
+
+    envelopes = tmp_path / "envelopes.json"
+    envelopes.write_text(json.dumps({"version": "t", "envelopes": [
+        {"id": bad, "system": "", "user": "{a} or {b}?"}]}))
+    with pytest.raises(ConfigError) as info:
+        load_envelopes(envelopes)
+    assert info.value.field == "envelopes[0].id" and NAME_RULE in info.value.problem
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps({"version": "t", "axes": {bad: {"label": "A", "terms": [
+        {"word": "w", "carriers": ["a {w} b"]}]}}}))
+    with pytest.raises(ConfigError) as info:
+        load_corpus(str(corpus))
+    assert NAME_RULE in info.value.problem
