@@ -7,10 +7,13 @@ open_scan run label, a flinch axis id, a forced_choice envelope (wrapper) id, a 
 starting with a letter or digit, with no ``..`` — so no path separator, no dot segment, no markup, no
 whitespace or control character, nothing a shell or a URL must quote. ``check_name`` applies it and raises
 a ConfigError naming the field and the rule; every verb calls it before anything is written.
+``check_experiment_name`` adds what an experiment may not be called (``_…``, an analyze subcommand).
 
 Free text (a description, a prompt, an item) may hold any printable text, but never NUL: PostgreSQL refuses
 it in text and JSON, so a NUL would end a scan in a catalog error after validation. ``reject_nul`` walks
-parsed JSON (keys and values) and refuses the first one.
+parsed JSON (keys and values) and refuses the first one (``grid.secrets.check_config_values`` runs it with
+the secret check over every config). ``check_imported_text`` is the same pair of checks for a field of an
+imported file.
 """
 
 from __future__ import annotations
