@@ -36,12 +36,15 @@ import httpx
 from actors.http_common import Fatal
 from actors.http_completions import OpenAICompletionsScorer
 from actors.streaming import StreamClock
+from grid.errors import ConfigError
 from grid.records import ModelVariant, RunContext
 
 CHAT_USER = "Continue this text."
 """The user turn before the partial assistant message (some chat templates require a user turn first)."""
 TOP_LOGPROBS = 20
 """Alternatives asked for per position on the top_logprobs route (OpenAI's maximum)."""
+CHAT_BODY_KEYS = frozenset({"continue_final_message", "add_generation_prompt", "prompt_logprobs", "top_logprobs"})
+"""Body fields of the chat routes that extra_body may not replace (besides the completions scorer's own)."""
 CANNOT_SCORE = ("the chat API cannot continue an assistant message, so the target's tokens cannot be read "
                 "from its log-probs — fix: score through the server's /v1/completions endpoint (leave "
                 "models[{label}].score_api out), or measure the model with flinch's sampling proxy")
@@ -52,6 +55,9 @@ class OpenAIChatScorer(OpenAICompletionsScorer):
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
         """Ask the server once which route it supports (``probe``)."""
+        for key in CHAT_BODY_KEYS & set(variant.extra_body):
+            raise ConfigError("", f"models[{variant.label}].extra_body.{key}", "replaces a field the chat scorer "
+                              "sets itself", f"remove extra_body.{key}")
         super().__init__(variant, model_source, run, **backoff)
         self.route, self.refusal = self.probe()
         """``prompt_logprobs``, ``top_logprobs``, or None with the server's refusal (``refusal``)."""

@@ -144,3 +144,15 @@ def test_score_api_is_checked_in_the_spec(tmp_path):
         with pytest.raises(ConfigError) as info:
             spec_with(score_api="chat", **entry)
         assert info.value.field == f"models[0].{field}"
+
+
+def test_extra_body_may_not_replace_what_the_chat_scorer_sets():
+    from actors.http_completions import OpenAICompletionsScorer
+    from grid.errors import ConfigError
+
+    for key in ("continue_final_message", "prompt_logprobs", "logprobs"):
+        variant = ModelVariant(label="chat", model="chat", backend="openai", endpoint="http://127.0.0.1:9/v1",
+                               score_api="chat", extra_body={key: True})
+        with pytest.raises(ConfigError) as info:
+            OpenAICompletionsScorer(variant, "chat", RUN)
+        assert info.value.field == f"models[chat].extra_body.{key}"
