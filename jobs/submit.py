@@ -114,6 +114,10 @@ def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Pat
         if problem:
             raise ConfigError(path, f"env_vars.{name}", f"{problem}; the runtime env is shown on the dashboard",
                               "keep secrets on the cluster nodes (Kubernetes Secret, ~/.pgpass, instance profile)")
+    from grid.secrets import reject_secrets   # every other field too (pip URLs, working_dir, …): shown as well
+
+    reject_secrets(str(path), {k: v for k, v in env.items() if k != "env_vars"}, "",
+                   "keep secrets on the cluster nodes (a pip index's netrc, Kubernetes Secret, instance profile)")
     env["env_vars"] = {str(k): str(v) for k, v in env_vars.items()}
     unknown = sorted(set(env) - RuntimeEnv.known_fields)
     if unknown:   # RuntimeEnv would take them as plugin names and the job would fail on the cluster

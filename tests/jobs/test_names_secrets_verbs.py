@@ -169,3 +169,17 @@ def test_import_and_as_refuse_what_no_experiment_folder_may_be_called(world, cap
     refused(capsys, ["open_scan", "import", str(imported), "--experiment", name, "--store", str(store)], "--experiment")
     refused(capsys, ["scan", str(exp), "--as", name, "--store", str(store)], "--as")
     assert snapshot(root, dsn) == before
+
+
+def test_submit_refuses_a_secret_in_any_field_of_the_runtime_env(tmp_path):
+    """The runtime env is shown on the dashboard: a credential in a pip URL is refused like one in env_vars."""
+    from grid.errors import ConfigError
+    from jobs.submit import load_runtime_env
+
+    token = SECRETS["github"]
+    for pip in ([f"git+https://x:{token}@github.com/org/pkg"], [f"pkg --extra-index-url https://u:pw@idx/simple"]):
+        file = tmp_path / "runtime_env.yaml"
+        file.write_text(json.dumps({"working_dir": ".", "pip": pip}))
+        with pytest.raises(ConfigError) as info:
+            load_runtime_env(file)
+        assert info.value.field == "pip[0]" and token not in str(info.value) and "pw@" not in str(info.value)
