@@ -41,7 +41,10 @@ def read_texts(path: str) -> list[tuple[str, str]]:
         from instruments.lens.items import load_items
 
         return [(i.id, i.text) for i in load_items(str(file.resolve()), "--texts", False).items]
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, "--texts", f"is not UTF-8 ({exc.reason} at byte {exc.start})", "save it as UTF-8") from None
     if not lines:
         raise ConfigError(path, "--texts", "holds no text", "write one text per line")
     return [(str(n), line) for n, line in enumerate(lines, 1)]

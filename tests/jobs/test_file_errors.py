@@ -110,3 +110,14 @@ def test_open_scan_import_of_a_passwd_file_is_not_echoed(tmp_path):
         with pytest.raises(ConfigError) as info:
             read_records(content.encode(), str(tmp_path / "passwd"))
         assert_quotes_no_content(str(info.value), str(tmp_path / "passwd"))
+
+
+def test_lens_predict_texts_that_are_not_utf8_are_one_line_without_content(tmp_path):
+    from instruments.lens.cli import read_texts
+
+    file = tmp_path / "texts.txt"
+    file.write_bytes(b"fine\n\xff\xfe root:x:0:0 " + FAKE_KEY.encode() + b" /bin/bash\n")
+    with pytest.raises(ConfigError) as info:
+        read_texts(str(file))
+    assert "byte 5" in str(info.value)
+    assert_quotes_no_content(str(info.value), str(file))
