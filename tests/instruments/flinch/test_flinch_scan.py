@@ -235,3 +235,17 @@ def test_a_tokenizer_folder_is_resolved_next_to_the_config(tmp_path, tiny_dir):
                          "tokenizer": "tok"}]
     (exp / "config.json").write_text(json.dumps(config))
     assert load_spec(exp).models[0].tokenizer == str((exp / "tok").resolve())
+
+
+def test_a_corpus_key_that_looks_like_a_setting_is_named_when_the_config_loads(tmp_path, tiny_dir, capsys):
+    exp = tmp_path / "extra"
+    write_experiment(exp, tiny_dir)
+    corpus = synthetic_corpus()
+    corpus["notes"] = "written for the method"           # descriptive: silent
+    corpus["axes"]["syn_a"]["description"] = "an axis"   # descriptive: silent
+    corpus["axes"]["syn_b"]["weight"] = 2                # reads as a setting: named
+    (exp / "corpus.json").write_text(json.dumps(corpus))
+    spec = load_spec(exp)
+    assert spec.instrument_spec.axes == ("syn_a", "syn_b")
+    err = capsys.readouterr().err
+    assert "axes.syn_b.weight looks like a setting" in err and err.count("warning:") == 1
