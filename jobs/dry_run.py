@@ -123,7 +123,9 @@ def print_plan(plans: list, out, indent: str = "    ") -> None:
         held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
         here = f", {p.held_here} stored already" if p.held_here else ""
         gave = f", {p.given_up} given up" if p.given_up else ""
-        tokens_in = "input tokens unknown (no local tokenizer)" if p.tokens_in is None else f"{p.tokens_in} input tokens"
+        tokens_in = ("input tokens unknown (no local tokenizer)" if p.tokens_in is None
+                     else f"≥ {p.tokens_in} input tokens (earlier answers not counted)" if p.stage and p.run
+                     else f"{p.tokens_in} input tokens")
         out_bound = ("generated tokens unknown" if p.tokens_out_bound is None
                      else f"≤ {p.tokens_out_bound} generated tokens" if p.kind == "generate" else "no generated tokens")
         print(f"{indent}{p.stage or 'first'} stage ({p.kind}): {p.cells} cells{held}{here}{gave}; {p.run} to run; "
@@ -135,7 +137,7 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
     out = out or sys.stdout
     from grid.spec import load_spec
-    from jobs.preflight import check_engines, check_template_overrides, resolve_store
+    from jobs.preflight import check_context, check_engines, check_template_overrides, resolve_store
 
     spec = load_spec(experiment)
     check_engines(spec)
@@ -145,6 +147,7 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     from jobs.plan import scan_plan
 
     sources = plan_sources(spec)
+    check_context(spec, sources)   # what scan refuses before it records anything, refused here the same way
     store_now = existing_store(spec.values["store"])
     plans = scan_plan(settings, store=store_now, sources=sources, max_attempts=max_attempts)
     print(f"experiment {spec.experiment}  instrument {spec.instrument.name}  (dry run: nothing started or written)",
