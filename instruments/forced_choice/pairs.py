@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from grid.errors import ConfigError, csv_rows, file_error
 from grid.ids import check_component
+from grid.names import check_name
 
 STARTER = "packaged:starter_pairs"
 """Selects the starter pair set shipped with mirrorscan."""
@@ -74,7 +75,8 @@ def load_pairs(path: str | Path) -> PairSet:
             raise ConfigError(shown, f"line {line_no}", f"has {len(row)} columns, expected 3",
                               "write pair_id,word_a,word_b (quote a field that holds a comma)")
         pair_id, word_a, word_b = row
-        for name, value in zip(PAIR_COLUMNS, row):
+        check_name(pair_id, shown, f"line {line_no}:pair_id")   # an id the user gives: the one name rule
+        for name, value in zip(PAIR_COLUMNS[1:], row[1:]):
             check_component(value, shown, f"line {line_no}:{name}")
         if pair_id in seen_ids:
             raise file_error(shown, f"line {line_no}:pair_id", f"duplicate pair id (first on line {seen_ids[pair_id]})",

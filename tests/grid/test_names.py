@@ -134,3 +134,12 @@ def test_file_given_names_follow_the_rule(tmp_path, bad):
     with pytest.raises(ConfigError) as info:
         load_corpus(str(corpus))
     assert NAME_RULE in info.value.problem
+
+
+@pytest.mark.parametrize("bad", ["../../x", "<b>"])
+def test_a_pair_id_follows_the_name_rule(tmp_path, bad):
+    exp = write_config(tmp_path / "ok")
+    (exp / "pairs.csv").write_text(f"pair_id,word_a,word_b\n{bad},cat,dog\n")
+    with pytest.raises(ConfigError) as info:
+        load_spec(exp)
+    assert info.value.field == "line 2:pair_id" and NAME_RULE in info.value.problem
