@@ -114,6 +114,8 @@ class Flinch:
         if not isinstance(values["corpus"], str) or not values["corpus"]:
             raise ctx.error("corpus", "must be a file name", f"give a corpus JSON file or {STARTER!r}")
         axes = values["axes"]
+        if isinstance(axes, str):   # "slurs,sexual", as the method's --axes takes them
+            axes = [a.strip() for a in axes.split(",") if a.strip()]
         if axes is not None and (not isinstance(axes, list) or not axes or len(set(axes)) != len(axes)
                                  or not all(isinstance(a, str) for a in axes)):
             raise ctx.error("axes", "must be a non-empty list of distinct axis keys", "list each axis key once")

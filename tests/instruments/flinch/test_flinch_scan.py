@@ -154,6 +154,9 @@ def test_the_starter_corpus_is_the_default_and_axes_select_a_subset(tmp_path, ti
     spec = load_spec(exp)
     assert spec.instrument_spec.axes == ("violence", "anti_europe")   # in the order asked
     assert spec.instrument.n_items(spec.instrument_spec) == 2 * 8 * 4
+    (exp / "config.json").write_text(json.dumps({"instrument": "flinch", "models": [{"model": str(tiny_dir)}],
+                                                 "flinch": {"axes": "violence, anti_europe"}}))
+    assert load_spec(exp).instrument_spec == spec.instrument_spec   # comma-separated, as the method's --axes takes them
 
 
 def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenizer_adds_no_bos(tmp_path, tiny_dir,
