@@ -146,3 +146,25 @@ def test_with_the_corpus_changed_a_model_whose_rows_are_short_gets_no_whole_tota
     assert models["whole"]["total_flinch"] is None   # a term never attempted cannot be seen without the corpus
     assert "cover 10 of the 12 carriers" in models["whole"]["total_of"]
     assert list(models["whole"]["axes"]) == ["syn_a", "syn_b"]
+
+
+def test_the_headline_queries_give_no_whole_total_where_the_analysis_gives_none(scanned):
+    """The report's queries for total_flinch, partial_total_flinch and axes_summed, run by DuckDB (the engine
+    behind ``mirrorscan sql``) over the same rows, return what the analysis does, null included."""
+    import duckdb
+
+    _, settings, table, _ = scanned
+    analysis = INSTRUMENT.analyze(table, settings)
+    head = INSTRUMENT.headline(analysis)
+    sources = {s.name: s for s in INSTRUMENT.headline_sources(analysis, settings, "inv-1")}
+    con = duckdb.connect()
+    con.register("traces_flinch", table.append_column("invocation_id", pa.array(["inv-1"] * table.num_rows)))
+    for name in ("total_flinch", "partial_total_flinch", "axes_summed"):
+        got = dict(con.execute(sources[name].sql).fetchall())
+        for model, numbers in head.items():
+            if model == "all_failed":   # no scored row at all: no row in the query's answer either
+                assert model not in got and numbers[name] in (None, 0)
+            elif numbers[name] is None:
+                assert got[model] is None, (model, name)
+            else:
+                assert got[model] == pytest.approx(numbers[name], rel=1e-9), (model, name)
