@@ -149,20 +149,22 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
     d = study["design_numbers"]
     sizes = d["observed_sizes"]
     size_words = ", ".join(f"{n} {d['facets'][f]}{'s' if n != 1 else ''}" for f, n in sizes.items())
+    item = next((d["facets"][f] for f in d["facets"] if f in ITEM_FACETS), "item")
+    ones = ", ".join(f"1 {w}" for f, w in d["facets"].items() if f != next(iter(d["facets"])))
+    labels = [c["words"] for c in d["components"]] + [f"single-wrapper design ({ones})", f"observed design ({size_words})"]
+    width = max(58, *(len(x) for x in labels))
     lines = [f"G-study {name!r} ({' × '.join(d['facets'].values())}; {size_words}); score = {score}",
-             f"  {'effect':<58} {'variance':>10} {'share':>7}"]
+             f"  {'effect':<{width}} {'variance':>10} {'share':>7}"]
     for c in d["components"]:
         share = "n/a" if c["share"] is None else f"{100 * c['share']:.1f}%"
         flag = "  (negative estimate, counted as 0)" if c["raw_estimate"] < 0 else ""
-        lines.append(f"  {c['words']:<58} {c['variance']:>10.3g} {share:>7}{flag}")
+        lines.append(f"  {c['words']:<{width}} {c['variance']:>10.3g} {share:>7}{flag}")
     imp = study.get("implementation_shares")
     if imp:
         lines.append(f"  shares: model {_pct(imp['model'])}, wrapper × model {_pct(imp['model_wrapper'])}, item "
                      f"{_pct(imp['item'])}, implementation {_pct(imp['implementation'])} (every effect with the "
                      f"implementation: {_pct(imp['implementation_related'])})")
-    item = next((d["facets"][f] for f in d["facets"] if f in ITEM_FACETS), "item")
-    ones = ", ".join(f"1 {w}" for f, w in d["facets"].items() if f != next(iter(d["facets"])))
-    lines.append(f"  {'design':<58} {'Eρ²':>10} {'Φ':>7}")
+    lines.append(f"  {'design':<{width}} {'Eρ²':>10} {'Φ':>7}")
     rows = [(f"single-wrapper design ({ones})", d["single_wrapper"]),
             (f"observed design ({size_words})", d["observed"])]
     if "asymptote_items_at_one_wrapper" in d:
@@ -170,7 +172,7 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
     if "asymptote_wrappers_at_one_item_sample" in d:
         rows.append((f"asymptote: wrappers → ∞ at 1 {item}", d["asymptote_wrappers_at_one_item_sample"]))
     for label, c in rows:
-        lines.append(f"  {label:<58} {_f(c['g_coefficient']):>10} {_f(c['phi']):>7}")
+        lines.append(f"  {label:<{width}} {_f(c['g_coefficient']):>10} {_f(c['phi']):>7}")
     for facet, needed in d["wrappers_needed"].items():
         lines.append(f"  {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed, item))
     ratio = d["ratio_model_wrapper_to_model_item"]

@@ -56,8 +56,9 @@ def model_lines(models: dict) -> list[str]:
             a = m.get("argmax_bootstrap")
             if not a:
                 continue
-            verdict = ("n/a" if a["robust"] is None else "robust" if a["robust"] else "not robust") + \
-                f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10 %; {a['draws']} draws)"
+            verdict = ("n/a: one layer enters the max" if a["robust"] is None else
+                       ("robust" if a["robust"] else "not robust")
+                       + f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10 %; {a['draws']} draws)")
             lines.append(f"{key:<30} {_pct(a['median_share']):>7} {_pct(a['max_share']):>6} "
                          f"{a['distinct_range'][0]:>7} to {a['distinct_range'][1]:<5}  {verdict}")
     lines.append("cosines of directions (1 = the same direction, 0 = unrelated): within a wrapper from disjoint "
