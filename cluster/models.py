@@ -403,6 +403,52 @@ def build_tiny_random_model(out_dir: Path, tokenizer_dir: Path, seed: int = 0, l
 
 
 # ---------------------------------------------------------------------------------------------------
+# Packaged models by name
+
+
+def packaged_size(alias: str) -> tuple[int, int, int] | None:
+    """(blocks, width, seed) of a tiny random model alias; None for the demo model. ConfigError (field
+    ``model``) for anything that is not a packaged model's name."""
+    sized = TINY_SIZED_ALIAS.fullmatch(alias)
+    size = tuple(int(g) for g in sized.groups()) if sized else (2, 64, 0)
+    if (alias not in (DEMO_MODEL_ALIAS, TINY_MODEL_ALIAS) and not sized) or not (
+            1 <= size[0] <= 16 and 32 <= size[1] <= 512 and size[1] % 4 == 0):
+        raise ConfigError("", "model", f"{alias!r} is not a packaged model",
+                          f"use {DEMO_MODEL_ALIAS}, {TINY_MODEL_ALIAS} or packaged:tiny-random-llama-<blocks>x"
+                          "<width>-s<seed> (1–16 blocks, width 32–512 and a multiple of 4)")
+    return None if alias == DEMO_MODEL_ALIAS else size
+
+
+def packaged_folder(alias: str) -> Path:
+    """The folder under ``$MIRRORSCAN_HOME/models/`` that packaged model ``alias`` is prepared into (it may
+    not exist yet)."""
+    size = packaged_size(alias)
+    if size is None:
+        return demo_model_dir()
+    return subdir("models") / ("tiny-random-llama" if size == (2, 64, 0) else
+                               "tiny-random-llama-{}x{}-s{}".format(*size))
+
+
+def is_prepared(alias: str) -> bool:
+    """Whether packaged model ``alias`` is ready to load without converting or building anything."""
+    folder = packaged_folder(alias)
+    if packaged_size(alias) is None:
+        return _marker_matches(folder, {"gguf_sha256": DEMO_GGUF_SHA256, "dtype": DEMO_DTYPE,
+                                        "format": CONVERSION_FORMAT})
+    return (folder / "model.safetensors").is_file()
+
+
+def prepare_packaged(alias: str, force: bool = False) -> Path:
+    """Packaged model ``alias`` as a folder, converted or built now if it is not ready (``force``: again)."""
+    size = packaged_size(alias)
+    if size is None:
+        return prepare_demo_model(force=force)
+    if force:
+        shutil.rmtree(packaged_folder(alias), ignore_errors=True)
+    return prepare_tiny_model(*size)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Config entries
 
 
@@ -463,15 +509,11 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
         raise ConfigError(config_file, field, "is empty",
                           f"name a model folder, a hub id (org/name) or {DEMO_MODEL_ALIAS}")
     if text.startswith("packaged:"):
-        sized = TINY_SIZED_ALIAS.fullmatch(text)
-        size = tuple(int(g) for g in sized.groups()) if sized else (2, 64, 0)
-        if (text not in (DEMO_MODEL_ALIAS, TINY_MODEL_ALIAS) and not sized) or not (
-                1 <= size[0] <= 16 and 32 <= size[1] <= 512 and size[1] % 4 == 0):
-            raise ConfigError(config_file, field, f"{text!r} is not a packaged model",
-                              f"use {DEMO_MODEL_ALIAS}, {TINY_MODEL_ALIAS} or packaged:tiny-random-llama-<blocks>x"
-                              "<width>-s<seed> (1–16 blocks, width 32–512 and a multiple of 4)")
         try:
-            return str(prepare_demo_model() if text == DEMO_MODEL_ALIAS else prepare_tiny_model(*size))
+            if not is_prepared(text):   # one line before a wait of seconds to a minute
+                _progress(f"preparing model {text} once before its first use "
+                          f"(`mirrorscan models prepare {text}` does this ahead)")
+            return str(prepare_packaged(text))
         except ConfigError as err:
             raise ConfigError(config_file or err.file, field or err.field, err.problem, err.fix) from None
 

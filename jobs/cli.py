@@ -8,6 +8,7 @@
   mirrorscan report TARGET [--all]            one self-contained HTML report per invocation
   mirrorscan stats gstudy|kendall|auroc|null  statistics on a long table or an invocation's traces
   mirrorscan sql "SELECT …"                   query traces and invocations
+  mirrorscan models prepare NAME              convert or build a packaged model once, visibly (models list)
   mirrorscan prepare-demo                     convert the packaged demo model once
   mirrorscan catalog status|stop              where the local catalog is, whether it runs; stop it
   mirrorscan submit EXPERIMENT_DIR [--address URL]   run it on a Ray cluster as a job
@@ -21,6 +22,9 @@
   mirrorscan flinch compare A.json B.json     an instrument's own tools (flinch: results side by side)
 
 ``mirrorscan VERB --help`` explains each verb.
+
+Listing the verbs imports no verb: each verb's modules (Ray, torch, an instrument, scipy) are imported only
+when that verb runs, so ``mirrorscan --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ VERBS = {
     "report": ("jobs.report", "one self-contained HTML file per invocation: numbers, definitions, charts, queries"),
     "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
     "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
+    "models": ("jobs.models", "the packaged models: list them, prepare one (convert or build it once, timed)"),
     "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
     "catalog": ("jobs.catalog", "the local catalog server: where it is and whether it runs (status), stop it"),
     "submit": ("jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),
@@ -53,8 +58,19 @@ INSTRUMENT_ALIASES = {
 """Top-level verbs that are an instrument's own tool: ``mirrorscan matrix …`` = ``mirrorscan open_scan matrix …``."""
 
 
+INSTRUMENT_TOOLS = {
+    "flinch": "flinch's own tools: `compare` results side by side (a table and an overlay radar)",
+    "lens": "lens's own tools: `predict` new texts on an invocation's directions, `headline` again from a report",
+    "open_scan": "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)",
+}
+"""Registered instruments that bring their own tools (a ``cli`` hook), by name → one line of help. Listed
+here by name so that the verb list imports no instrument; the instrument is imported when its tools run
+(tests check this table against the instruments' own ``cli`` hooks)."""
+
+
 def instrument_verbs() -> dict[str, str]:
-    """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring."""
+    """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring.
+    Imports every instrument: for checks, not for the verb list (that reads INSTRUMENT_TOOLS)."""
     from grid.instrument import REGISTRY, resolve
 
     out = {}
@@ -90,18 +106,20 @@ def main(argv: list[str] | None = None) -> int:
         from grid.instrument import resolve
 
         return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, prog="mirrorscan")
-    if argv and argv[0] not in VERBS and argv[0] in instrument_verbs():
+    if argv and argv[0] not in VERBS and argv[0] in INSTRUMENT_TOOLS:
         from grid.instrument import resolve
 
         return resolve(argv[0]).cli(argv[1:], prog=f"mirrorscan {argv[0]}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
-        print(__doc__.strip(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
-        print("\nverbs:", file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+        asked = not argv or argv[0] in ("-h", "--help")
+        stream = sys.stdout if asked else sys.stderr   # an unknown verb: the whole list goes to stderr
+        print(__doc__.strip(), file=stream)
+        print("\nverbs:", file=stream)
         for verb, (_, text) in [*VERBS.items(), *INSTRUMENT_ALIASES.items()]:
-            print(f"  {verb:<14}{text}")
-        for name, text in instrument_verbs().items():
-            print(f"  {name:<14}{text}")
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+            print(f"  {verb:<14}{text}", file=stream)
+        for name, text in INSTRUMENT_TOOLS.items():
+            print(f"  {name:<14}{text}", file=stream)
+        return 0 if asked else 2
     module = importlib.import_module(VERBS[argv[0]][0])
     return module.main(argv[1:], prog=f"mirrorscan {argv[0]}")
 
