@@ -82,7 +82,8 @@ def reject_nul(file: str, obj: object, path: str = "") -> None:
         for key, value in obj.items():
             sub = f"{path}.{key}" if path else str(key)
             if "\x00" in str(key):
-                raise ConfigError(file, path or "(top level)", "has a key holding NUL (U+0000)", "remove the NUL character")
+                raise ConfigError(file, path or "(top level)", "has a key holding NUL (U+0000)",
+                                  "remove the NUL character")
             reject_nul(file, value, sub)
     elif isinstance(obj, list):
         for i, value in enumerate(obj):

@@ -97,7 +97,8 @@ def test_every_verb_refuses_a_bad_name_and_writes_nothing(world, capsys, kind):
     refused(capsys, ["scan", str(labelled), "--dry-run", "--store", str(store)], "models[0].label")
     refused(capsys, ["submit", str(labelled), "--store", str(store)], "models[0].label")
     refused(capsys, ["open_scan", "import", str(imported), "--experiment", bad, "--store", str(store)], "--experiment")
-    refused(capsys, ["open_scan", "import", str(bad_run_label), "--experiment", "imp", "--store", str(store)], "run_label")
+    refused(capsys, ["open_scan", "import", str(bad_run_label), "--experiment", "imp", "--store", str(store)],
+            "run_label")
     refused(capsys, ["tap", "--upstream", "http://127.0.0.1:9/v1", "--label", bad], "--label")
     if kind == "markup":   # a folder name cannot hold '/', but it can hold markup
         folder = experiment(root, bad)
