@@ -159,6 +159,7 @@ DISK_PROBLEMS = {
                "elsewhere"),
     "EPERM": ("the operation is not permitted", "make it writable for this user, or point --store / "
               "$MIRRORSCAN_HOME elsewhere"),
+    "ENAMETOOLONG": ("its name is longer than the file system allows", "use a shorter name or path"),
 }
 """Errors of the machine's disk a user can fix (by errno name): what the one line says and the fix."""
 
@@ -183,7 +184,8 @@ def disk_error(exc: OSError) -> ConfigError | None:
     quoted = re.search(r"'(/[^']+)'", str(exc))   # pyarrow names the file in quotes
     path = exc.filename or (quoted.group(1) if quoted else "(a file it writes)")
     problem, fix = DISK_PROBLEMS[name]
-    return ConfigError(str(path), "(disk)", f"cannot be written: {problem}", fix)
+    verb = "cannot be used" if name == "ENAMETOOLONG" else "cannot be written"
+    return ConfigError(shorten(str(path), 120), "(disk)", f"{verb}: {problem}", fix)
 
 
 def reports_user_errors(main):

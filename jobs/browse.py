@@ -46,6 +46,22 @@ def build_parser(prog: str = "mirrorscan browse") -> argparse.ArgumentParser:
     return p
 
 
+def check_writable(folder: str) -> None:
+    """ConfigError naming ``folder`` (the index folder) and the fix unless a file can be written in it."""
+    import os
+    import uuid
+
+    probe = os.path.join(folder, f".write-check-{uuid.uuid4().hex[:12]}")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(probe, "wb") as sink:
+            sink.write(b"mirrorscan write check")
+        os.remove(probe)
+    except OSError as exc:
+        raise ConfigError(folder, "--index-dir", f"cannot be written ({exc.strerror or exc})",
+                          "pass --index-dir a writable folder, or make $MIRRORSCAN_HOME writable") from None
+
+
 def _progress():
     """A progress callback drawing one tqdm bar per invocation being indexed (on stderr)."""
     from tqdm import tqdm
@@ -80,6 +96,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
         raise ConfigError("", "--refresh-s", f"is {args.refresh_s}", "pass 0 or more seconds")
     dsn = resolve_dsn(args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN"))
     index_dir = args.index_dir or str(subdir("cache") / "browse-index")
+    check_writable(index_dir)   # the index is written while serving: refuse a folder that cannot take it now
     if args.serve:
         import signal
         import threading

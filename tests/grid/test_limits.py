@@ -133,3 +133,19 @@ def test_dry_run_and_scan_refuse_the_same_huge_max_tokens_with_exit_2(tmp_path):
         assert len(lines) == 1 and "max_tokens: is 1000000000000, above the limit" in lines[0], (extra, lines)
     assert not (tmp_path / "home" / "store").exists()
 
+
+
+def test_dry_run_refuses_a_max_tokens_past_a_local_models_context_window_as_scan_does(tmp_path, tiny_dir):
+    """Under the limit but past the tiny model's context window: the same check, the same line, in both."""
+    import json as _json
+
+    context = _json.loads((tiny_dir / "config.json").read_text())["max_position_embeddings"]
+    folder = experiment(tmp_path, fc(models=[{"model": str(tiny_dir), "label": "tiny"}], max_tokens=context + 10))
+    env = {**__import__("os").environ, "MIRRORSCAN_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ""}
+    lines = []
+    for extra in (["--dry-run"], ["--catalog-dsn", "postgresql://nobody@127.0.0.1:1/none"]):
+        out = subprocess.run([sys.executable, "-m", "jobs.cli", "scan", str(folder), *extra], capture_output=True,
+                             text=True, cwd=ROOT, env=env, timeout=300)
+        assert out.returncode == 2, (extra, out.stderr)
+        lines.append(out.stderr.strip())
+    assert lines[0] == lines[1] and f"max_tokens: is {context + 10}, but" in lines[0] and "context window" in lines[0]

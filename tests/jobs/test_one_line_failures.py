@@ -5,7 +5,7 @@ for ``analyze`` and ``report``, a read-only home.
 The disks are real: each command runs in a private mount namespace (``unshare --mount``) where the store
 or the home is a read-only bind mount of itself or a tiny full tmpfs, so the test's own files and the
 machine's mounts are untouched (a read-only folder made by chmod would not stop root, who runs the tests
-here). The store and catalog are written as scans write them (``tests/results/browse_world.py``)."""
+here). The store and catalog are written as scans write them (``tests/store_world.py``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "results"))
-import browse_world as world  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import store_world as world  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSHARE = ["unshare", "--mount", "--propagation", "private"] + (["--map-root-user"] if os.geteuid() else [])
@@ -77,40 +77,9 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture
 def made(tmp_path, pg_dsn):
-    """A store holding one complete forced_choice invocation (the browse world's rows, in parts as a scan
-    writes them) and a catalog naming it with the frozen settings of a real config of that grid."""
-    from datetime import datetime, timezone
-    import uuid
-
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.settings import settings_hash
-    from grid.spec import load_spec
-    from grid.trace_schema import to_trace_table, trace_schema
-
-    exp = tmp_path / "experiments" / world.EXPERIMENT
-    exp.mkdir(parents=True)
-    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\n" + "".join(f"{a}_{b},{a},{b}\n" for a, b in world.PAIRS))
-    (exp / "config.json").write_text(json.dumps({
-        "instrument": "forced_choice", "models": [{"model": f"/models/org/{x}", "label": x} for x in world.LABELS],
-        "forced_choice": {"probe_set": "pairs.csv", "envelopes": world.ENVELOPES}, "max_tokens": 24, "seed": 7,
-        "batch_size": 4}))
-    store = open_store(str(tmp_path / "store"))
-    settings = load_spec(exp).settings()
-    settings["execution"]["store"] = store.uri
+    """A store holding one complete forced_choice invocation and a catalog naming it (``tests/store_world.py``)."""
     dsn = new_database(pg_dsn)
-    invocation_id = str(uuid.uuid4())
-    rows = world.cell_rows(invocation_id, datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc))
-    schema = trace_schema(resolve("forced_choice").columns)
-    for i in range(0, len(rows), 8):
-        store.write_part(to_trace_table(rows[i:i + 8], schema), world.EXPERIMENT, invocation_id, "w")
-    with Catalog(dsn) as catalog:
-        catalog.create_invocation({
-            "invocation_id": invocation_id, "experiment": world.EXPERIMENT, "instrument": "forced_choice",
-            "settings": settings, "settings_hash": settings_hash(settings), "status": "complete",
-            "store_uri": store.uri, "counts": {"cells": len(rows) - 1}})
-    return {"invocation_id": invocation_id, "dsn": dsn, "store_dir": tmp_path / "store", "tmp": tmp_path}
+    return {**world.build(tmp_path, dsn), "dsn": dsn, "tmp": tmp_path}
 
 
 def analysis_folders(made) -> list[Path]:
