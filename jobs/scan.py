@@ -307,16 +307,15 @@ NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
 """An invocation id no run has: what "this invocation" holds before it exists (nothing)."""
 
 
-def probe_uses(catalog, experiment: str) -> list:
-    """The probe sets (``instruments.open_scan.history.Use``) of the experiment's scan invocations, oldest first:
-    neither imports nor reproductions, which never change which text a probe has."""
-    from instruments.open_scan.history import Use
-
+def earlier_scans(catalog, experiment: str) -> list[tuple[str, object, dict]]:
+    """The experiment's scan invocations as (invocation id, start, frozen instrument settings), oldest first:
+    neither imports nor reproductions. The instrument reads what it needs of them (open_scan: which text each
+    probe had)."""
     rows = catalog.execute(
-        "SELECT invocation_id::text, started_at, settings->'instrument_settings'->'probes'->'items' FROM "
+        "SELECT invocation_id::text, started_at, settings->'instrument_settings' FROM "
         "scan_invocations WHERE experiment = %s AND reproduces IS NULL AND reconstructed_from IS NULL AND "
         "settings->'execution'->>'reproduces' IS NULL ORDER BY started_at, invocation_id", [experiment])
-    return [Use(i, t, tuple(tuple(x) for x in items)) for i, t, items in rows if items]
+    return [(i, t, s or {}) for i, t, s in rows]
 
 
 def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_changed: bool,
@@ -343,7 +342,7 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
                                   f"and now names {m.model!r} ({sources[m.label]})",
                                   "give this model its own label (two models never share one in an experiment)")
     check = getattr(ref.instrument, "check_append", None)
-    notes = list(check(ref.spec, earlier, accept_changed, uses=probe_uses(catalog, spec.experiment))
+    notes = list(check(ref.spec, earlier, accept_changed, scans=earlier_scans(catalog, spec.experiment))
                  if catalog is not None else check(ref.spec, earlier, accept_changed)) if check is not None else []
     if notes:   # a recorded change (a changed or reverted probe, a new series) makes an invocation, cells or not
         return notes, False

@@ -102,12 +102,11 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
     """The view of an experiment from its ``invocations`` (``invocations_of``) and stored ``rows``: the newest
     scan's series and probe set, its labels, and every imported file's rows side by side (``series`` names one
     series alone)."""
-    from instruments.open_scan.history import Use, probe_history
+    from instruments.open_scan.history import probe_history, uses_of_scans
     from instruments.open_scan.matrix import Row
 
     scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
-    uses = [Use(i["invocation_id"], i["started_at"], tuple(tuple(x) for x in
-                i["settings"]["instrument_settings"]["probes"]["items"])) for i in scans]
+    uses = uses_of_scans([(i["invocation_id"], i["started_at"], i["settings"]["instrument_settings"]) for i in scans])
     history = probe_history(uses)
     imports: dict[str, dict] = {}
     for i in invocations:

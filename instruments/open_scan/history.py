@@ -31,6 +31,13 @@ class Use:
     """Its (query_id, query_hash) pairs."""
 
 
+def uses_of_scans(scans: list[tuple[str, object, dict]]) -> list[Use]:
+    """The ``Use`` of each earlier scan given as (invocation id, start, frozen instrument settings), oldest
+    first, as the engine reads them from the catalog; scans that froze no probe set are left out."""
+    return [Use(i, t, tuple(tuple(x) for x in (s or {}).get("probes", {}).get("items") or ()))
+            for i, t, s in scans if (s or {}).get("probes", {}).get("items")]
+
+
 @dataclass(frozen=True)
 class Version:
     """One text of one probe id."""

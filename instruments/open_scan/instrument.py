@@ -349,14 +349,16 @@ class OpenScan:
         return earlier.filter(pc.invert(imported))
 
     def check_append(self, spec: OpenScanSpec, earlier: pa.Table, accept_changed: bool,
-                     uses: list | None = None) -> list[str]:
+                     scans: list | None = None) -> list[str]:
         """Before a new invocation: refuse probes whose text differs from the one the newest earlier scan used
         (an edit, or a revert to an earlier text: ``history``) unless ``accept_changed``, and say in one line when
-        the settings start a new series. Returns the lines to print (recorded with the invocation). ``uses``: the
-        earlier scan invocations' probe sets (``history.Use``), oldest first; None reads them from ``earlier``."""
-        from instruments.open_scan.history import Use, change_notes, changes
+        the settings start a new series. Returns the lines to print (recorded with the invocation). ``scans``: the
+        earlier scan invocations as (invocation id, start, frozen instrument settings), oldest first; None reads
+        their probe sets from ``earlier``."""
+        from instruments.open_scan.history import Use, change_notes, changes, uses_of_scans
 
         earlier = self.scanned_rows(earlier)
+        uses = uses_of_scans(scans) if scans is not None else None
         if uses is None:
             by_invocation: dict[str, list] = {}
             n = earlier.num_rows

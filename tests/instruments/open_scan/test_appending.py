@@ -77,10 +77,9 @@ def spec_in(tmp_path, name: str, probes: str = PROBES):
 
 
 def uses_of(tmp_path, *probe_sets: str) -> list:
-    """The history of scans that used these probe files in turn (invocation ``inv-<i>`` started at ``i``)."""
-    from instruments.open_scan.history import Use
-
-    return [Use(f"inv-{i}", i, tuple(tuple(x) for x in spec_in(tmp_path, f"use{i}", probes).frozen["probes"]["items"]))
+    """The earlier scans, as the engine hands them to the instrument, that used these probe files in turn
+    (invocation ``inv-<i>`` started at ``i``)."""
+    return [(f"inv-{i}", i, spec_in(tmp_path, f"use{i}", probes).frozen)
             for i, probes in enumerate(probe_sets)]
 
 
@@ -95,21 +94,21 @@ def test_a_revert_to_an_earlier_text_is_a_recorded_change_whose_series_continues
     reverted = spec_in(tmp_path, "now")
     rows = pa.concat_tables([earlier(reverted), earlier(spec_in(tmp_path, "b", EDITED))])
     with pytest.raises(ConfigError, match=r"1 probe\(s\) returned to an earlier text: q2") as refused:
-        instrument.check_append(reverted, rows, accept_changed=False, uses=uses)
+        instrument.check_append(reverted, rows, accept_changed=False, scans=uses)
     assert "--accept-changed-probes" in refused.value.fix
-    (note,) = instrument.check_append(reverted, rows, accept_changed=True, uses=uses)
+    (note,) = instrument.check_append(reverted, rows, accept_changed=True, scans=uses)
     assert note.startswith("open_scan: 1 probe(s) reverted to an earlier text, accepted") and "q2 → " in note \
         and "(used inv-0…inv-0)" in note
     held = {p.split("|")[1] for p in instrument.done_cells(reverted, rows).column("probe_id").to_pylist()}
     assert {c["item_key"] for c in instrument.cells(reverted, ["m"], 1).to_pylist()} <= held   # A's answers count
     # once the revert was scanned, A is the text last used: the same probe set is no change
-    assert instrument.check_append(reverted, rows, accept_changed=False, uses=uses_of(tmp_path, PROBES, EDITED, PROBES)) == []
+    assert instrument.check_append(reverted, rows, accept_changed=False, scans=uses_of(tmp_path, PROBES, EDITED, PROBES)) == []
 
 
 def test_the_history_keeps_every_text_with_its_first_and_last_use(tmp_path):
-    from instruments.open_scan.history import describe, probe_history
+    from instruments.open_scan.history import describe, probe_history, uses_of_scans
 
-    versions, sequence = probe_history(uses_of(tmp_path, PROBES, PROBES, EDITED, EDITED, PROBES))
+    versions, sequence = probe_history(uses_of_scans(uses_of(tmp_path, PROBES, PROBES, EDITED, EDITED, PROBES)))
     a, b = (spec_in(tmp_path, name, p).frozen["probes"]["items"][1][1] for name, p in (("a", PROBES), ("b", EDITED)))
     assert sequence["q2"] == [a, b, a] and len(sequence["q1"]) == 1
     assert [(v.query_hash, v.first_invocation, v.last_invocation) for v in versions["q2"]] == \
