@@ -117,7 +117,6 @@ def plan_sources(spec: Spec) -> dict[str, str]:
 
 def print_plan(plans: list, out, indent: str = "    ") -> None:
     """One line per stage of a plan (``jobs.plan.StagePlan``)."""
-    from jobs.plan import sampling_text
 
     for p in plans:
         held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
@@ -129,7 +128,7 @@ def print_plan(plans: list, out, indent: str = "    ") -> None:
         out_bound = ("generated tokens unknown" if p.tokens_out_bound is None
                      else f"≤ {p.tokens_out_bound} generated tokens" if p.kind == "generate" else "no generated tokens")
         print(f"{indent}{p.stage or 'first'} stage ({p.kind}): {p.cells} cells{held}{here}{gave}; {p.run} to run; "
-              f"{sampling_text(p)}; {tokens_in}; {out_bound}", file=out)
+              f"{p.sampling_text()}; {tokens_in}; {out_bound}", file=out)
 
 
 def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | None = None,

@@ -64,6 +64,13 @@ class StagePlan:
     """Upper bound on generated tokens: Σ max_tokens over cells to run (generate), 0 (score, activations in
     process), null (unknown: a score instrument's API engine samples)."""
 
+    def sampling_text(self) -> str:
+        """The sampling the stage's cells carry, in words (``temperature 0.7, top_p 0.95, max_tokens 768``;
+        several joined by ' | '); ``no sampling (<kind>)`` for an engine that generates nothing."""
+        if self.kind != "generate":
+            return f"no sampling ({self.kind})"
+        return " | ".join(f"temperature {t:g}, top_p {p:g}, max_tokens {m}" for t, p, m in self.sampling)
+
 
 def _stand_in_rows(cells: pa.Table, reads: tuple[str, ...]) -> pa.Table:
     """The rows a stage would store for ``cells`` when every cell is answered: the cells themselves, with
@@ -177,11 +184,3 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
                                  todo_m.num_rows, tuple(sorted(set(sampling))) if generate else (),
                                  tokens_in, bound))
     return out
-
-
-def sampling_text(plan: StagePlan) -> str:
-    """The sampling a stage's cells carry, in words (``temperature 0.7, top_p 0.95, max_tokens 768``; several
-    joined by ' | '); ``no sampling (<kind>)`` for an engine that generates nothing."""
-    if plan.kind != "generate":
-        return f"no sampling ({plan.kind})"
-    return " | ".join(f"temperature {t:g}, top_p {p:g}, max_tokens {m}" for t, p, m in plan.sampling)

@@ -30,6 +30,16 @@ import sys
 from jobs.errors import reports_user_errors
 
 
+def stage_plans(rebuilt) -> list:
+    """Per stage and model, the cells the reproduction runs and the sampling each carries, as the scan's own
+    plan states them (``jobs.plan.scan_plan`` over the rebuilt settings and cells: the full grid, nothing
+    held). The sampling is the cells' own where the instrument sets it (open_scan's answers and reports),
+    else the model's; none for an engine that generates nothing."""
+    from jobs.plan import scan_plan
+
+    return scan_plan(rebuilt.spec.settings(), first=rebuilt.cells, hold=False, count_tokens=False)
+
+
 def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
     """The reproduce command's parser."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,7 +70,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
     args = build_parser(prog).parse_args(argv)
     dsn = catalog_dsn(args.catalog_dsn)
     rebuilt = plan(args.invocation, store=args.store, dsn=dsn, resume=args.resume)
-    print(describe(rebuilt), file=sys.stderr if not args.dry_run else sys.stdout)
+    print(describe(rebuilt, stage_plans(rebuilt)), file=sys.stderr if not args.dry_run else sys.stdout)
     if args.dry_run:
         return EXIT_OK
     scan.stop_like_ctrl_c_on_sigterm()   # as scan: a job stopped by its scheduler ends `interrupted`, resumable

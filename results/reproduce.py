@@ -332,26 +332,15 @@ def _at(settings: dict, path: str):
     return value
 
 
-def stage_plans(plan: Plan) -> list:
-    """Per stage and model, the cells the reproduction runs and the sampling each carries, as the scan's own
-    plan states them (``jobs.plan.scan_plan`` over the rebuilt settings and cells: the full grid, nothing
-    held). The sampling is the cells' own where the instrument sets it (open_scan's answers and reports),
-    else the model's; none for an engine that generates nothing."""
-    from jobs.plan import scan_plan
-
-    return scan_plan(plan.spec.settings(), first=plan.cells, hold=False, count_tokens=False)
-
-
-def describe(plan: Plan) -> str:
+def describe(plan: Plan, stages: list) -> str:
     """The rebuilt spec in a few lines: experiment, instrument, models (source, backend) with each stage's
-    cells and the sampling those cells carry (``stage_plans``), grid."""
-    from jobs.plan import sampling_text
-
+    cells and the sampling those cells carry, grid. ``stages``: the scan's own plan of the reproduction
+    (``StagePlan``s with ``label``, ``stage``, ``cells`` and ``sampling_text()``), which the caller computes
+    over the rebuilt settings and cells (the full grid, nothing held)."""
     s = plan.spec
     v = s.values
     lines = [f"reproduce {plan.original.invocation_id}  experiment {s.experiment}  instrument {s.instrument.name}  "
              f"(settings format {plan.original.row['settings'].get('format', 1)})"]
-    stages = stage_plans(plan)
     for m in s.models:
         where = f" at {m.endpoint}" if m.endpoint else ""
         overrides = {k: val for k, val in (("effort", m.effort), ("extra_body", m.extra_body),
@@ -361,7 +350,7 @@ def describe(plan: Plan) -> str:
                      + (f"; overrides {overrides}" if overrides else "") + ")")
         for p in (p for p in stages if p.label == m.label):
             later = " (if every earlier cell is answered)" if p.stage else ""
-            lines.append(f"    {p.stage or 'first'} stage: {p.cells} cells{later}; {sampling_text(p)}")
+            lines.append(f"    {p.stage or 'first'} stage: {p.cells} cells{later}; {p.sampling_text()}")
     lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
                  f"batch_size {v['batch_size']}; store {v['store']}")
     if plan.resumes:
