@@ -10,9 +10,16 @@ one torch thread), every layer mean-pooled (the lens section's defaults):
              actor spawn and model load are reported apart. The baseline is one item at a time over the same
              texts: transformers' AutoModelForCausalLM (float32, ``torch.set_num_threads(1)``), each text
              rendered as the instrument does (``actors.hf_activations.input_ids``, chat template with the
-             generation prompt), one forward pass of ``model.base_model`` with ``output_hidden_states``,
+             generation prompt, no system block), one forward pass of ``model.base_model`` with ``output_hidden_states``,
              mean-pooled per layer; its time is monotonic, rendering + forward + pooling of every item (model
              load apart). Speed = items ÷ time. Target: batched ÷ one-at-a-time ≥ 5.
+   plain     the same texts through plain transformers in the same run: ``model.base_model`` with
+             ``output_hidden_states``, batches of the same size in the same (grid) order, right-padded with an
+             attention mask, mean-pooled per layer over the real positions; monotonic time of rendering +
+             forward + pooling. Pipeline ÷ plain (items/s) is what the scan costs over the bare forward passes it
+             wraps (Ray Data, journal, Parquet, catalog). Target ≥ 0.9. **Padding waste** = padded positions ÷
+             all positions of the forward passes, for the scan's batches (from the stored rows: a batch is the
+             rows of one ``started_at``) and the plain ones.
    check     the loop's token ids equal the stored ``input_token_ids``, and its pooled vectors equal the stored
              ``layer_vectors`` within relative 1e-4 per layer (max |Δ| ÷ max |stored| over the layer's
              width, as ``Lens.same_answer`` measures, at a looser bound), on every item.
@@ -50,6 +57,9 @@ import numpy as np  # noqa: E402
 
 SAME_RELATIVE = 1e-4
 TARGET_RATIO = 5.0
+"""Batched scan ÷ one item at a time: a GPU figure (on one CPU thread a forward pass costs about its tokens)."""
+TARGET_PLAIN = 0.9
+"""Scan ÷ plain transformers at the same batch size: what the pipeline may cost over the forward passes."""
 LABEL = "smollm2"
 QWEN7B = (28, 3584)
 """Qwen2.5-7B: blocks and hidden size, for the pooled size of a 7B model."""
@@ -130,13 +140,54 @@ def run_loop(source: str, texts: dict[str, str]) -> dict:
     t0 = time.monotonic()
     with torch.inference_mode():
         for key, text in texts.items():
-            ids[key] = input_ids(tokenizer, text, "chat_user")
+            ids[key] = input_ids(tokenizer, text, "chat_user", system="none", date_string="26 Jul 2024")
             f0 = time.monotonic()
             out = body(input_ids=torch.tensor([ids[key]], dtype=torch.long), output_hidden_states=True)
             forward += time.monotonic() - f0
             vectors[key] = torch.stack(out.hidden_states)[:, 0].float().mean(dim=1).numpy()
     return {"ids": ids, "vectors": vectors, "extraction": time.monotonic() - t0, "forward": forward, "load": load,
             "layers": model.config.num_hidden_layers + 1, "hidden": model.config.hidden_size}
+
+
+def run_plain_batched(source: str, texts: dict[str, str], batch_size: int) -> dict:
+    """Plain transformers, batched as the scan batches (same size, grid order): render, pad right, one forward
+    pass with every hidden state, mean-pool each row over its real positions."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from actors.hf_activations import input_ids
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    body, pad = model.base_model, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    keys, vectors, real, padded = list(texts), {}, 0, 0
+    t0 = time.monotonic()
+    with torch.inference_mode():
+        for start in range(0, len(keys), batch_size):
+            chunk = keys[start:start + batch_size]
+            seqs = [input_ids(tokenizer, texts[k], "chat_user", system="none", date_string="26 Jul 2024")
+                    for k in chunk]
+            width = max(map(len, seqs))
+            ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for r, seq in enumerate(seqs):
+                ids[r, :len(seq)], mask[r, :len(seq)] = torch.tensor(seq), 1
+            states = torch.stack(body(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states)
+            for r, (key, seq) in enumerate(zip(chunk, seqs)):
+                vectors[key] = states[:, r, :len(seq)].float().mean(dim=1).numpy()
+            real, padded = real + sum(map(len, seqs)), padded + width * len(seqs)
+    return {"vectors": vectors, "extraction": time.monotonic() - t0, "waste": 1 - real / padded}
+
+
+def scan_padding_waste(rows: list[dict]) -> float:
+    """Padded ÷ all positions of the scan's forward passes: a batch is the stored rows of one ``started_at``."""
+    batches: dict = {}
+    for r in rows:
+        if r["error"] is None:
+            batches.setdefault(r["started_at"], []).append(len(r["input_token_ids"]))
+    real = sum(sum(b) for b in batches.values())
+    return 1 - real / sum(max(b) * len(b) for b in batches.values())
 
 
 def worst_relative(a: np.ndarray, b: np.ndarray) -> float:
@@ -190,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     loop = run_loop(source, texts)
+    plain = run_plain_batched(source, texts, args.batch_size)
 
     rows = ours["rows"]
     keys = [r["item_key"] for r in rows]
@@ -208,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"{len(ids_differ)} items read different token ids")
     if not worst <= SAME_RELATIVE:
         problems.append(f"pooled vectors differ (relative {worst:.2e} > {SAME_RELATIVE:g})")
+    worst_plain = max((worst_relative(plain["vectors"][k], stored[k]) for k in compared), default=float("inf"))
+    if not worst_plain <= SAME_RELATIVE:
+        problems.append(f"plain batched vectors differ (relative {worst_plain:.2e} > {SAME_RELATIVE:g})")
 
     n = len(texts)
     speed, base = n / ours["extraction"], n / loop["extraction"]
     ratio = speed / base
+    plain_speed = n / plain["extraction"]
+    plain_ratio, scan_waste = speed / plain_speed, scan_padding_waste(rows)
     layers, hidden = loop["layers"], loop["hidden"]
     tokens = [len(loop["ids"][k]) for k in texts]
     pooled = layers * hidden * 4
@@ -226,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         "loop": {"items_per_s": base, "extraction_s": loop["extraction"], "forward_s": loop["forward"],
                  "load_s": loop["load"]},
         "ratio": ratio, "target": TARGET_RATIO, "target_met": ratio >= TARGET_RATIO,
+        "plain": {"items_per_s": plain_speed, "extraction_s": plain["extraction"], "padding_waste": plain["waste"],
+                  "worst_relative": worst_plain},
+        "scan_padding_waste": scan_waste, "ratio_to_plain": plain_ratio, "target_plain": TARGET_PLAIN,
+        "target_plain_met": plain_ratio >= TARGET_PLAIN,
         "check": {"compared": len(compared), "worst_relative": worst, "bound": SAME_RELATIVE,
                   "texts_differ": len(text_differ), "ids_differ": len(ids_differ)},
         "storage": {**store, "raw_per_item": raw, "pooled_per_item": pooled,
@@ -248,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{loop['forward']:.1f} s; model load {loop['load']:.1f} s)")
         print(f"   batched ÷ one at a time: {ratio:.2f} (target ≥ {TARGET_RATIO:g}: "
               f"{'met' if ratio >= TARGET_RATIO else 'MISSED'})")
+        print(f"   plain transformers, batch {args.batch_size}, same texts and order: {plain_speed:.2f} items/s "
+              f"({plain['extraction']:.1f} s); scan ÷ plain: {plain_ratio:.2f} (target ≥ {TARGET_PLAIN:g}: "
+              f"{'met' if plain_ratio >= TARGET_PLAIN else 'MISSED'}); its vectors vs stored {worst_plain:.2e}")
+        print(f"   padding waste (padded ÷ all positions): scan {scan_waste:.1%}, plain {plain['waste']:.1%}")
         print(f"   check: {len(compared)} items, same token ids in {n - len(ids_differ)}, largest relative "
               f"difference per layer {worst:.2e} (≤ {SAME_RELATIVE:g}: {'ok' if worst <= SAME_RELATIVE else 'WRONG'})")
         print(f"2. storage: {store['per_item']:,.0f} B per item ({store['total']:,} B in {store['parts']} part(s)); "
