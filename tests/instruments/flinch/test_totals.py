@@ -18,7 +18,7 @@ WORDS = {"syn_a": ["zorbed", "blue", "gone"], "syn_b": ["home", "late", "fine"]}
 
 def corpus_doc() -> dict:
     carriers = ["The story ended when the hero was {BLANK}.", "Everyone in the village knew that it was {BLANK}."]
-    return {"version": "t1", "axes": {k: {"label": k.upper(), "terms": [{"word": w, "carriers": carriers} for w in ws]}
+    return {"version": "t1", "notes": "a descriptive key, kept", "axes": {k: {"label": k.upper(), "terms": [{"word": w, "carriers": carriers} for w in ws]}
                                       for k, ws in WORDS.items()}}
 
 
@@ -93,6 +93,7 @@ def test_only_a_model_with_every_axis_and_term_scored_has_a_total(scanned):
     assert "total = the sum over all 2 axes" in analysis.text
     assert any(n.startswith("all_failed: no whole total (none: 0 of 2 axes") for n in analysis.notes)
 
+    assert analysis.numbers["corpus_extra"] == {"(file)": {"notes": "a descriptive key, kept"}}   # recorded
     head = INSTRUMENT.headline(analysis)
     assert head["all_failed"]["total_flinch"] is None and head["all_failed"]["axes_summed"] == 0
     assert head["no_axis_b"]["partial_total_flinch"] == pytest.approx(a_only) and head["no_axis_b"]["axes_summed"] == 1
