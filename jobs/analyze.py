@@ -57,7 +57,7 @@ def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: st
     analysis = analyze(inv, reannotate=reclassify)
     report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:
-        report.outputs = write_analysis(inv, analysis)
+        report.outputs = write_analysis(inv, analysis, reannotate=reclassify)
     return report
 
 

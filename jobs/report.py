@@ -7,7 +7,9 @@ number how to get it again: the ``mirrorscan sql`` query that computes it, or fo
 that selects its input and the ``mirrorscan stats …`` command with its seed.
 
 The numbers are computed by the instrument's analysis, as ``mirrorscan analyze`` computes them, and that
-analysis is written too (``<store>/<experiment>/<invocation>/analysis/<instrument>/<stamp>/``); the page
+analysis is written too (``<store>/<experiment>/<invocation>/analysis/<instrument>/<stamp>/``) — unless the
+newest analysis of the same code and inputs is already there (its fingerprint in summary.json:
+``results.analyses``), which is then read back instead of computed again, with one line saying so; the page
 goes to ``<store>/<experiment>/<invocation>/report/<stamp>.html``, a new file every time (an earlier
 report is never overwritten), and its path is printed.
 
@@ -25,10 +27,11 @@ from jobs.errors import reports_user_errors
 
 
 def report_invocations(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       every: bool = False, reannotate: bool = False, progress=None) -> list[str]:
+                       every: bool = False, reannotate: bool = False, progress=None, say=None) -> list[str]:
     """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
-    written, in order. ``progress(i, n, invocation_id)`` is called before each one."""
-    from results.analyses import analyze, write_analysis
+    written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` when an
+    existing analysis is reused."""
+    from results.analyses import analyze, read_analysis, reusable, write_analysis
     from results.invocations import load, resolve_rows
     from results.report import build, write_report
     from results.report_html import render
@@ -39,9 +42,15 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
         if progress is not None:
             progress(i, len(rows), str(row["invocation_id"]))
         inv = load(row, store=store)
-        analysis = analyze(inv, reannotate=reannotate)
-        outputs = write_analysis(inv, analysis)
-        folder = outputs[0].rsplit("/", 1)[0] if outputs else None
+        found = reusable(inv, reannotate=reannotate)
+        if found is not None:
+            analysis, folder = read_analysis(inv, found), inv.store.display(found)
+            if say is not None:
+                say(f"reusing analysis {folder} (same code and inputs)")
+        else:
+            analysis = analyze(inv, reannotate=reannotate)
+            outputs = write_analysis(inv, analysis, reannotate=reannotate)
+            folder = outputs[0].rsplit("/", 1)[0] if outputs else None
         paths.append(write_report(inv, render(build(inv, analysis, folder))))
     return paths
 
@@ -71,7 +80,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan report") -> int:
             print(f"[{i + 1}/{n}] {invocation_id}", file=sys.stderr, flush=True)
 
     for path in report_invocations(args.target, store=args.store, catalog_dsn=args.catalog_dsn, every=args.every,
-                                   reannotate=args.reannotate, progress=progress):
+                                   reannotate=args.reannotate, progress=progress,
+                                   say=lambda line: print(line, file=sys.stderr, flush=True)):
         print(f"report: {path}")
     return 0
 

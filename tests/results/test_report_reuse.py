@@ -1,0 +1,134 @@
+"""``report`` reuses the newest analysis of the same code and inputs: a second report of an unchanged invocation
+writes no analysis folder and says which one it read; a stored row more, another analysis setting or another
+fingerprint (other code) gives a new analysis. The store and catalog are written as scans write them
+(``tests/store_world.py``); the reports run in this process, with no Ray."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import new_database
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import store_world as world  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import browse_world  # noqa: E402
+from report_page import numbers  # noqa: E402
+
+
+@pytest.fixture
+def made(tmp_path, pg_dsn):
+    """One complete forced_choice invocation in a local store and a catalog naming it."""
+    dsn = new_database(pg_dsn)
+    return {**world.build(tmp_path, dsn), "dsn": dsn}
+
+
+def folders(made) -> list[Path]:
+    """The invocation's analysis folders, oldest first."""
+    base = made["store_dir"] / world.EXPERIMENT / made["invocation_id"] / "analysis" / "forced_choice"
+    return sorted(base.iterdir()) if base.exists() else []
+
+
+def report(made, **kw) -> tuple[Path, list[str]]:
+    """(page written, lines said) of one ``report`` of the invocation."""
+    from jobs.report import report_invocations
+
+    said: list[str] = []
+    (path,) = report_invocations(made["invocation_id"], catalog_dsn=made["dsn"], say=said.append, **kw)
+    return Path(path), said
+
+
+def test_a_second_report_reuses_the_analysis_and_says_so(made):
+    first, said = report(made)
+    (folder,) = folders(made)
+    assert said == []
+    second, said = report(made)
+    assert folders(made) == [folder] and second != first
+    assert said == [f"reusing analysis {folder} (same code and inputs)"]
+    # the page built from the stored analysis shows what the computed one showed: numbers, text and charts
+    a, b = first.read_text(encoding="utf-8"), second.read_text(encoding="utf-8")
+    assert numbers(a) == numbers(b) and len(numbers(a)) == 2 * 4   # two models × four headline numbers
+    for page in (a, b):
+        assert f"<code>{folder}</code>" in page
+    assert a.count("data:image/png;base64,") == b.count("data:image/png;base64,") == 3
+    strip = [line for line in a.splitlines() if "generated" not in line]
+    assert strip == [line for line in b.splitlines() if "generated" not in line]
+    summary = json.loads((folder / "summary.json").read_text())
+    stored = summary["analysis_provenance"]["fingerprint"]
+    assert stored["invocation_id"] == made["invocation_id"] and stored["rows"] == len(browse_world.cell_rows(
+        made["invocation_id"], datetime(2026, 1, 5, 10, tzinfo=timezone.utc)))
+    assert stored["trace_parts"]["count"] == len(list((folder.parents[2] / "traces").glob("*.parquet")))
+    assert stored["analysis_settings"] == {"reannotate": False}
+
+
+def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
+    from cluster.store import open_store
+    from grid.instrument import resolve
+    from grid.trace_schema import to_trace_table, trace_schema
+
+    report(made)
+    # another analysis setting: a new analysis, then reused under that setting; the plain one is still there
+    _, said = report(made, reannotate=True)
+    assert said == [] and len(folders(made)) == 2
+    _, said = report(made, reannotate=True)
+    assert len(folders(made)) == 2 and said == [f"reusing analysis {folders(made)[-1]} (same code and inputs)"]
+    reannotated = json.loads((folders(made)[-1] / "summary.json").read_text())["analysis_provenance"]
+    assert reannotated["fingerprint"]["analysis_settings"] == {"reannotate": True}
+    # one stored row more (a retried cell's failed attempt, appended as a resumed scan appends a part)
+    row = {**browse_world.cell_rows(made["invocation_id"], datetime(2026, 1, 5, 10, tzinfo=timezone.utc))[0],
+           "attempt": 7, "response": None, "class": None, "error": "RuntimeError: engine died"}
+    store = open_store(str(made["store_dir"]))
+    store.write_part(to_trace_table([row], trace_schema(resolve("forced_choice").columns)), world.EXPERIMENT,
+                     made["invocation_id"], "w")
+    _, said = report(made)
+    assert said == [] and len(folders(made)) == 3
+    newest = json.loads((folders(made)[-1] / "summary.json").read_text())["analysis_provenance"]["fingerprint"]
+    assert newest["rows"] == reannotated["fingerprint"]["rows"] + 1
+    assert newest["trace_parts"]["count"] == reannotated["fingerprint"]["trace_parts"]["count"] + 1
+    # other code: the newest analysis's fingerprint no longer matches (as after an edit of the analysis)
+    summary_path = folders(made)[-1] / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["analysis_provenance"]["fingerprint"]["code_sha256"] = "0" * 64
+    summary_path.write_text(json.dumps(summary))
+    _, said = report(made)
+    assert said == [] and len(folders(made)) == 4
+
+
+def test_an_incomplete_or_foreign_folder_is_not_reused(made):
+    report(made)
+    (folder,) = folders(made)
+    incomplete = folder.parent / "20991231T235959-ffffffff"     # newer, same fingerprint, but a chart missing
+    shutil.copytree(folder, incomplete)
+    next(incomplete.glob("*.png")).unlink()
+    foreign = folder.parent / "20991231T235959-fffffffe"        # newer, a summary without a fingerprint
+    foreign.mkdir()
+    (foreign / "summary.json").write_text('{"n": 1}')
+    _, said = report(made)
+    assert said == [f"reusing analysis {folder} (same code and inputs)"] and len(folders(made)) == 3
+
+
+def test_the_code_fingerprint_follows_every_file_of_the_analysis_code(tmp_path):
+    from results.analyses import tree_sha256
+
+    for name in ("grid/a.py", "analysis/b.py", "instruments/x/data/t.csv", "results/analyses.py", "docs/d.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    before = tree_sha256(tmp_path)
+    (tmp_path / "docs/d.md").write_text("other")                        # not analysis code
+    (tmp_path / "grid/__pycache__").mkdir()
+    (tmp_path / "grid/__pycache__/a.cpython-312.pyc").write_bytes(b"x")
+    assert tree_sha256(tmp_path) == before
+    for name in ("grid/a.py", "instruments/x/data/t.csv", "results/analyses.py"):
+        (tmp_path / name).write_text(name + " changed")
+        assert tree_sha256(tmp_path) != before, name
+        (tmp_path / name).write_text(name)
+        assert tree_sha256(tmp_path) == before
+    (tmp_path / "analysis/new.py").write_text("")
+    assert tree_sha256(tmp_path) != before
