@@ -14,9 +14,10 @@ import pyarrow as pa
 from grid.trace_schema import doc_field
 
 RENDERINGS = ("chat_user", "raw")
-"""``chat_user``: the text as the only user turn of the model's chat template, generation prompt added (the
-template's own special tokens, no others); ``raw``: the text alone, BOS as the tokenizer's
-``add_special_tokens=True`` puts it."""
+"""``chat_user``: the text as the user turn of the model's chat template, generation prompt added (the template's own
+special tokens, no others), with the system turn ``system`` says, ``user_suffix``, ``assistant_prefix`` and the
+frozen ``date_string`` (``actors.activation_prompt``); ``raw``: the text (+ ``user_suffix``) alone, BOS as the
+tokenizer's ``add_special_tokens=True`` puts it."""
 SYSTEMS = ("none", "default", "text")
 """The system turn of a ``chat_user`` rendering: ``none`` (no system block, even where the template writes a
 default one, as SmolLM2's and Qwen2.5's do), ``default`` (whatever the template writes for a lone user turn) or
@@ -32,8 +33,9 @@ VECTOR_DTYPES = ("float32", "float16")
 """Storage types of the pooled vectors (pooling itself is computed in float32)."""
 
 ACTIVATION_OPTIONS = (
-    doc_field("rendering", pa.string(), "how the text became the model's input: chat_user (the only user turn of "
-              "the chat template, generation prompt added) or raw (the text alone, BOS per the tokenizer)"),
+    doc_field("rendering", pa.string(), "how the text became the model's input: chat_user (the user turn of the "
+              "chat template, generation prompt added; system turn, suffix, prefix and date in the columns below) or "
+              "raw (the text alone, BOS per the tokenizer)"),
     doc_field("system", pa.string(), "chat_user's system turn: none (no system block), default (the template's "
               "own for a lone user turn) or text (system_prompt); null in rows stored before it was recorded, "
               "which rendered as default"),
