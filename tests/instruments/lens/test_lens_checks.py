@@ -182,6 +182,8 @@ def test_the_swap_null_of_identical_task_differences_draws_only_plus_or_minus_th
         assert r["contrastive_p_two_sided"] == pytest.approx(min(1.0, 2 * (at_h + 1) / (B + 1)))
         assert r["contrastive_z"] == pytest.approx((h - mean) / sd)
     assert "p 2-sided" in result.text and "swap z" in result.text
+    # contrastive_permutations random directions are drawn, not one
+    assert result.numbers["models"]["m1/base"]["content_free"]["random_direction"]["n"] == B
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -311,6 +313,46 @@ def test_the_implementation_share_equals_components_solved_here(tmp_path):
         sum(max(v, 0.0) for k, v in comps.items() if "variant" in k) / total, abs=1e-9)
     assert f"implementation {100 * share('variant'):.1f}%" in result.text
     assert g["scores_table"]["rows"] == "study in ('base', 'last')"
+
+
+def test_every_gstudy_score_is_the_headline_on_its_item_sample_alone(tmp_path):
+    """Each row of the headline study in gstudy_scores is max over blocks 1…L of AUROC − 0.5 of the wrapper's
+    direction (mean evaluation-framed minus mean deployment-framed task vector), computed here in numpy on the
+    items of that row's item sample only; the samples partition the scoring set, each class dealt evenly."""
+    from instruments.lens.gstudy import item_samples
+    from instruments.lens.numbers import seed_for
+
+    write_experiment(tmp_path)   # 20 testing, 20 deployment
+    ref = lens_ref(tmp_path, null_permutations=0, item_samples=3, seed=8)
+    planted = {m: planted_direction_vectors(seed=s, item_shift=0.4 * s) for m, s in (("m1", 1), ("m2", 2), ("m3", 3))}
+    traces = table(ref.frozen, list(planted), lambda m, v, *a: planted[m](m, *a))
+    result = analyze(traces, ref.spec)
+
+    positive = ref.frozen["positive"]
+    scoring = sorted((r["item_id"], r["item_label"]) for r in traces.to_pylist()
+                     if r["arm"] == "scoring" and r["label"] == "m1")
+    labels = np.array([lab for _, lab in scoring])
+    samples = item_samples(list(labels), 3, seed_for(8, "item-samples"))
+    assert sorted(i for s in samples for i in s) == list(range(len(scoring)))
+    assert all(sorted((labels[s] == c).sum() for s in samples) == [6, 7, 7] for c in ("testing", "deployment"))
+    tasks = [f"t{i}" for i in range(ref.frozen["tasks"]["n"])]
+    rows = [r for r in result.tables["gstudy_scores"].to_pylist() if r["study"] == "base"]
+    assert len(rows) == 3 * 4 * 3
+    whole_set = {(r["label"], r["wrapper"]): r["max_auroc_minus_half"] for r in result.tables["wrappers"].to_pylist()}
+    differs = 0
+    for model in planted:
+        vec = stored(traces, model)
+        x = np.stack([vec[("score", i)] for i, _ in scoring])           # (items, layers, hidden)
+        for r in (r for r in rows if r["model"] == model):
+            e, d, idx = r["evaluation"], r["deployment"], samples[r["item_sample"]]
+            direction = (np.mean([vec[(e, t)] for t in tasks], axis=0)
+                         - np.mean([vec[(d, t)] for t in tasks], axis=0))   # (layers, hidden)
+            per_layer = {layer: auroc(x[idx, layer] @ direction[layer], labels[idx] == positive) - 0.5
+                         for layer in range(1, x.shape[1])}
+            assert r["score"] == pytest.approx(max(per_layer.values()), abs=1e-9)
+            assert per_layer[r["layer"]] == pytest.approx(r["score"], abs=1e-9)
+            differs += abs(r["score"] - whole_set[(model, r["wrapper"])]) > 1e-6
+    assert differs > 0   # a sample's headline is not the whole set's
 
 
 # --------------------------------------------------------------------------------------------------------------
