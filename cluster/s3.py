@@ -68,7 +68,8 @@ RETRYABLE_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavai
 CREDENTIAL_CODES = {"InvalidAccessKeyId": "AWS_ACCESS_KEY_ID", "SignatureDoesNotMatch": "AWS_SECRET_ACCESS_KEY",
                     "InvalidToken": "AWS_SESSION_TOKEN", "ExpiredToken": "AWS_SESSION_TOKEN"}
 CREDENTIAL_FIX = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment of every "
-                  "process that opens the store (Ray workers: runtime_env env_vars); never in the store URI")
+                  "process that opens the store (on a Ray cluster: the nodes' own environment, instance profile or "
+                  "IRSA, never the job's runtime env, which the dashboard shows); never in the store URI")
 
 
 def forwarded_env(environ: dict | None = None) -> dict[str, str]:

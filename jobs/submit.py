@@ -2,7 +2,8 @@
 
 ``submit`` validates the experiment here (a bad config exits 2 before anything reaches the cluster),
 then hands ``python -m jobs.scan <experiment> …`` to Ray's Job Submission API with the runtime env of
-``runtime_env.yaml`` (working_dir = this checkout, minus caches), streams the job's output and exits
+``runtime_env.yaml`` or another profile (working_dir = this checkout, minus caches; ``jobs/job_env.py``
+says where the job writes), streams the job's output and exits
 with the job's exit code. Without a cluster address (``--address`` or ``$RAY_ADDRESS``) it runs the
 scan in this process instead, exactly as ``mirrorscan scan`` would.
 
@@ -273,9 +274,12 @@ SUBMIT_HELP = """\
 Run an experiment's grid on a Ray cluster as a Ray job (or here, without an address).
 
 The experiment is validated first (exit 2 on a bad config, nothing submitted). The job runs
-`python -m jobs.scan EXPERIMENT …` with the runtime env of runtime_env.yaml: the checkout as
-working_dir (the experiment must be inside it), its env vars naming the store and catalog. Its output
-streams here; the last line is `invocation <uuid>  job <id>  status <STATUS>`.
+`python -m jobs.scan EXPERIMENT …` with a runtime env: the checkout as working_dir (the experiment must be
+inside it). The default profile (runtime_env.yaml) is for a Ray head on this machine: the job uses this
+machine's home, its local store, catalog and prepared models. `--profile cluster` (runtime_env.cluster.yaml)
+names a shared store and catalog for a cluster on other machines; a job for one must name both (profile,
+config, --store/--catalog-dsn), or submit says which setting to change. Its output streams here; the last
+line is `invocation <uuid>  job <id>  status <STATUS>`.
 
 Exit codes: the job's (0 complete, 1 incomplete, 2 bad input); 2 bad input found here; 3 cluster
 unreachable; 130 Ctrl-C (the job keeps running: `mirrorscan logs JOB_ID --follow`).
@@ -294,11 +298,42 @@ def _submit_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--max-attempts", type=int, default=3, metavar="N", help="with --resume: attempts per cell (default 3)")
     p.add_argument("--store", help="trace store URI for the job (default: the runtime env's MIRRORSCAN_STORE)")
     p.add_argument("--catalog-dsn", help="catalog DSN for the job, without a password (default: the runtime env's)")
-    p.add_argument("--runtime-env", default=str(RUNTIME_ENV_FILE), help="runtime env YAML (default: runtime_env.yaml)")
+    _runtime_env_options(p)
     p.add_argument("--working-dir", help="ship this folder instead of the runtime env's working_dir")
     p.add_argument("--progress", action="store_true", help="show the scan's progress bar in the job's log")
     p.add_argument("--no-wait", action="store_true", help="print the job id and return without following the job")
     return p
+
+
+def _runtime_env_options(p: argparse.ArgumentParser) -> None:
+    """``--profile`` / ``--runtime-env``: which runtime env the job ships (jobs/job_env.py)."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--profile", metavar="NAME", help="runtime env profile: local (default, runtime_env.yaml: a head "
+                                                        "on this machine, this machine's store and catalog) or cluster "
+                                                        "(runtime_env.cluster.yaml: a shared store and catalog)")
+    which.add_argument("--runtime-env", metavar="FILE", help="a runtime env YAML of your own instead of a profile")
+
+
+def _runtime_env_file(args: argparse.Namespace) -> str:
+    """The runtime env YAML that ``--runtime-env`` or ``--profile`` names (default: the local profile's)."""
+    from jobs.job_env import profile_file
+
+    return args.runtime_env or str(profile_file(args.profile))
+
+
+def _place(runtime_env: dict, env_file: str, address: str, **where) -> str:
+    """``jobs.job_env.place_job``: the entrypoint's prefix, or ConfigError before anything is contacted."""
+    from jobs.job_env import place_job
+
+    return place_job(runtime_env, env_file, address, **where)
+
+
+def _say_where(prefix: str) -> None:
+    """One line on stderr when the job uses this machine's home (a head on this machine)."""
+    from jobs.job_env import describe
+
+    if describe(prefix):
+        print(describe(prefix), file=sys.stderr)
 
 
 def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
@@ -321,12 +356,15 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
         print("submit: no --address and no RAY_ADDRESS: running the scan in this process", file=sys.stderr)
         return scan.main(local, prog=prog)
     refuse_secret_dsn(args.catalog_dsn)
-    runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
+    env_file = _runtime_env_file(args)
+    runtime_env = load_runtime_env(env_file, args.working_dir)
     if not runtime_env.get("working_dir"):
-        raise ConfigError(args.runtime_env, "working_dir", "is missing", "set working_dir: . (the checkout)")
+        raise ConfigError(env_file, "working_dir", "is missing", "set working_dir: . (the checkout)")
     rel = _experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
-    entrypoint = scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
-                                 catalog_dsn=args.catalog_dsn, progress=args.progress)
+    home_prefix = _place(runtime_env, env_file, address, store=args.store, catalog_dsn=args.catalog_dsn,
+                         config=spec.values)
+    entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
+                                               store=args.store, catalog_dsn=args.catalog_dsn, progress=args.progress)
     # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
     from jobs.scan import CONFIG_ORIGIN_ENV
 
@@ -334,6 +372,7 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
                                CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
     client = connect(address)
     warn_if_exposed(client)
+    _say_where(home_prefix)
     job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
                       metadata={"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
@@ -379,7 +418,7 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
                                 usage=f"{prog} [--address URL] [--catalog-dsn DSN] {{gstudy,kendall,auroc,null}} ...")
     p.add_argument("--address", help="the cluster's job server (default $RAY_ADDRESS; neither: run here)")
     p.add_argument("--catalog-dsn", help="catalog DSN for the job, without a password (default: the runtime env's)")
-    p.add_argument("--runtime-env", default=str(RUNTIME_ENV_FILE), help="runtime env YAML (default: runtime_env.yaml)")
+    _runtime_env_options(p)
     p.add_argument("--working-dir", help="ship this folder instead of the runtime env's working_dir")
     p.add_argument("--no-wait", action="store_true", help="print the job id and return without following the job")
     args, stats_argv = p.parse_known_args(argv)
@@ -396,13 +435,16 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
     if getattr(parsed, "out", None):
         raise ConfigError("", "--out", "names a file on the cluster node that runs the job",
                           "drop --out: the result streams here and is stored beside the invocation's traces")
-    runtime_env = load_runtime_env(args.runtime_env, args.working_dir)
+    env_file = _runtime_env_file(args)
+    runtime_env = load_runtime_env(env_file, args.working_dir)
     if args.catalog_dsn:
         refuse_secret_dsn(args.catalog_dsn)
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
-    entrypoint = analysis_entrypoint(stats_argv)
+    home_prefix = _place(runtime_env, env_file, address, catalog_dsn=args.catalog_dsn, needs_store=False)
+    entrypoint = home_prefix + analysis_entrypoint(stats_argv)
     client = connect(address)
     warn_if_exposed(client)
+    _say_where(home_prefix)
     job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
                       metadata={"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input})

@@ -1,7 +1,8 @@
 """The cluster configs are checked by the tools that will read them: cluster.yaml by Ray's own launcher
 validation (prepare_config + validate_config, what `ray up` runs before it talks to AWS), the KubeRay
 manifest by the RayCluster CRD schema (vendored in tests/fixtures/kuberay/, see SOURCE.md), and
-runtime_env.yaml by Ray's RuntimeEnv and Ray's own upload packaging."""
+the runtime env profiles (runtime_env.yaml, runtime_env.cluster.yaml) by Ray's RuntimeEnv and Ray's own
+upload packaging."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from jobs.submit import load_runtime_env, secret_problem
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_YAML = REPO / "cluster.yaml"
 RUNTIME_ENV = REPO / "runtime_env.yaml"
+"""The default (local) profile: a Ray head on this machine, this machine's store and catalog."""
+CLUSTER_RUNTIME_ENV = REPO / "runtime_env.cluster.yaml"
+"""The cluster profile: a shared store and catalog the nodes reach."""
+PROFILES = pytest.mark.parametrize("profile", [RUNTIME_ENV, CLUSTER_RUNTIME_ENV], ids=["local", "cluster"])
 KUBERAY = REPO / "deploy" / "kuberay" / "raycluster.yaml"
 CRD = REPO / "tests" / "fixtures" / "kuberay" / "ray.io_rayclusters.yaml"
 CRD_SHA256 = "4b43fab5439b7ae6d6bb254c504cb5ccf8ff584fcf4bc843e63a947cc3093afb"
@@ -222,19 +227,21 @@ def test_kuberay_secrets_come_from_secret_refs_never_literal_values():
 
 # ---- runtime_env.yaml ------------------------------------------------------------------------------
 
-def test_runtime_env_is_accepted_by_rays_runtime_env():
-    raw = yaml.safe_load(RUNTIME_ENV.read_text())
+@PROFILES
+def test_runtime_env_is_accepted_by_rays_runtime_env(profile):
+    raw = yaml.safe_load(profile.read_text())
     assert set(raw) <= RuntimeEnv.known_fields
     RuntimeEnv(**raw)                                  # as written
-    env = load_runtime_env(RUNTIME_ENV)                # as `mirrorscan submit` sends it
+    env = load_runtime_env(profile)                    # as `mirrorscan submit` sends it
     assert env["working_dir"] == str(REPO)
     assert "pip" not in env and "uv" not in env and "conda" not in env   # nodes carry mirrorscan[gpu]
 
 
-def test_runtime_env_excludes_caches_venvs_home_and_git():
+@PROFILES
+def test_runtime_env_excludes_caches_venvs_home_and_git(profile):
     from ray._private.thirdparty.pathspec import PathSpec   # the matcher Ray's upload uses
 
-    spec = PathSpec.from_lines("gitwildmatch", yaml.safe_load(RUNTIME_ENV.read_text())["excludes"])
+    spec = PathSpec.from_lines("gitwildmatch", yaml.safe_load(profile.read_text())["excludes"])
     for excluded in (".venv/lib/python3.11/site.py", ".mirrorscan/catalog/PG_VERSION", ".git/HEAD",
                      "grid/__pycache__/spec.cpython-311.pyc", ".mirrorscan/models/x/model.safetensors",
                      "some/model.gguf", ".pytest_cache/v/x"):
@@ -256,8 +263,19 @@ def test_runtime_env_upload_of_this_checkout_is_small(tmp_path):
     assert target.stat().st_size < 5 * 2**20, f"{target.stat().st_size} bytes"
 
 
-def test_runtime_env_names_store_and_catalog_without_secrets():
+def test_the_local_profile_names_no_store_and_no_catalog():
+    # a job on a head on this machine uses this machine's home (jobs/job_env.py), as `mirrorscan scan` does
     env_vars = yaml.safe_load(RUNTIME_ENV.read_text())["env_vars"]
+    assert "MIRRORSCAN_STORE" not in env_vars and "MIRRORSCAN_CATALOG_DSN" not in env_vars
+    assert env_vars["PYTHONUNBUFFERED"] == "1"
+    cluster = yaml.safe_load(CLUSTER_RUNTIME_ENV.read_text())   # the same but for the shared store and catalog
+    local = yaml.safe_load(RUNTIME_ENV.read_text())
+    assert {k: v for k, v in cluster.items() if k != "env_vars"} == {k: v for k, v in local.items() if k != "env_vars"}
+    assert set(cluster["env_vars"]) - set(env_vars) == {"MIRRORSCAN_STORE", "MIRRORSCAN_CATALOG_DSN"}
+
+
+def test_the_cluster_profile_names_store_and_catalog_without_secrets():
+    env_vars = yaml.safe_load(CLUSTER_RUNTIME_ENV.read_text())["env_vars"]
     assert env_vars["MIRRORSCAN_STORE"].startswith("s3://")
     dsn = urlsplit(env_vars["MIRRORSCAN_CATALOG_DSN"])
     assert dsn.scheme.startswith("postgres") and dsn.username and dsn.password is None
@@ -266,7 +284,8 @@ def test_runtime_env_names_store_and_catalog_without_secrets():
         assert not re.search(r"SECRET|PASSWORD|TOKEN|API_KEY|ACCESS_KEY", name, re.I), name
 
 
-def test_runtime_env_sets_nothing_the_job_driver_sets_itself():
+@PROFILES
+def test_runtime_env_sets_nothing_the_job_driver_sets_itself(profile):
     # Ray refuses a job whose runtime env and its driver's ray.init set the same env var.
-    env_vars = yaml.safe_load(RUNTIME_ENV.read_text())["env_vars"]
+    env_vars = yaml.safe_load(profile.read_text())["env_vars"]
     assert not set(env_vars) & (set(WORKER_ENV) | {"MIRRORSCAN_HOME", "RAY_AUTH_MODE"})

@@ -245,6 +245,38 @@ def test_the_loopback_head_is_read_as_loopback_with_auth_off_and_draws_no_warnin
                             auth_on) is not None
 
 
+def test_submit_to_a_head_on_this_machine_works_with_the_default_runtime_env(ray_head, tmp_path, tiny_dir, capsys,
+                                                                           monkeypatch):
+    """No --store, no --catalog-dsn, no --profile: the shipped runtime_env.yaml, and the job writes to this
+    machine's home (its local store and embedded catalog), where `mirrorscan scan` here would have."""
+    from cluster import embedded_pg
+    from cluster.catalog import resolve_dsn
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for name in ("MIRRORSCAN_STORE", "MIRRORSCAN_CATALOG_DSN"):
+        monkeypatch.delenv(name, raising=False)
+    home = Path(tempfile.mkdtemp(prefix="mirrorscan-home-"))   # the catalog's system user must reach it
+    home.chmod(0o755)
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(home))
+    embedded_pg.ensure_running(home / "catalog", durable=False)   # the job finds it running; stopped below
+    try:
+        working_dir = tmp_path / "wd"
+        exp = write_experiment(working_dir / "fc", tiny_dir)
+        rc = cli.main(["submit", str(exp), "--address", ray_head["address"], "--working-dir", str(working_dir)])
+        out, err = capsys.readouterr()
+        assert rc == 0, out + err
+        assert f"the job uses this machine's home {home}" in err
+        assert "cells: 2 total · 2 ok · 0 error · 0 missing" in out
+        invocation_id = re.fullmatch(r"invocation (\S+)  job \S+  status SUCCEEDED", out.strip().splitlines()[-1])[1]
+        with Catalog(resolve_dsn(None)) as catalog:   # the embedded catalog of this home
+            inv = catalog.get_invocation(invocation_id)
+        assert inv["status"] == "complete" and inv["store_uri"] == str(home / "store")
+        assert open_store(inv["store_uri"]).read("fc", invocation_id).num_rows == 2
+    finally:
+        embedded_pg.stop(home / "catalog")
+        shutil.rmtree(home, ignore_errors=True)
+
+
 # ---- checks made before any cluster is contacted ----------------------------------------------------
 
 def _closed_address() -> str:
@@ -315,6 +347,52 @@ def test_ray_address_from_the_environment_is_used(tmp_path, tiny_dir, capsys, mo
 
 
 # ---- pieces -----------------------------------------------------------------------------------------
+
+def test_a_head_on_another_machine_with_the_default_runtime_env_names_the_setting_to_change(tmp_path, tiny_dir,
+                                                                                          capsys, monkeypatch):
+    for name in ("MIRRORSCAN_STORE", "MIRRORSCAN_CATALOG_DSN"):
+        monkeypatch.delenv(name, raising=False)
+    exp = write_experiment(tmp_path / "wd" / "fc", tiny_dir)
+    remote = "http://203.0.113.9:8265"   # TEST-NET-3: never this machine; nothing is contacted
+    rc = cli.main(["submit", str(exp), "--address", remote, "--working-dir", str(tmp_path / "wd")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "runtime_env.yaml" in err[0] and "env_vars.MIRRORSCAN_STORE" in err[0] and "203.0.113.9" in err[0]
+    assert "--profile cluster" in err[0] and "--store" in err[0]
+    # a store named, the catalog is next; one on this machine's loopback is refused as well
+    rc = cli.main(["submit", str(exp), "--address", remote, "--working-dir", str(tmp_path / "wd"),
+                   "--store", "s3://bucket/runs", "--catalog-dsn", "postgresql://mirrorscan@127.0.0.1:5432/m"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "env_vars.MIRRORSCAN_CATALOG_DSN" in err[0] and "loopback" in err[0], err
+
+
+def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profile_lists_the_known(tmp_path, tiny_dir,
+                                                                                                  capsys):
+    from jobs.job_env import place_job, profile_file
+
+    cluster_file = profile_file("cluster")
+    assert cluster_file.name == "runtime_env.cluster.yaml" and profile_file(None).name == "runtime_env.yaml"
+    assert place_job(load_runtime_env(cluster_file), cluster_file, "http://203.0.113.9:8265") == ""
+    exp = write_experiment(tmp_path / "wd" / "fc", tiny_dir)
+    rc = cli.main(["submit", str(exp), "--address", "http://203.0.113.9:8265", "--profile", "nosuch"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--profile" in err[0] and "local, cluster" in err[0], err
+
+
+def test_which_addresses_are_this_machine():
+    import socket
+
+    from jobs.job_env import on_this_machine
+
+    for address in ("http://127.0.0.1:8265", "http://localhost:8265", "ray://127.0.0.1:10001", "127.0.0.1:6379",
+                    "auto", "http://[::1]:8265"):
+        assert on_this_machine(address), address
+    ip = socket.gethostbyname(socket.gethostname())   # this machine's own address, as a hand-started head binds
+    assert on_this_machine(f"http://{ip}:8265")
+    assert not on_this_machine("http://203.0.113.9:8265")
+    assert not on_this_machine("http://no-such-host.invalid:8265")
+
+
 
 def test_secret_problem_flags_credentials_and_passes_names():
     assert secret_problem("X", "AKIAABCDEFGHIJKLMNOP")
