@@ -221,6 +221,19 @@ def test_the_argmax_bootstrap_reports_two_layers_trading_places_as_a_third_of_th
     assert "not robust" in result.text
 
 
+def test_the_argmax_verdict_reads_the_median_share_over_wrappers():
+    """Two of three wrappers keep their best layer within 5 % of the stack, one moves across half of it: the
+    median share is 0.05 (robust, below 10 %), the max 0.5; a wrapper with one layer in the max (NaN) is left out."""
+    from instruments.lens.numbers import argmax_summary
+
+    rows = [{"argmax_spread": s, "argmax_distinct_layers": k}
+            for s, k in ((0.05, 2), (0.5, 6), (0.05, 1), (float("nan"), 1))]
+    a = argmax_summary(rows, 100)
+    assert a["median_share"] == pytest.approx(0.05) and a["max_share"] == pytest.approx(0.5)
+    assert a["robust"] is True and a["wrappers_below_threshold"] == 2 and a["distinct_range"] == [1, 6]
+    assert argmax_summary([{"argmax_spread": float("nan"), "argmax_distinct_layers": 1}], 100)["robust"] is None
+
+
 # --------------------------------------------------------------------------------------------------------------
 # floor-corrected scaling
 
