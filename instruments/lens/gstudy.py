@@ -25,11 +25,9 @@ from analysis.concordance import kendall_w, kendall_w_permutation_test
 from analysis.gtheory import g_study
 from analysis.gtheory_report import gtheory_report
 from analysis.plotting import gstudy_charts
-from instruments.lens.design import design_numbers, implementation_shares, published_object_variance
+from instruments.lens.design import TARGET, design_numbers, implementation_shares, published_object_variance
 from instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
 
-TARGET = 0.8
-"""Relative Eρ² the wrappers-needed figure aims at."""
 WRAPPER_FACETS = {"pair": ("wrapper",), "crossed": ("evaluation", "deployment")}
 
 
@@ -75,10 +73,8 @@ def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[st
     report = gtheory_report(g, target=TARGET)
     total = g.total_variance
     wrapper_var = sum(c.estimate_used for c in g.components if c.facets & set(wrapper_facets))
-    needed = {f: report.estimated.needed[f][0].n for f in wrapper_facets}
     return ({"design": design, "design_name": design, "model_share": g.share("model") if total > 0 else None,
              "wrapper_share": wrapper_var / total if total > 0 else None,
-             "wrappers_needed": needed["wrapper"] if "wrapper" in needed else needed,
              "design_numbers": design_numbers(g, hypothesised) if total > 0 else None,
              "implementation_shares": implementation_shares(g),
              "report": report.to_json()}, gstudy_charts(report) if charts else {})
