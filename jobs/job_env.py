@@ -95,8 +95,9 @@ def place_job(runtime_env: dict, env_file: str | Path, address: str, *, store: s
     """Where a job's traces and invocation record go; returns a prefix for its entrypoint ("" or
     ``MIRRORSCAN_HOME=… ``).
 
-    On this machine's head the job uses this machine's home (its store, catalog and prepared models), unless
-    the flags, the config or the runtime env name others. For a head elsewhere, the store and the catalog
+    On this machine's head the job uses this machine's home (its store, catalog and prepared models; the flags
+    and the config may still name others), unless the runtime env names a store: then it is a cluster's
+    profile, the address a port-forward to it (KubeRay), and nothing is added. For a head elsewhere, the store and the catalog
     must be named and the catalog must not be this machine's loopback: ConfigError naming the runtime env's
     setting to change otherwise. ``config``: the experiment's config values (``store``, ``catalog_dsn``);
     ``needs_store=False`` for a job that finds the store in the catalog (an analysis of a stored invocation).
@@ -105,6 +106,8 @@ def place_job(runtime_env: dict, env_file: str | Path, address: str, *, store: s
     config = config or {}
     store = store or config.get("store") or env_vars.get("MIRRORSCAN_STORE")
     catalog_dsn = catalog_dsn or config.get("catalog_dsn") or env_vars.get("MIRRORSCAN_CATALOG_DSN")
+    if "MIRRORSCAN_STORE" in env_vars and on_this_machine(address):
+        return ""   # a profile for a cluster, reached through a loopback port-forward (KubeRay)
     if on_this_machine(address):
         from cluster.home import home
 

@@ -373,6 +373,10 @@ def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profil
     cluster_file = profile_file("cluster")
     assert cluster_file.name == "runtime_env.cluster.yaml" and profile_file(None).name == "runtime_env.yaml"
     assert place_job(load_runtime_env(cluster_file), cluster_file, "http://203.0.113.9:8265") == ""
+    # a loopback address with the cluster profile is a port-forward to a cluster: no home of this machine
+    assert place_job(load_runtime_env(cluster_file), cluster_file, "http://127.0.0.1:8265") == ""
+    local_file = profile_file("local")
+    assert place_job(load_runtime_env(local_file), local_file, "http://127.0.0.1:8265").startswith("MIRRORSCAN_HOME=")
     exp = write_experiment(tmp_path / "wd" / "fc", tiny_dir)
     rc = cli.main(["submit", str(exp), "--address", "http://203.0.113.9:8265", "--profile", "nosuch"])
     err = capsys.readouterr().err.strip().splitlines()
