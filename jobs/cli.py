@@ -59,7 +59,7 @@ INSTRUMENT_ALIASES = {
 
 
 INSTRUMENT_TOOLS = {
-    "flinch": "flinch's own tools: `compare` results side by side (a table and an overlay radar)",
+    "flinch": "flinch's own tools: `compare` results side by side, the `reference` table, a `corpus` file",
     "lens": "lens's own tools: `predict` new texts on an invocation's directions, `headline` again from a report",
     "open_scan": "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)",
 }
