@@ -123,3 +123,17 @@ def test_a_seed_line_holding_a_secret_shape_is_refused_without_echoing_it():
         with pytest.raises(ConfigError) as info:
             read_import(data(line), "/d/seed.jsonl")
         assert token not in str(info.value) and info.value.field.startswith("seed.jsonl:1:")
+
+
+def test_a_rating_not_measured_never_enters_a_mean():
+    """A model's summary over three answers rated cold 2 / not measured / 10 and post-hoc 4 / 8 / not measured:
+    each mean is over the measured ratings only (6 and 6, not 4 and 4 with absence read as 0), and the
+    not-measured count says how many were left out."""
+    from instruments.open_scan.numbers import model_summary
+
+    triples = [{"query_id": q, "query_hash": f"h{q}", "sample": 0, "model": "org/Tiny", "answer": "An answer.",
+                "cold_rating": c, "posthoc_rating": p} for q, c, p in (("q1", 2, 4), ("q2", None, 8), ("q3", 10, None))]
+    s = model_summary("tiny", triples)
+    assert (s["cold"]["measured"], s["cold"]["not_measured"], s["cold"]["mean"]) == (2, 1, (2 + 10) / 2)
+    assert (s["posthoc"]["measured"], s["posthoc"]["not_measured"], s["posthoc"]["mean"]) == (2, 1, (4 + 8) / 2)
+    assert s["cold"]["sd"] == pytest.approx(((2 - 6) ** 2 + (10 - 6) ** 2) ** 0.5)   # sample sd, ddof 1, of 2 and 10
