@@ -176,9 +176,11 @@ def test_a_read_only_home_is_one_line_naming_it(made, tmp_path):
 
 
 @needs_mounts
-def test_a_scan_with_a_read_only_home_refuses_before_recording_anything(tmp_path, tiny_dir, pg_dsn):
-    """A local scan's Ray keeps its token under the home: a read-only home is refused before the catalog or
-    the store hold anything of the run."""
+@pytest.mark.parametrize("disk,problem", [("read-only", "Read-only file system"), ("full", "No space left on device")])
+def test_a_scan_with_a_read_only_or_full_home_refuses_before_recording_anything(tmp_path, tiny_dir, pg_dsn, disk,
+                                                                                problem):
+    """A local scan's Ray keeps its token under the home: a home it cannot write is refused before the catalog
+    or the store hold anything of the run."""
     from cluster.catalog import Catalog
 
     dsn = new_database(pg_dsn)
@@ -187,10 +189,11 @@ def test_a_scan_with_a_read_only_home_refuses_before_recording_anything(tmp_path
     store.mkdir()
     exp = write_experiment(tmp_path / "exp", {**FC, "models": [{"model": str(tiny_dir), "label": "tiny"}]},
                            "pair_id,word_a,word_b\ncat_dog,cat,dog\n")
-    proc = mirrorscan(["scan", str(exp), "--store", str(store), "--catalog-dsn", dsn], setup=read_only(home),
+    setup = read_only(home) if disk == "read-only" else full_disk(home)
+    proc = mirrorscan(["scan", str(exp), "--store", str(store), "--catalog-dsn", dsn], setup=setup,
                       env={"MIRRORSCAN_HOME": str(home), "RAY_ADDRESS": ""})
     line = one_error_line(proc)
-    assert line.startswith(f"error: {home}: MIRRORSCAN_HOME: cannot be written (Read-only file system)"), line
+    assert line.startswith(f"error: {home}: MIRRORSCAN_HOME: cannot be written ({problem})"), line
     assert tree(store) == {} and tree(home) == {}
     with Catalog(dsn) as catalog:
         assert catalog.execute("SELECT count(*) FROM scan_invocations")[0][0] == 0
