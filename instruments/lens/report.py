@@ -32,8 +32,9 @@ def model_lines(models: dict) -> list[str]:
         lines.append(f"{key:<30} {_f(h['median']):>7} {_f(h['sd']):>6} {_f(h['min']):>6} {_f(h['max']):>6} "
                      f"{_f(m['abs_headline']['median']):>6} {_f(m['best_relative_depth']['median'], '.2f'):>6}")
     lines += ["nulls: label floor = the scoring-label permutation null's mean of the max over layers (what picking "
-              "the best layer reaches with labels that carry nothing); z = (headline − floor) / null sd; swap = the "
-              "contrastive null (each task text's framings swapped at random), for the mean over wrappers; random = "
+              "the best layer reaches with labels that carry nothing); z = (headline − floor) / null sd; swap = the mean "
+              "of the contrastive null (each task text's framings swapped at random) of the mean over wrappers, with "
+              "its z and two-sided p (2 × the smaller tail); random = "
               "max over layers of random directions (median and 95th percentile); p≤.05 = wrappers whose headline "
               "clears the label null at p ≤ 0.05",
               f"{'model/variant':<30} {'floor':>6} {'h−floor':>7} {'z':>6} {'p≤.05':>6} {'swap':>6} {'swap z':>7} "
