@@ -52,7 +52,7 @@ def test_the_single_wrapper_design_gives_the_papers_printed_coefficients():
         printed["asymptote_items_to_infinity_at_one_wrapper"]
     assert round(d["asymptote_wrappers_at_one_item_sample"]["g_coefficient"], 3) == \
         printed["asymptote_wrappers_to_infinity_at_one_item_sample"]
-    # the observed design (36 wrappers × 4 samples) is a different, much higher number: what lens printed before
+    # the observed design (36 wrappers × 4 samples) is a different, much higher number, never the headline
     assert d["observed"]["g_coefficient"] > 0.3
 
 
