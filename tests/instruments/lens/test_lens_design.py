@@ -104,3 +104,18 @@ def test_the_published_spread_is_the_sample_variance():
     mean = sum(scores) / 4
     assert published_object_variance(scores) == pytest.approx(sum((s - mean) ** 2 for s in scores) / 3)
     assert published_object_variance([0.6]) is None
+
+
+def test_a_negative_estimate_has_no_share_and_the_shares_sum_to_one():
+    """Shares are of the total with negative estimates counted as zero (computed here by hand): they sum to 1,
+    the negative component's is 0, and the table says it was counted as 0."""
+    values = {"model": 2.0, "wrapper": 1.0, "item_sample": 0.5, "model:wrapper": 3.0, "model:item_sample": -0.4,
+              "wrapper:item_sample": 0.5, RESIDUAL: 3.0}
+    d = design_numbers(study(values, {"model": 3, "wrapper": 4, "item_sample": 2}))
+    shares = {c["effect"]: c["share"] for c in d["components"]}
+    total = 2.0 + 1.0 + 0.5 + 3.0 + 0.5 + 3.0
+    assert shares["model:item_sample"] == 0 and shares["model:wrapper"] == pytest.approx(3.0 / total)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert d["single_wrapper"]["g_coefficient"] == pytest.approx(2.0 / (2.0 + 3.0 + 0.0 + 3.0))
+    text = "\n".join(design_lines("base", {"design_numbers": d}, "x"))
+    assert "(negative estimate, counted as 0)" in text
