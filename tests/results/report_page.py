@@ -63,6 +63,61 @@ class Numbers(HTMLParser):
             self._text.append(data)
 
 
+class _Loads(HTMLParser):
+    """What a page's tags would load or lead to: each URL-valued attribute, the ids on the page, and the
+    tags that run or fetch something by themselves."""
+
+    URL_ATTRS = ("src", "href", "srcset", "action", "formaction", "poster", "background", "data", "cite")
+    FETCHING = ("script", "link", "iframe", "frame", "object", "embed", "base", "form")
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[tuple[str, str, str]] = []
+        self.ids: set[str] = set()
+        self.fetching: list[str] = []
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.FETCHING or (tag == "meta" and dict(attrs).get("http-equiv")):   # a refresh loads a page
+            self.fetching.append(tag)
+        for name, value in attrs:
+            if name == "id":
+                self.ids.add(value or "")
+            elif name in self.URL_ATTRS:
+                self.urls.append((tag, name, value or ""))
+            elif name == "style":
+                self.styles.append(value or "")
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.styles.append(data)
+
+
+def self_contained_problems(page: str) -> list[str]:
+    """Why ``page`` is not self-contained (empty when it is): a tag that runs or fetches something (script,
+    link, iframe, …), a ``src`` (or other loading attribute) that is not a ``data:`` URL, an ``href`` that is
+    not a fragment naming an element of the same page (an external or relative link, or a dangling
+    ``#…``), or a CSS ``url(…)`` that is not a ``data:`` URL."""
+    parser = _Loads()
+    parser.feed(page)
+    parser.close()
+    problems = [f"<{tag}>" for tag in parser.fetching]
+    for tag, name, value in parser.urls:
+        if name == "href":
+            if not (value.startswith("#") and value[1:] in parser.ids):
+                problems.append(f"<{tag} href={value!r}>")
+        elif not value.strip().lower().startswith("data:"):
+            problems.append(f"<{tag} {name}={value!r}>")
+    problems += [f"url({u})" for css in parser.styles
+                 for u in re.findall(r"url\(\s*([^)]*)\)", css) if not u.strip("'\" ").lower().startswith("data:")]
+    return problems
+
+
 def numbers(page: str) -> dict:
     parser = Numbers()
     parser.feed(page)

@@ -19,7 +19,8 @@ import pytest
 from conftest import new_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_page import numbers, query_of, run_cli  # noqa: E402
+from plan_warnings import printed_warnings, same_but_git  # noqa: E402
+from report_page import numbers, query_of, run_cli, self_contained_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,6 +106,7 @@ def test_each_query_is_printed_once_and_other_models_link_to_it(flinch_report):
     assert len(printed) == len(set(printed)) and parser.links >= 6   # m1's rows link to m0's queries
     page = flinch_report["html"]
     assert page.count('<pre class="sql"') == len(printed) + 2   # + the counts and errors queries
+    assert self_contained_problems(page) == []   # its links lead to its own queries, nowhere else
 
 
 def test_the_carrier_gstudy_is_got_again_by_the_printed_query_and_stats_command(flinch_report, tmp_path):
@@ -166,12 +168,14 @@ def test_a_changed_corpus_is_reproduced_from_the_carriers_the_rows_recorded(flin
         and "rebuilt from the coordinates stored in the traces" in items[0], p.warnings
 
     assert reproduce.main([original, "--catalog-dsn", dsn, "--quiet", "--expect-exact"]) == 0   # complete, exact
-    assert "EXACT MATCH" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "EXACT MATCH" in out
     with Catalog(dsn) as catalog:
         (copy,) = [catalog.get_invocation(r[0]) for r in catalog.execute(
             "SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s", [original])]
     assert copy["status"] == "complete" and copy["counts"]["cells"] == copy["counts"]["ok"] == 24
-    assert copy["settings"]["execution"]["reproduce_warnings"] == p.warnings
+    recorded = copy["settings"]["execution"]["reproduce_warnings"]
+    assert recorded == printed_warnings(err) and same_but_git(recorded, p.warnings)
 
     store = open_store(flinch_report["store"])
     asked = {}

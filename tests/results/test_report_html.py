@@ -4,8 +4,13 @@ removed before anything is rendered."""
 from __future__ import annotations
 
 import html
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_page import self_contained_problems  # noqa: E402
 
 
 def test_responses_and_labels_are_escaped_and_passwords_never_shown():
@@ -58,7 +63,23 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
             "--layers all --permutations 50 --seed 7") in page
     # the query's CSV for the headline, its spread and the floor: printed once, the other two rows link to it
     assert page.count("&gt; vectors.csv</pre>") == 1 and page.count('class="same-query"') == 2
+    assert self_contained_problems(page) == []   # those links name the printed query on the same page
     assert "{analysis}" not in page
+
+
+def test_the_self_contained_check_takes_links_within_the_page_only():
+    """The check the report tests apply: a fragment naming an element of the same page passes; a link or an
+    image from elsewhere, a relative one, a fragment naming nothing, a script or a stylesheet does not."""
+    ok = ('<html><head><meta charset="utf-8"><style>b{color:red}</style></head><body><a id="q1"></a><pre>x</pre>'
+          '<a href="#q1">above</a><img alt="c" src="data:image/png;base64,AAAA"><p>&lt;img src=x&gt; text</p>'
+          '</body></html>')
+    assert self_contained_problems(ok) == []
+    for bad in ('<a href="https://example.org/">x</a>', '<a href="other.html#q1">x</a>', '<a href="#q9">x</a>',
+                '<a href="#">x</a>', '<a href="//example.org">x</a>', '<img src="chart.png">',
+                '<img src=" https://example.org/c.png">', '<script>1</script>', '<link rel="stylesheet" href="#q1">',
+                '<style>b{background:url(https://example.org/b.png)}</style>', '<p style="background:url(b.png)">x</p>',
+                '<meta http-equiv="refresh" content="0;url=https://example.org">', '<iframe srcdoc="x"></iframe>'):
+        assert self_contained_problems(ok.replace("</body>", bad + "</body>")), bad
 
 
 def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys):
