@@ -34,3 +34,30 @@ def test_no_warning_with_auth_on_or_on_loopback_only():
     assert exposure_warning("127.0.0.1:6379", ["127.0.0.1:6379", "127.0.0.1", "localhost"], auth_on=False) is None
     # one reachable node of several is enough
     assert "10.0.0.7" in exposure_warning("127.0.0.1:6379", ["127.0.0.1:6379", "127.0.0.1", "10.0.0.7"], False)
+
+
+def test_a_ray_started_in_cluster_mode_with_auth_off_is_reported_reachable_by_what_ray_says():
+    """A real Ray started as a hand-started head is (cluster mode: the machine's address; auth off), in a
+    process of its own: the addresses Ray reports for it draw the warning, unless this machine has no address
+    but loopback (then Ray reports 127.0.0.1 and there is nothing to warn about)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import json, ray\n"
+            "ray.init(address='local', num_cpus=1, include_dashboard=False, logging_level='ERROR')\n"
+            "from cluster.ray_session import joined_cluster_warning\n"
+            "nodes = [n['NodeManagerAddress'] for n in ray.nodes()]\n"
+            "print(json.dumps({'nodes': nodes, 'warning': joined_cluster_warning()}))\n"
+            "ray.shutdown()\n")
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    if all(not beyond_loopback(a) for a in report["nodes"]):
+        pytest.skip("this machine has no address but loopback")
+    assert report["warning"] is not None and report["nodes"][0] in report["warning"]
