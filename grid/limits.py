@@ -2,10 +2,11 @@
 
 Each limit caps one integer a config sets (or, for ``grid_cells``, one product of them). The defaults cover
 every grid this project's experiments run with a wide margin; a value above its limit is refused by
-``grid.spec.load_spec`` with a ``ConfigError`` naming the field, the limit and how to raise it — before any
-file is read beyond config.json and before the grid is expanded (the total cell count is computed as
-models × cells per model × samples, never by building the cells). ``scan``, ``scan --dry-run``,
-``submit`` and ``reproduce`` all go through ``load_spec``, so they refuse the same values.
+``grid.spec.load_spec`` with a ``ConfigError`` naming the field, the limit and how to raise it — each size
+before the instrument reads its input files, and the grid's total before any cell exists (it is computed as
+models × cells per model × samples, never by building the cells). ``scan``, ``scan --dry-run`` and
+``submit`` all go through ``load_spec``, so they refuse the same values; ``reproduce`` reruns frozen
+settings that passed them when they ran.
 
 A cluster that needs more raises a limit in one of two ways; the raised values are recorded in the
 invocation's frozen settings (``settings.execution.limits``, not hashed: a limit shapes no result):
