@@ -194,7 +194,7 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, 
                         "label_z": None if null.signed.z != null.signed.z else null.signed.z})
         if swaps:
             null = contrastive_null(per_text_projections(ex.scoring, ex.tasks[e], ex.tasks[d], layers), ex.labels,
-                                    positive, swaps, seed_for(seed, key, e, d, "contrastive"))
+                                    positive, swaps, seed_for(seed, key, "contrastive"))   # same flips per wrapper
             swapped.append(null[:, 0])
             c = contrastive_summary(curve.max_auroc_minus_half, null[:, 0], "max over layers of AUROC − 0.5")
             row.update({"contrastive_floor": c["floor"], "contrastive_sd": c["sd"], "contrastive_z": c["z"],

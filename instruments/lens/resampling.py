@@ -6,7 +6,10 @@ would not matter: each draw flips the sign of every δ_t with probability ½, re
 rescores the items and retakes the max over layers. Projections are linear in the direction, so each
 text's projections P_t = ⟨v(i), δ_t⟩ are computed once and a draw is a signed mean of them. Per
 (model, wrapper): the null's mean (the floor), sd, z and p = (b + 1)/(B + 1); per model, the same for the
-mean over wrappers (the draws of every wrapper aligned by index).
+mean over wrappers. Every wrapper of a model draws the same sign vectors (one seed per model, the task texts
+in sorted id order), so draw b swaps the same texts' framings in every wrapper and the wrappers' draws b
+average into one draw of the mean's null; independent draws per wrapper would ignore that wrappers sharing a
+framing move together and make that null too narrow.
 
 It differs from the scoring-label floor (null a, ``analysis.nulls``): that one asks whether the items'
 labels matter for a fixed direction; this one whether the direction itself is more than chance.

@@ -184,6 +184,14 @@ def test_the_swap_null_of_identical_task_differences_draws_only_plus_or_minus_th
     assert "p 2-sided" in result.text and "swap z" in result.text
     # contrastive_permutations random directions are drawn, not one
     assert result.numbers["models"]["m1/base"]["content_free"]["random_direction"]["n"] == B
+    # a draw swaps the same task texts' framings in every wrapper: here every wrapper's differences are the same,
+    # so draw b is the same in every wrapper and the mean over wrappers has the one wrapper's null (independent
+    # draws per wrapper would shrink its sd by about √4)
+    rows = result.tables["wrappers"].to_pylist()
+    swap = result.numbers["models"]["m1/base"]["contrastive_null"]
+    assert swap["sd"] == pytest.approx(rows[0]["contrastive_sd"], rel=1e-9)
+    assert swap["floor"] == pytest.approx(rows[0]["contrastive_floor"], abs=1e-12)
+    assert swap["p_two_sided"] == pytest.approx(rows[0]["contrastive_p_two_sided"])
 
 
 # --------------------------------------------------------------------------------------------------------------
