@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +32,8 @@ from grid.spec import API_BACKENDS
 
 EMPTY_PRIOR = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("error", pa.string())])
 """The prior rows of an invocation that stored nothing."""
+CHUNK = 65_536
+"""Cells rendered (and their texts counted) at a time."""
 
 
 @dataclass(frozen=True)
@@ -98,23 +101,75 @@ def _tokenizer(source: str | None):
         return None
 
 
-def _request_texts(rendered: pa.Table, before: list[str]) -> list[str]:
-    """Per cell, the text columns ``render`` added (the request's texts), joined."""
+def _request_texts(rendered: pa.Table, before: list[str]) -> pa.Array:
+    """Per cell, the text columns ``render`` added (the request's texts), joined by newlines, empty and null
+    values left out (an empty string where a cell has none)."""
     names = [f.name for f in rendered.schema if f.name not in before and pa.types.is_string(f.type)]
-    columns = [rendered.column(n).to_pylist() for n in names]
-    return ["\n".join(v for v in values if v) for values in zip(*columns)] if columns else [""] * rendered.num_rows
+    if not names:
+        return pa.array([""] * rendered.num_rows, pa.string())
+    columns = []
+    for name in names:
+        column = rendered.column(name)
+        columns.append(pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column))
+    return pc.fill_null(pc.binary_join_element_wise(*columns, "\n", null_handling="skip"), "")
 
 
-def _sampling(rendered: pa.Table, model: ModelVariant) -> list[tuple[float, float, int]]:
-    """(temperature, top_p, max_tokens) of each rendered cell: its own request columns, else the model's."""
-    def column(name, default):
+def _sampling(rendered: pa.Table, model: ModelVariant) -> pa.Table:
+    """temperature (float64), top_p (float64) and max_tokens (int64) of each rendered cell: its own request
+    columns, else the model's."""
+    def column(name, default, kind):
         if name not in rendered.column_names:
-            return [default] * rendered.num_rows
-        return [default if v is None else v for v in rendered.column(name).to_pylist()]
+            return pa.array(np.full(rendered.num_rows, default, dtype=kind))
+        return pc.fill_null(rendered.column(name).cast(pa.from_numpy_dtype(np.dtype(kind))), default)
 
-    return list(zip([float(t) for t in column("temperature", model.temperature)],
-                    [float(p) for p in column("top_p", model.top_p)],
-                    [int(m) for m in column("max_tokens", model.max_tokens)]))
+    return pa.table({"temperature": column("temperature", float(model.temperature), np.float64),
+                     "top_p": column("top_p", float(model.top_p), np.float64),
+                     "max_tokens": column("max_tokens", int(model.max_tokens), np.int64)})
+
+
+class _TokenCounter:
+    """Input tokens of request texts through one tokenizer, each distinct text encoded once (the count of a
+    text is the same every time; ``CACHED`` texts are remembered across chunks, later ones encoded again)."""
+
+    CACHED = 262_144
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.known = tokenizer, {}
+
+    def total(self, texts: pa.Array) -> int:
+        """Σ tokens over ``texts`` (one per cell, repeats counted each time)."""
+        if not len(texts):
+            return 0
+        counted = pc.value_counts(texts)
+        values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+        missing = [v for v in values if v not in self.known]
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)   # same ids, no offsets
+        new = dict(zip(missing, (len(e.ids) for e in encode(missing, add_special_tokens=False)))) if missing else {}
+        total = sum(n * (new[v] if v in new else self.known[v]) for v, n in zip(values, counts))
+        for text, length in new.items():
+            if len(self.known) >= self.CACHED:
+                break
+            self.known[text] = length
+        return total
+
+
+def _distinct(asked: pa.Table) -> list[tuple[float, float, int]]:
+    """The distinct (temperature, top_p, max_tokens) rows of ``asked``."""
+    unique = asked.group_by(list(asked.column_names)).aggregate([])
+    return list(zip(*(unique.column(n).to_pylist() for n in asked.column_names)))
+
+
+def _mine(table: pa.Table, label: str) -> pa.Table:
+    """The rows of ``table`` whose label is ``label`` (the table itself when all are: no copy)."""
+    if not table.num_rows:
+        return table
+    mask = pc.equal(table.column("label"), label)
+    return table if pc.all(mask).as_py() else table.filter(mask)
+
+
+def _count(table: pa.Table, label: str) -> int:
+    """Rows of ``table`` whose label is ``label``."""
+    return int(pc.sum(pc.equal(table.column("label"), label)).as_py() or 0) if table.num_rows else 0
 
 
 def _keys(table: pa.Table) -> pa.Array:
@@ -157,30 +212,39 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
         kept = cells if held is None else remove_done(cells, held)
         todo, gave_up = plan_attempts(kept, prior, max_attempts)
         for label, model in models.items():
-            def mine(table: pa.Table) -> pa.Table:
-                return table.filter(pc.equal(table.column("label"), label)) if table.num_rows else table
-
-            all_cells, kept_m, todo_m, gave_m = mine(cells), mine(kept), mine(todo), mine(gave_up)
+            all_cells, kept_n, todo_m, gave_n = (_mine(cells, label), _count(kept, label), _mine(todo, label),
+                                                 _count(gave_up, label))
             generate = instrument.engine_kind == "generate"
-            sampling, tokens_in, bound = [], (0 if count_tokens else None), 0
+            sampling, tokens_in, bound = set(), (0 if count_tokens else None), 0
             if all_cells.num_rows:
-                rendered = instrument.render(all_cells, ref.spec)
-                sampling = _sampling(rendered, model)
-                runs = pc.is_in(_keys(all_cells), _keys(todo_m)).to_pylist() if todo_m.num_rows else \
-                    [False] * all_cells.num_rows
+                # every cell of the grid is rendered as the scan renders a batch (render is row by row), a
+                # chunk at a time so that the texts of a large grid are never all held at once
+                every = todo_m.num_rows == all_cells.num_rows   # todo ⊆ cells, one row per cell: all run
+                runs = None if every or not todo_m.num_rows else pc.is_in(_keys(all_cells), _keys(todo_m))
                 tok = tokenizers.get(label)
+                counter = _TokenCounter(tok) if tok is not None and todo_m.num_rows else None
+                tokens = 0
+                for offset in range(0, all_cells.num_rows, CHUNK):
+                    chunk = all_cells.slice(offset, CHUNK)
+                    ran = runs.slice(offset, CHUNK) if runs is not None else None
+                    if not every and ran is None:
+                        ran = pa.array(np.zeros(chunk.num_rows, bool))
+                    rendered = instrument.render(chunk, ref.spec)
+                    if generate:
+                        asked = _sampling(rendered, model)
+                        sampling.update(_distinct(asked))
+                        maxima = asked.column("max_tokens") if ran is None else asked.column("max_tokens").filter(ran)
+                        bound += int(pc.sum(maxima).as_py() or 0)
+                    if counter is not None:
+                        texts = _request_texts(rendered, chunk.column_names)
+                        tokens += counter.total(texts if ran is None else texts.filter(ran))
                 if tok is None:
                     tokens_in = None if todo_m.num_rows else tokens_in
                 else:
-                    texts = [t for t, r in zip(_request_texts(rendered, all_cells.column_names), runs) if r]
-                    tokens_in = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)) \
-                        if texts else 0
-                bound = sum(m for (_, _, m), r in zip(sampling, runs) if r)
+                    tokens_in = tokens
             if not generate:
                 bound = None if model.backend in API_BACKENDS else 0
             out.append(StagePlan(name, label, instrument.engine_kind, model.backend, all_cells.num_rows,
-                                 all_cells.num_rows - kept_m.num_rows,
-                                 kept_m.num_rows - todo_m.num_rows - gave_m.num_rows, gave_m.num_rows,
-                                 todo_m.num_rows, tuple(sorted(set(sampling))) if generate else (),
-                                 tokens_in, bound))
+                                 all_cells.num_rows - kept_n, kept_n - todo_m.num_rows - gave_n, gave_n,
+                                 todo_m.num_rows, tuple(sorted(sampling)) if generate else (), tokens_in, bound))
     return out
