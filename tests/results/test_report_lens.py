@@ -28,7 +28,7 @@ from conftest import new_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "instruments" / "lens"))
-from report_page import numbers, query_of, run_cli  # noqa: E402
+from report_page import numbers, query_of, run_cli, self_contained_problems  # noqa: E402
 from test_lens_scan import write_experiment  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,8 +77,8 @@ def test_the_lens_report_defines_its_numbers_and_embeds_its_charts(lens_report):
     assert 'base/d1 _empty: &quot;hey, friend 0 here: &quot;' in page
     assert re.search(r"pooled_norm = [0-9.e+]+ · layer_vectors: \[4 × 48 values\] L2 norm by entry: 0: [0-9.e+]+, 1: ", page)
     assert re.search(r"G-study &#x27;base items&#x27; \(.*?; score = .*?; layer medium \d, small \d\n", page)   # each model's layer
-    # self-contained: no script, no link or image from elsewhere
-    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+    # self-contained: no script, no image from elsewhere, links only to its own elements (each query printed once)
+    assert "<script" not in page and self_contained_problems(page) == []
     assert lens_report["path"].parent.name == "report" and lens_report["analysis"].is_dir()
 
 
