@@ -105,13 +105,12 @@ def _request_texts(rendered: pa.Table, before: list[str]) -> pa.Array:
     """Per cell, the text columns ``render`` added (the request's texts), joined by newlines, empty and null
     values left out (an empty string where a cell has none)."""
     names = [f.name for f in rendered.schema if f.name not in before and pa.types.is_string(f.type)]
-    if not names:
-        return pa.array([""] * rendered.num_rows, pa.string())
-    columns = []
-    for name in names:
-        column = rendered.column(name)
-        columns.append(pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column))
-    return pc.fill_null(pc.binary_join_element_wise(*columns, "\n", null_handling="skip"), "")
+    joined = pa.array([""] * rendered.num_rows, pa.string())
+    for name in names:   # folded pairwise: join's null_handling="skip" drops a trailing all-null row (pyarrow 26)
+        value = pc.fill_null(rendered.column(name), "")
+        both = pc.binary_join_element_wise(joined, value, "\n")
+        joined = pc.if_else(pc.equal(joined, ""), value, pc.if_else(pc.equal(value, ""), joined, both))
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _sampling(rendered: pa.Table, model: ModelVariant) -> pa.Table:
