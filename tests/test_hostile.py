@@ -112,6 +112,8 @@ CONFIGS = {
     # names: traversal and markup, wherever a config names something
     "label-traversal": lambda t: (base(t, models=model(t, label="../../escape")), PAIRS),
     "label-markup": lambda t: (base(t, models=model(t, label="<script>alert(1)</script>")), PAIRS),
+    "pair-id-traversal": lambda t: (base(t), "pair_id,word_a,word_b\n../../x,cat,dog\n"),
+    "pair-id-markup": lambda t: (base(t), "pair_id,word_a,word_b\n<b>x</b>,cat,dog\n"),
     # secrets in free text and in URLs
     **{f"secret-{kind}": (lambda t, v=value: (base(t, description=f"run with {v}"), PAIRS))
        for kind, value in SECRETS.items()},
