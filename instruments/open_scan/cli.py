@@ -289,7 +289,7 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
     imp = sub.add_parser("import", help="store a JSONL run as a new invocation (reconstructed_from set)")
     imp.add_argument("file", help="the .jsonl file")
     imp.add_argument("--experiment", required=True, help="experiment name to import into")
-    imp.add_argument("--store", help="trace store URI (default: $MIRRORSCAN_HOME/store)")
+    imp.add_argument("--store", help="trace store URI (default: $MIRRORSCAN_STORE, else $MIRRORSCAN_HOME/store)")
     for q in (exp, imp):
         q.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     exp.add_argument("--store", help="trace store URI (default: the invocation's)")
@@ -352,7 +352,7 @@ def _import(args) -> int:
     experiment = check_experiment_name(args.experiment, "", "--experiment")
     sha = hashlib.sha256(data).hexdigest()
     series, invocation_id = f"{IMPORTED_SERIES}:{sha[:12]}", str(uuid.uuid4())
-    store_uri = args.store or default_store_uri()
+    store_uri = args.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()   # as scan resolves it
     trace_store = open_store(store_uri)
     trace_store.check_writable()
     with _catalog(args.catalog_dsn) as catalog:

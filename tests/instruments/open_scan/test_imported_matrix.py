@@ -36,3 +36,15 @@ def test_two_imported_files_are_two_labelled_rows_never_merged(tmp_path, catalog
     assert cli.main(["matrix", "files", "--series", series[0], "--catalog-dsn", catalog_dsn]) == 0
     out = capsys.readouterr().out
     assert f"series {series[0]} · 1 models × 2 probes" in out and "b.jsonl" not in out
+
+
+def test_an_import_without_store_flag_writes_where_mirrorscan_store_points(tmp_path, catalog_dsn, monkeypatch, capsys):
+    """The store is resolved as scan resolves it: --store, else $MIRRORSCAN_STORE, else the home's store."""
+    f = tmp_path / "a.jsonl"
+    f.write_text(json.dumps(line("org/M", "q1", 0, "Tea.", "4", "6", "Tea?")) + "\n")
+    home, store = tmp_path / "home", tmp_path / "elsewhere"
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(home))
+    monkeypatch.setenv("MIRRORSCAN_STORE", str(store))
+    assert cli.main(["import", str(f), "--experiment", "files", "--catalog-dsn", catalog_dsn]) == 0
+    assert list((store / "files").rglob("*.parquet")), "nothing written under $MIRRORSCAN_STORE"
+    assert not (home / "store").exists()
