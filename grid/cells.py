@@ -33,10 +33,24 @@ def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "") -> pa.
     parts = [pc.fill_null(cells.column(c).cast(pa.string()), MISSING) for c in ("label", "item_key", "envelope", "ordering")]
     probe_id = pc.binary_join_element_wise(*parts, SEP)
     cells = cells.append_column("probe_id", probe_id)
-    keys = cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([([], "count_all")])
-    if keys.num_rows != cells.num_rows:
-        raise ValueError(f"instrument {instrument!r}: {cells.num_rows - keys.num_rows} cells share a (probe_id, sample)")
+    distinct = _distinct_keys(cells)
+    if distinct != cells.num_rows:
+        raise ValueError(f"instrument {instrument!r}: {cells.num_rows - distinct} cells share a (probe_id, sample)")
     return cells
+
+
+def _distinct_keys(cells: pa.Table) -> int:
+    """How many distinct (probe_id, sample) ``cells`` holds: each column dictionary-encoded and the two codes
+    combined into one integer (a hash table of the distinct values only, not a copy of every key)."""
+    if cells.column("sample").null_count or cells.column("probe_id").null_count:
+        return cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([]).num_rows
+    code, size = np.zeros(cells.num_rows, np.int64), 1
+    for name in CELL_KEY:
+        encoded = pc.dictionary_encode(cells.column(name)).combine_chunks()
+        code = code * len(encoded.dictionary) + encoded.indices.to_numpy().astype(np.int64)
+        size *= len(encoded.dictionary)
+    return len(np.unique(code)) if size < 2 ** 62 else \
+        cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([]).num_rows
 
 
 def remove_done(cells: pa.Table, done: pa.Table) -> pa.Table:

@@ -204,6 +204,8 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
     tokenizers = {label: _tokenizer(sources.get(label)) for label in models} if count_tokens else {}
     stages = list(getattr(instrument, "stages", ()))
     cells = grid_cells(settings) if first is None else first
+    pool = pa.default_memory_pool()
+    pool.release_unused()   # the expansion's temporaries
     out: list[StagePlan] = []
     for index, name in enumerate(stage_names(ref)):
         if index:
@@ -237,6 +239,8 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
                     if counter is not None:
                         texts = _request_texts(rendered, chunk.column_names)
                         tokens += counter.total(texts if ran is None else texts.filter(ran))
+                    del rendered
+                    pool.release_unused()   # each chunk's buffers go back, so the peak is one chunk's
                 if tok is None:
                     tokens_in = None if todo_m.num_rows else tokens_in
                 else:
