@@ -28,7 +28,9 @@ and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``ma
 ``describe_cell`` (see the protocol below), optionally ``cell_value`` (the browser matrix's value of a cell:
 ``(column, "class" | "score")``, or a ``CellValue`` derived from each row), and optionally ``headline_sources(analysis, settings,
 invocation_id)``: a ``grid.headline.HeadlineSource`` per headline number, its definition and the
-``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again. Optional hooks
+``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again, and optionally
+``suggested_query(invocation_id)``: the one ``mirrorscan sql`` query a scan's summary suggests to look at what
+it stored (default ``DEFAULT_QUERY``: probe ids and responses; see ``suggested_query``). Optional hooks
 are not members of the ``Instrument`` protocol class (``isinstance`` would require them); callers check
 with ``getattr``. A config names an instrument by a registry name
 (``"forced_choice"``) or by an import path (``"package.module:Attr"``); every Ray worker resolves that
@@ -170,6 +172,22 @@ def cell_value(instrument) -> CellValue:
     if value.derive is not None and not value.reads:
         raise ValueError(f"instrument {instrument.name!r}: a derived cell_value must name the columns it reads")
     return value
+
+
+DEFAULT_QUERY = "SELECT probe_id, response FROM traces WHERE invocation_id = {invocation} LIMIT 5"
+"""The summary's query for an instrument without ``suggested_query``: a generating instrument's first answers."""
+
+
+def suggested_query(instrument, invocation_id: str) -> str:
+    """The ``mirrorscan sql`` query (DuckDB text) a scan's summary prints for ``invocation_id``: the instrument's
+    ``suggested_query`` hook (its own stored numbers: flinch's log-probs per term, lens's rows per rendering,
+    open_scan's answers with their ratings), else ``DEFAULT_QUERY``."""
+    from grid.headline import sql_text
+
+    hook = getattr(instrument, "suggested_query", None)
+    if hook is None:
+        return DEFAULT_QUERY.format(invocation=sql_text(invocation_id))
+    return hook(invocation_id)
 
 
 @runtime_checkable

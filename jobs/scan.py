@@ -99,6 +99,8 @@ class ScanResult:
     counts: dict = field(default_factory=dict)
     log_path: str = ""
     """The file holding the run's engine and Ray output (``cluster.run_log``)."""
+    instrument: str = ""
+    """The instrument's registry name or import path (the summary prints its suggested query)."""
 
 
 def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dict:
@@ -405,7 +407,8 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
             record_outcome(catalog, trace_store, spec, invocation_id, status, counts,
                            raise_on_failure=status in ("complete", "incomplete"))
     return ScanResult(invocation_id, experiment, status,
-                      trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts)
+                      trace_store.display(trace_store.traces_dir(experiment, invocation_id)), counts,
+                      instrument=settings["instrument"])
 
 
 def index_rows(trace_store, experiment: str, invocation_id: str, settings: dict) -> None:
@@ -595,8 +598,16 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
     print(f"traces: {result.traces_path}/", file=out)
     if result.log_path:
         print(f"log:    {result.log_path}", file=out)
-    print(f"query:  mirrorscan sql \"SELECT probe_id, response FROM traces WHERE invocation_id = '{result.invocation_id}' LIMIT 5\"",
-          file=out)
+    print(f"query:  mirrorscan sql \"{summary_query(result)}\"", file=out)
+
+
+def summary_query(result: ScanResult) -> str:
+    """The ``mirrorscan sql`` query the summary suggests for the result's invocation (its instrument's own,
+    ``grid.instrument.suggested_query``), on one line."""
+    from grid.instrument import resolve, suggested_query
+
+    instrument = resolve(result.instrument) if result.instrument else None
+    return " ".join(suggested_query(instrument, result.invocation_id).split())
 
 
 _SIGTERM_INTERRUPTS = False

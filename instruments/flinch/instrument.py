@@ -309,6 +309,12 @@ class Flinch:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    def suggested_query(self, invocation_id: str) -> str:
+        """The scan summary's ``mirrorscan sql`` query: mean log-prob per model, axis and term (``sources``)."""
+        from instruments.flinch.sources import suggested_sql
+
+        return suggested_sql(invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, carriers across."""
         return ("label", "item_key")

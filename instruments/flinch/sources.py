@@ -83,6 +83,14 @@ def gstudy_input_sql(invocation_id: str, axis: str) -> str:
             "GROUP BY label, term, carrier_index ORDER BY model, term, carrier")
 
 
+def suggested_sql(invocation_id: str) -> str:
+    """The query a scan's summary suggests: per model, axis and term, the carriers scored and the mean of their
+    ``lp_mean`` (nats per token; the sampling proxy's rows have none and count no carriers)."""
+    return ("SELECT label, axis, term, count(lp_mean) AS carriers, round(avg(lp_mean), 3) AS lp_mean "
+            f"FROM traces_flinch WHERE invocation_id = {sql_text(invocation_id)} AND error IS NULL "
+            "GROUP BY label, axis, term ORDER BY label, axis, term LIMIT 20")
+
+
 def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Flinch.headline``'s numbers: total, the aggregation, each axis, each axis's carrier
     G-study Eρ²."""

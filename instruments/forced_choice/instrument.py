@@ -112,6 +112,12 @@ class ForcedChoice:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    def suggested_query(self, invocation_id: str) -> str:
+        """The scan summary's ``mirrorscan sql`` query: answered cells with their stored class (``sources``)."""
+        from instruments.forced_choice.sources import suggested_sql
+
+        return suggested_sql(invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, pairs across."""
         return ("label", "item_key")

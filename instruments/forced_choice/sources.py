@@ -66,6 +66,14 @@ def position_bias_sql(invocation_id: str) -> str:
             "FROM cells GROUP BY label ORDER BY label")
 
 
+def suggested_sql(invocation_id: str) -> str:
+    """The query a scan's summary suggests: the first answered cells with the class stored for each (A, B,
+    UNCLEAR or REF) and the answer it was read from."""
+    return ("SELECT label, pair_id, envelope, ordering, sample, class, response FROM traces_forced_choice "
+            f"WHERE invocation_id = {sql_text(invocation_id)} AND error IS NULL "
+            "ORDER BY label, pair_id, envelope, ordering, sample LIMIT 10")
+
+
 def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The four headline numbers of ``ForcedChoice.headline``, defined, with their queries."""
     section = settings["instrument_settings"]

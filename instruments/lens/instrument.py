@@ -395,6 +395,12 @@ class Lens:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    def suggested_query(self, invocation_id: str) -> str:
+        """The scan summary's ``mirrorscan sql`` query: cells and layers per model, variant and rendering."""
+        from instruments.lens.sources import suggested_sql
+
+        return suggested_sql(invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, rendered items across."""
         return ("label", "item_key")

@@ -14,6 +14,19 @@ import shlex
 
 from grid.headline import HeadlineSource, sql_text
 
+SUGGESTED = ("SELECT label, variant, rendering, pooling, arm, count(*) AS cells, min(n_layers) AS layers, "
+             "min(pooled_tokens) AS min_tokens, max(pooled_tokens) AS max_tokens FROM traces_lens "
+             "WHERE invocation_id = {inv} AND error IS NULL GROUP BY label, variant, rendering, pooling, arm "
+             "ORDER BY label, variant, arm LIMIT 20")
+"""The query a scan's summary suggests: per model, variant, rendering and arm, the cells extracted, the layers
+each holds and the range of pooled tokens (the vectors themselves: ``layer_vectors``)."""
+
+
+def suggested_sql(invocation_id: str) -> str:
+    """``SUGGESTED`` for one invocation."""
+    return SUGGESTED.format(inv=sql_text(invocation_id))
+
+
 VECTORS_CSV = "vectors.csv"
 """The file the report's vectors query is written to for ``mirrorscan lens headline``."""
 

@@ -416,6 +416,12 @@ class OpenScan:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    def suggested_query(self, invocation_id: str) -> str:
+        """The scan summary's ``mirrorscan sql`` query: answers with their cold and post-hoc ratings."""
+        from instruments.open_scan.sources import suggested_sql
+
+        return suggested_sql(invocation_id)
+
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, probes across."""
         return ("label", "query_id")

@@ -56,6 +56,18 @@ def posthoc_sql(invocation_id: str) -> str:
             "GROUP BY a.label ORDER BY a.label")
 
 
+def suggested_sql(invocation_id: str) -> str:
+    """The query a scan's summary suggests: answers (newest successful row of each answer cell) beside their
+    probe's cold rating and their own post-hoc rating (null: not measured, or not in this invocation)."""
+    return (f"{_with(invocation_id)} "
+            "SELECT a.label, a.query_id, a.sample, c.rating AS cold_rating, h.rating AS posthoc_rating, a.response "
+            "FROM latest a LEFT JOIN latest c ON c.envelope = 'cold' AND c.label = a.label AND c.series = a.series "
+            "AND c.query_id = a.query_id AND c.query_hash = a.query_hash "
+            "LEFT JOIN latest h ON h.envelope = 'posthoc' AND h.label = a.label AND h.series = a.series "
+            "AND h.query_id = a.query_id AND h.query_hash = a.query_hash AND h.sample = a.sample "
+            "WHERE a.envelope = 'answer' ORDER BY a.label, a.query_id, a.sample LIMIT 10")
+
+
 def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``OpenScan.headline``'s numbers."""
     return (

@@ -18,6 +18,7 @@ from instruments.flinch.scale import flinch_of
 from jobs import sql
 from jobs.analyze import analyze_invocation
 from jobs.scan import run_scan
+from suggested_query import check_suggested_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "actors"))
 from anthropic_server import FaultServer  # noqa: E402
@@ -75,6 +76,10 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
         assert r["user_text"] in ("The story ended when the hero was", "Everyone in the village knew that it was")
         assert r["target_text"] == " " + r["term"]
         assert r["lp_mean"] == pytest.approx(sum(r["target_logprobs"]) / len(r["target_logprobs"]))
+    suggested = check_suggested_query(result, store, catalog_dsn, {"label", "axis", "term", "carriers", "lp_mean"})
+    for s in (s for s in suggested if s["label"] == "tiny"):   # the scan summary's query: the mean per term
+        carriers = [r["lp_mean"] for r in rows if (r["axis"], r["term"]) == (s["axis"], s["term"])]
+        assert s["carriers"] == len(carriers) == 2 and s["lp_mean"] == pytest.approx(sum(carriers) / 2, abs=5e-4)
 
     report = analyze_invocation(result.invocation_id, catalog_dsn=catalog_dsn)
     numbers = report.analysis.numbers

@@ -16,6 +16,7 @@ from cluster.store import open_store
 from jobs import cli, sql
 from jobs.analyze import analyze_invocation
 from jobs.scan import run_scan
+from suggested_query import check_suggested_query
 
 SIZES = {"small": (2, 32), "medium": (3, 48), "large": (4, 64)}
 """label → (blocks, width) of the three random models."""
@@ -67,6 +68,10 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
                      f"'{result.invocation_id}'", store, catalog_dsn).to_pylist()
     assert len(rows) == 3 * per_model and len({r["probe_id"] for r in rows}) == 3 * per_model
     assert "large|base/e2|t3|-|-" in {r["probe_id"] for r in rows}
+    suggested = check_suggested_query(result, store, catalog_dsn, {"label", "variant", "rendering", "cells", "layers"})
+    assert {(s["label"], s["layers"]) for s in suggested} == {(k, b + 1) for k, (b, _) in SIZES.items()}
+    assert {s["label"]: sum(x["cells"] for x in suggested if x["label"] == s["label"]) for s in suggested} \
+        == dict.fromkeys(SIZES, per_model)
     trace_store = open_store(store)
     part_types = {str(pq.read_schema(trace_store.fs.open_input_file(p)).field("layer_vectors").type)
                   for p in trace_store.list_parts("lens", result.invocation_id)}

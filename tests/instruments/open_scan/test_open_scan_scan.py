@@ -20,6 +20,7 @@ from grid.instrument import Stage, resolve
 from instruments.open_scan import cli as verbs
 from jobs import cli
 from jobs.scan import run_scan
+from suggested_query import check_suggested_query
 
 NO_SYSTEM_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
@@ -81,6 +82,13 @@ def test_an_open_scan_experiment_appends_versions_and_round_trips_its_jsonl(tmp_
         assert source["response"] in r["user_text"]   # the model rates its own answer
     assert all(r["rating"] is None or 1 <= r["rating"] <= 10 for r in reports)
     assert all(r["rating"] is None for r in answers)
+    suggested = check_suggested_query(first, store_uri, catalog_dsn, {"query_id", "cold_rating", "posthoc_rating",
+                                                                     "response"})
+    def query_id(row):
+        return row["probe_id"].split("|")[1].removesuffix("~posthoc").split("@")[0]
+    posthoc = {query_id(r): r["rating"] for r in reports if r["envelope"] == "posthoc"}
+    assert sorted((s["query_id"], s["posthoc_rating"], s["response"]) for s in suggested) == \
+        sorted((query_id(r), posthoc[query_id(r)], r["response"]) for r in answers)
 
     again = run_scan(exp, store=store_uri, catalog_dsn=catalog_dsn, quiet=True)   # a finished grid: a no-op
     assert again.invocation_id == "" and "nothing to do" in capsys.readouterr().err
