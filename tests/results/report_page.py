@@ -28,15 +28,16 @@ class Numbers(HTMLParser):
         """Anchor id → text of each printed command."""
         self.links: int = 0
         """Rows' links to a query printed earlier."""
-        self._key, self._cell, self._text, self._id = None, None, [], None
+        self._key, self._cell, self._text, self._id, self._exact = None, None, [], None, None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "tr" and a.get("class") == "number":
             self._key = (a["data-model"], a["data-number"])
-            self.rows[self._key] = {"value": "", "sql": []}
+            self.rows[self._key] = {"value": "", "shown": "", "sql": []}
         elif self._key and tag == "td" and a.get("class") == "value":
             self._cell, self._text = "value", []
+            self._exact = a.get("data-value")   # the number as the query returns it; the text is as analyze prints
         elif self._key and tag == "pre" and a.get("class") == "sql":
             self._cell, self._text = "sql", []
         elif self._key and tag == "a" and a.get("id"):   # the anchor just before a printed command
@@ -47,7 +48,8 @@ class Numbers(HTMLParser):
 
     def handle_endtag(self, tag):
         if self._key and self._cell == "value" and tag == "td":
-            self.rows[self._key]["value"] = "".join(self._text)
+            self.rows[self._key]["shown"] = "".join(self._text)
+            self.rows[self._key]["value"] = "".join(self._text) if self._exact is None else self._exact
             self._cell = None
         elif self._key and self._cell == "sql" and tag == "pre":
             text = "".join(self._text)

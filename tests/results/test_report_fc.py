@@ -72,6 +72,9 @@ def test_the_report_holds_settings_counts_numbers_definitions_charts_and_queries
     assert rows[("fit", "pair_commit_unanimity")]["value"] == "3 / 1 / 5"
     assert rows[("fit", "mean_sharpness")]["value"] == f"{6.75 / 8:.6g}"
     assert rows[("fit", "position_bias_pp")]["value"] == f"{100 * 3 / 18:.6g}"
+    # shown as analyze prints them (the exact value above is the cell's data-value)
+    assert [rows[("fit", n)]["shown"] for n in ("per_cell_commit_rate", "mean_sharpness", "position_bias_pp")] == \
+        [f"{100 * 30 / 36:.1f}%", f"{6.75 / 8:.3f}", f"{100 * 3 / 18:+.1f} pp"]
     assert "share of answered cells (not pairs)" in page and "unanimity rule" in page
     # every number has its query, and the page embeds the analysis's three charts as PNG data
     assert all(len(r["sql"]) == 1 and r["sql"][0].startswith('mirrorscan sql "') for r in rows.values())

@@ -1,0 +1,116 @@
+"""How numbers and units are written for a reader: one formatting shared by ``analyze``, ``report``, ``browse``
+and ``diff``, so that a number reads the same wherever it is shown.
+
+Rules: never scientific notation; a rate (a share in [0, 1]) as a percentage with one decimal (``15.6%``); a
+difference of rates in percentage points (``+3.1 pp``); a duration in the unit that keeps it readable
+(``840 ms``, ``3.2 s``, ``2 min 05 s``); any other number fixed-point (``fixed``: ``0.712``, ``42.5``,
+``12345``, ``0.00123``); absence (None, NaN) as ``—``. A headline number's unit is read from its
+name (``headline``): ``*_rate`` / ``*_share`` → percent, ``*_pp`` → percentage points, ``*_ms`` →
+milliseconds, ``*_s`` / ``*_seconds`` → seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+ABSENT = "—"
+"""What an absent value (None, NaN) is printed as."""
+
+
+def _absent(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fixed(value) -> str:
+    """A number fixed-point, never ``1e-05``: three decimals below 10 (``0.712``, as AUROCs and sharpness are
+    printed), one below 1000 (``42.5``, as flinch scores are), none above (``12345``); below 0.01 three
+    significant digits (``0.00123``, a small p); integers as they are; ``—`` for None/NaN."""
+    if _absent(value):
+        return ABSENT
+    if isinstance(value, (bool, int)):
+        return str(value)
+    value = float(value)
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if size < 0.01:
+        decimals = min(2 - math.floor(math.log10(size)), 12)
+    else:
+        decimals = 3 if size < 10 else 1 if size < 1000 else 0
+    return f"{value:.{decimals}f}"
+
+
+def percent(rate, decimals: int = 1) -> str:
+    """A rate in [0, 1] as a percentage: 0.15625 → ``15.6%`` (as ``analyze`` prints it); ``—`` when absent."""
+    return ABSENT if _absent(rate) else f"{100 * float(rate):.{decimals}f}%"
+
+
+def points(pp, decimals: int = 1) -> str:
+    """A difference already in percentage points, signed: ``+3.1 pp``; ``—`` when absent."""
+    return ABSENT if _absent(pp) else f"{float(pp):+.{decimals}f} pp"
+
+
+def milliseconds(ms) -> str:
+    """A duration given in milliseconds, in ms below 10 s (``0.84 ms``, ``12.3 ms``, ``840 ms``), else in
+    seconds (``duration``); ``—`` when absent."""
+    if _absent(ms):
+        return ABSENT
+    ms = float(ms)
+    if abs(ms) >= 10_000:
+        return duration(ms / 1000)
+    if abs(ms) >= 100:
+        return f"{ms:.0f} ms"
+    return f"{ms:.1f} ms" if abs(ms) >= 10 else f"{ms:.2f} ms"
+
+
+def duration(seconds) -> str:
+    """A duration given in seconds: below 1 s in ms (``milliseconds``), below a minute in seconds (``3.2 s``,
+    ``42 s``), then minutes and seconds (``2 min 05 s``) and hours (``1 h 02 min``); ``—`` when absent."""
+    if _absent(seconds):
+        return ABSENT
+    seconds = float(seconds)
+    if abs(seconds) < 1:
+        return milliseconds(seconds * 1000)
+    if abs(seconds) < 10:
+        return f"{seconds:.1f} s"
+    if abs(seconds) < 60:
+        return f"{seconds:.0f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def headline(name: str, value) -> str:
+    """A headline number as a reader sees it, its unit read from its name (see the module docstring); text
+    and counts as they are."""
+    if _absent(value):
+        return ABSENT
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if name.endswith(("_rate", "_share")):
+        return percent(value)
+    if name.endswith("_pp"):
+        return points(value)
+    if name.endswith("_ms"):
+        return milliseconds(value)
+    if name.endswith(("_s", "_seconds")):
+        return duration(value)
+    return fixed(value)
+
+
+def article(word: str) -> str:
+    """``a`` or ``an`` before ``word`` as it is read: an ATTACH, an open_scan, an UNCLEAR, a UUID, a URL."""
+    w = word.lstrip("'\"`(").lower()
+    if not w:
+        return "a"
+    if w.startswith(("uu", "url", "utf", "uni", "use", "usu", "one", "eu")):
+        return "a"
+    return "an" if w[0] in "aeiou" else "a"
+
+
+def with_article(word: str) -> str:
+    """``word`` after its article: ``an ATTACH``."""
+    return f"{article(word)} {word}"
