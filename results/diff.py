@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
+from grid.formatting import fixed, headline, milliseconds
 from results.invocations import Invocation, successful_cells
 
 BREAKDOWNS = ("envelope", "ordering", "label")
@@ -223,13 +224,11 @@ def _pct(m: Match) -> str:
 
 
 def _num(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "—" if value is None else str(value)
+    return fixed(value) if isinstance(value, float) else "—" if value is None else str(value)
 
 
-def _shift(value) -> str:
-    return "shift —" if value is None else f"shift {value:+.3g}"
+def _shift(value, unit: str) -> str:
+    return "shift —" if value is None else f"shift {'+' if value >= 0 else ''}{fixed(value)} {unit}"
 
 
 def format_diff(d: Diff) -> str:
@@ -254,9 +253,10 @@ def format_diff(d: Diff) -> str:
             if isinstance(lv, dict) or isinstance(rv, dict):
                 lv, rv = lv or {}, rv or {}
                 for metric in sorted(set(lv) | set(rv)):
-                    lines.append(f"  {key} {metric}: {_num(lv.get(metric))} → {_num(rv.get(metric))}")
+                    lines.append(f"  {key} {metric}: {headline(metric, lv.get(metric))} → "
+                                 f"{headline(metric, rv.get(metric))}")
             else:
-                lines.append(f"  {key}: {_num(lv)} → {_num(rv)}")
+                lines.append(f"  {key}: {headline(str(key), lv)} → {headline(str(key), rv)}")
     for label, numbers in d.fingerprints.items():
         if "error" in numbers:
             lines.append(f"fingerprint {label}: not compared ({numbers['error']})")
@@ -268,8 +268,8 @@ def format_diff(d: Diff) -> str:
         if label == "source":
             continue
         ttft, rate = entry["ttft_ms"], entry["decode_tok_s"]
-        lines.append(f"timing {label} ({source}, medians): ttft {_num(ttft['left'])} → {_num(ttft['right'])} ms "
-                     f"({_shift(ttft['shift'])}), decode {_num(rate['left'])} → {_num(rate['right'])} tok/s "
-                     f"({_shift(rate['shift'])})")
+        lines.append(f"timing {label} ({source}, medians): ttft {milliseconds(ttft['left'])} → "
+                     f"{milliseconds(ttft['right'])} ({_shift(ttft['shift'], 'ms')}), decode {_num(rate['left'])} → "
+                     f"{_num(rate['right'])} tok/s ({_shift(rate['shift'], 'tok/s')})")
     lines.append("settings that differ: " + (", ".join(d.settings_differences) or "none"))
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from grid.formatting import fixed
 from grid.headline import HeadlineSource, sql_text
 from grid.instrument import Analysis
 
@@ -174,7 +175,7 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
             answer = str(row["response"])
         else:
             shown = derived[i] if value.derive is not None else row.get(value.column) if value.column else None
-            parts = [f"{value.column} = {shown:.6g}" if isinstance(shown, float) else f"{value.column} = {shown}"] \
+            parts = [f"{value.column} = {fixed(shown)}" if isinstance(shown, float) else f"{value.column} = {shown}"] \
                 if value.column and shown is not None else []
             parts += [f"{name}: {s}" for name, column in columns.items()
                       if (s := vectors.summary(column, i, with_type=False)) is not None]

@@ -12,6 +12,7 @@ import html
 import json
 from urllib.parse import quote, urlencode
 
+from grid.formatting import duration, fixed
 from results.browse.timing import METRICS, chart
 
 TITLE = "mirrorscan browse"
@@ -138,7 +139,7 @@ def _cell_html(cell: dict | None, kind: str) -> tuple[str, str]:
         css = "v-" + "".join(ch if ch.isalnum() else "_" for ch in top)
         return text + failed, css
     if kind == "score" and cell["scored"]:
-        return f'{cell["score"]:.3g} <span class="n">n={cell["scored"]}</span>{failed}', "score"
+        return f'{fixed(cell["score"])} <span class="n">n={cell["scored"]}</span>{failed}', "score"
     return (f'<span class="n">{cell["ok"]} ok</span>' if cell["ok"] else "") + failed, "failed" if not cell["ok"] else "ok"
 
 
@@ -184,7 +185,7 @@ def cell(inv, mrow: str, mcol: str, rows: list[dict], described: str | None, fil
                   "trace"], [
         [e(r["envelope"]), e(r["ordering"]), e(r["sample"]), e(r["attempt"]),
          '<span class="failed">failed</span>' if r["failed"] else
-         e(r["answer_class"] if kind == "class" else (None if r["score"] is None else f'{r["score"]:.4g}')),
+         e(r["answer_class"] if kind == "class" else (None if r["score"] is None else fixed(r["score"]))),
          e(None if r["ttft_ms"] is None else f'{r["ttft_ms"]:.1f}'),
          e(None if r["total_ms"] is None else f'{r["total_ms"]:.1f}'),
          f'<a class="trace-link" href="{url(inv_path(iid, "trace"), probe_id=r["probe_id"], sample=r["sample"], attempt=r["attempt"])}">'
@@ -264,11 +265,11 @@ def compare(form: str, sides: tuple | None, result: dict | None, kind: str, inst
             [e(r["item"]), e(r["n"]), e(f'{r["same"] / r["n"]:.2f}')] for r in result["items"]], "items")
     else:
         numbers = [["matched cells", e(f"{matched:,}")], ["only in A / only in B", e(f'{s["only_a"]:,} / {s["only_b"]:,}')],
-                   ["mean |A − B|", e(None if s["mean_abs_diff"] is None else f'{s["mean_abs_diff"]:.4g}')],
+                   ["mean |A − B|", e(None if s["mean_abs_diff"] is None else fixed(s["mean_abs_diff"]))],
                    ["Pearson r", e(None if s["corr"] is None else f'{s["corr"]:.3f}')]]
         confusion = ""
         items = table(["item", "matched", "mean |A − B|"], [
-            [e(r["item"]), e(r["n"]), e(None if r["mean_abs_diff"] is None else f'{r["mean_abs_diff"]:.4g}')]
+            [e(r["item"]), e(r["n"]), e(None if r["mean_abs_diff"] is None else fixed(r["mean_abs_diff"]))]
             for r in result["items"]], "items")
     own = f'<h2>the instrument\'s comparison</h2><pre id="instrument-compare">{e(instrument_text)}</pre>' \
         if instrument_text else ""
@@ -287,9 +288,9 @@ def timing(title: str, endpoints: list, crumbs: list[tuple[str, str]]) -> str:
         return page(title, "<p>The inference log holds no request for this view.</p>", crumbs)
     out = []
     for ep in endpoints:
-        rows = [[e(name), e(unit), *[e(None if ep.overall[m] is None else f"{v:.4g}") for v in (ep.overall[m] or (None,) * 3)]]
+        rows = [[e(name), e(unit), *[e(None if ep.overall[m] is None else fixed(v)) for v in (ep.overall[m] or (None,) * 3)]]
                 for m, name, unit in METRICS]
-        charts = "".join(f'<figure><figcaption>{e(name)} ({e(unit)}) per {ep.slice_s:.3g} s slice: p10–p90 band, '
+        charts = "".join(f'<figure><figcaption>{e(name)} ({e(unit)}) per {duration(ep.slice_s)} slice: p10–p90 band, '
                          f'p50 line</figcaption>{chart(ep, m, unit)}</figure>'
                          for m, name, unit in METRICS if any(s.q.get(m) for s in ep.slices))
         out.append(f'<section class="endpoint"><h2>{e(ep.endpoint)}</h2><p>{ep.n:,} requests</p>'

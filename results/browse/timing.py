@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from grid.formatting import fixed
+
 METRICS = (("ttft_ms", "time to first token", "ms"), ("decode_tok_s", "decode rate", "tokens/s"))
 """(column, name, unit) of each distribution shown."""
 QUANTILES = (0.1, 0.5, 0.9)
@@ -117,7 +119,7 @@ def chart(timing: EndpointTiming, metric: str, unit: str, width: int = 640, heig
     dots = "".join(f'<circle cx="{x(s):.1f}" cy="{y(q[1]):.1f}" r="2.5" class="p50"/>' for s, q in points)
     axis = (f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - 8}" y2="{height - pad_b}" class="axis"/>'
             f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{height - pad_b}" class="axis"/>')
-    ticks = "".join(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" text-anchor="end" class="tick">{v:.3g}</text>'
+    ticks = "".join(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" text-anchor="end" class="tick">{fixed(v)}</text>'
                     for v in (0.0, top / 2, top))
     first, last = timing.slices[0].start, timing.slices[-1].start
     labels = (f'<text x="{pad_l}" y="{height - 6}" class="tick">{first:%Y-%m-%d %H:%M:%S}</text>'
