@@ -85,7 +85,8 @@ def describe() -> str:
     keys = list(next(iter(table.values())).axes)
     width = max(len(m) for m in table)
     lines = [f"flinch reference baselines: {SOURCE}; scored on {BENCHMARK}; 0–100 per axis, total = the sum of the "
-             f"{len(keys)} axes", f"{'model':<{width}} {'total':>7}  " + "  ".join(f"{k:>12}" for k in keys)]
+             f"{len(keys)} axes", f"{'model':<{width}} {'total':>7}  " + "  ".join(f"{k:>{max(12, len(k))}}" for k in keys)]
     for b in table.values():
-        lines.append(f"{b.model:<{width}} {b.published_total:>7.0f}  " + "  ".join(f"{b.axes[k]:>12.1f}" for k in keys))
+        lines.append(f"{b.model:<{width}} {b.published_total:>7.0f}  "
+                     + "  ".join(f"{b.axes[k]:>{max(12, len(k))}.1f}" for k in keys))
     return "\n".join(lines + [f"note: {INDICATIVE}"])

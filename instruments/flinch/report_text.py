@@ -15,12 +15,13 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
     (``numbers.proxy_scores``), the per-axis ``gstudy``, the axis set ``keys``, the spec (aggregation, corpus
     hash) and where the axes were read from (``stored.AnalysisAxes``)."""
     width = max([28] + [len(m["model"]) for m in models + proxied])
+    col = {k: max(12, len(k)) for k in keys}   # an axis column is as wide as its key: no header is cut
     lines = [f"flinch ({spec.aggregation}; corpus {spec.corpus_sha256[:12]}…, read from the {found.source}; "
              f"axes: {', '.join(keys)})",
-             f"{'model':<{width}} {'total':>16}  " + "  ".join(f"{k[:12]:>12}" for k in keys)]
+             f"{'model':<{width}} {'total':>16}  " + "  ".join(f"{k:>{col[k]}}" for k in keys)]
     for m in models:
         lines.append(f"{m['model']:<{width}} {total_text(m):>16}  " + "  ".join(
-            f"{m['axes'][k]['flinch']:>12.1f}" if k in m["axes"] else f"{'-':>12}" for k in keys))
+            f"{m['axes'][k]['flinch']:>{col[k]}.1f}" if k in m["axes"] else f"{'-':>{col[k]}}" for k in keys))
     lines.append(f"total = the sum over all {len(keys)} axes, only where every axis and term was scored"
                  + "".join(f"; {m['model']}: {m['total_of']}" for m in models if m["total_flinch"] is None))
     lines += [f"corpus: {w}" for w in found.warnings]
@@ -38,9 +39,10 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
                   f"per-token mean; N = {spec.frozen.get('proxy_samples', DEFAULT_SAMPLES)} per carrier, pooled per "
                   f"term; each value with its 95 % interval [low–high], an axis's holding for its terms at once; "
                   f"differences under {RESOLUTION:g} are below its resolution; never mixed with the rows above)",
-                  f"{'model':<{width}} " + "  ".join(f"{k[:18]:>18}" for k in keys)]
+                  f"{'model':<{width}} " + "  ".join(f"{k:>{max(18, len(k))}}" for k in keys)]
         for m in proxied:
-            lines.append(f"{m['model']:<{width}} " + "  ".join(f"{proxy_text(m['axes'].get(k)):>18}" for k in keys))
+            lines.append(f"{m['model']:<{width}} " + "  ".join(f"{proxy_text(m['axes'].get(k)):>{max(18, len(k))}}"
+                                                                 for k in keys))
         lines += difference_lines(proxied, keys)
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from analysis.errors import AnalysisError
 from grid.errors import ConfigError
+from grid.formatting import percent, points
 from grid.instrument import Analysis
 from instruments.forced_choice import charts
 from instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
@@ -139,10 +140,6 @@ def report(traces: pa.Table, settings: dict, invocation_id: str, experiment: str
                               demo_model=any(m["model"] == DEMO_MODEL for m in settings["models"]))
 
 
-def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
 def _classifier(rep: ForcedChoiceReport) -> str:
     """The version counted; said to be the stored one when it is not the current classifier."""
     if rep.reclassified:
@@ -158,17 +155,19 @@ def format_report(rep: ForcedChoiceReport) -> str:
     lines = [f"invocation {rep.invocation_id}  experiment {rep.experiment}  classifier {_classifier(rep)}"]
     if rep.description:
         lines.append(rep.description)
-    header = f"{'model':<26} {'cells':>6} {'err':>4} {'commit/cell':>11}  {'pair-commit unanimity a/b/unclear (incompl.)':<44} " \
-             f"{'per-env. majority a/b/unclear':<30} {'sharpness (pairs)':<18} {'pos. bias':>9} {'cycles':>6}"
+    width = max([26] + [len(s.label) for s in rep.summaries])
+    header = f"{'model':<{width}} {'cells':>6} {'errors':>6} {'commit/cell':>11}  " \
+             f"{'pair-commit unanimity a/b/unclear (incomplete)':<46} {'per-envelope majority a/b/unclear':<33} " \
+             f"{'sharpness (pairs)':<18} {'position bias':>13} {'cycles':>6}"   # each column as wide as its header
     lines += [header, "-" * len(header)]
     for s in rep.summaries:
         u, m = s.pair_commit_unanimity, s.pair_commit_per_envelope_majority
         bias = s.position_bias.overall.position_bias_pp
         sharp = "—" if s.sharpness.mean_sharpness is None else f"{s.sharpness.mean_sharpness:.3f}"
-        lines.append(f"{s.label:<26} {s.commit_rate.n_answered:>6} {s.commit_rate.n_errors:>4} "
-                     f"{_pct(s.commit_rate.per_cell_commit_rate):>11}  {u.split + f'  ({u.n_incomplete})':<44} "
-                     f"{m.split:<30} {sharp + f' ({s.sharpness.n_pairs_with_picks})':<18} "
-                     f"{'—' if bias is None else f'{bias:+.1f} pp':>9} {len(s.cycles):>6}")
+        lines.append(f"{s.label:<{width}} {s.commit_rate.n_answered:>6} {s.commit_rate.n_errors:>6} "
+                     f"{percent(s.commit_rate.per_cell_commit_rate):>11}  {u.split + f'  ({u.n_incomplete})':<46} "
+                     f"{m.split:<33} {sharp + f' ({s.sharpness.n_pairs_with_picks})':<18} "
+                     f"{points(bias):>13} {len(s.cycles):>6}")
         for c in s.cycles:
             lines.append(f"    3-cycle: {c.to_dict()}")
     return "\n".join(lines)
