@@ -610,6 +610,15 @@ def summary_query(result: ScanResult) -> str:
     return " ".join(suggested_query(instrument, result.invocation_id).split())
 
 
+def quiet_ray_warnings() -> None:
+    """For ``--quiet``: Ray's own advice to its users (a ``UserWarning`` such as Ray Data's "the operator only
+    received 1 input(s)" when the grid has fewer blocks than the actor pool) is not printed; warnings of
+    mirrorscan and of the engines still are."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"ray(\.|$)")
+
+
 _SIGTERM_INTERRUPTS = False
 """Set by the CLI: SIGTERM stops the scan as Ctrl-C does (re-armed after Ray starts, whose core worker
 installs a SIGTERM handler of its own)."""
@@ -639,6 +648,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
         dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
         return EXIT_OK
     stop_like_ctrl_c_on_sigterm()
+    if args.quiet:
+        quiet_ray_warnings()
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
