@@ -164,7 +164,9 @@ def check_statement(con, sql: str) -> None:
                           "pass one statement (no ';' between two)")
     kind = statements[0].type.name
     if kind not in QUERY_TYPES:
-        raise ConfigError("", "query", f"a {kind} statement is refused; mirrorscan sql only reads",
+        from grid.formatting import with_article
+
+        raise ConfigError("", "query", f"{with_article(kind)} statement is refused; mirrorscan sql only reads",
                           f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
 
 

@@ -18,6 +18,24 @@ file, reshapes it, calls them and writes JSON/PNG. (A little over 400 lines: abo
 
 from __future__ import annotations
 
+HELP = """Statistics that belong to no instrument, computed from a long table (one row per observation).
+
+Input (--input): a CSV or Parquet file, e.g. what `mirrorscan sql --format csv "SELECT ..." > input.csv`
+writes or a table an analysis wrote (a report names the query and the stats command behind each of its
+numbers); or an invocation id or experiment folder, whose stored traces are then the table and beside whose
+analysis the JSON is also kept. Output: JSON on stdout, or in the file --out names. Bad input (an unknown
+column, a non-numeric score, an unbalanced design, a positive class that does not occur) prints one line
+`error: ...` naming the file, the column and the fix, and exits with code 2.
+
+  gstudy   variance components (ANOVA/EMS) of a balanced design, Eρ² and Φ, D-studies, asymptotes,
+           sizes needed for a target; --plots DIR writes the component bars and D-study curves
+  kendall  Kendall's W (tie-corrected) of object rankings across raters, χ² and permutation p
+  auroc    AUROC (mid-ranks, ties count 1/2) per layer for a positive class you name, best layer both ways
+  null     label-permutation null of the max-over-layers AUROC: p, z, layer-selection floor
+
+`mirrorscan stats STATISTIC --help` lists the columns and options of one statistic.
+"""
+
 import argparse
 import json
 import math
@@ -374,7 +392,7 @@ def null(args) -> dict:
 def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
     """Parser of the four statistics subcommands (``prog gstudy …`` etc.)."""
     fmt = argparse.RawDescriptionHelpFormatter
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=fmt)
+    p = argparse.ArgumentParser(prog=prog, description=HELP, formatter_class=fmt)
     sub = p.add_subparsers(dest="command", required=True, metavar="{gstudy,kendall,auroc,null}")
 
     def common(sp, out: bool = True):

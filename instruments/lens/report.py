@@ -4,14 +4,16 @@ Plain text assembled from the analysis's own JSON; nothing is computed here."""
 
 from __future__ import annotations
 
+from grid.formatting import with_article
 from instruments.lens.design import design_lines
 
 
 def direction_words(positive: str, other: str | None) -> list[str]:
     """What AUROC and the headline mean, in words, for this positive class."""
+    other_item = f"{with_article(other)} item" if other else "an item of the other class"
     other = other or "the other class"
-    return [f"AUROC, positive class = {positive}: the chance that a {positive} item projects further along the "
-            f"direction (evaluation framing − deployment framing) than a {other} item. Above 0.5: {positive} "
+    return [f"AUROC, positive class = {positive}: the chance that {with_article(positive)} item projects further "
+            f"along the direction (evaluation framing − deployment framing) than {other_item}. Above 0.5: {positive} "
             f"items lean toward the evaluation framings; below 0.5: {other} items do; 0.5: no separation.",
             "headline = max over the layers in the max of AUROC − 0.5 (−0.5 … 0.5; 0 = chance, negative = every "
             "layer below chance); |max| = the same in either direction. Floors, differences and slopes below are in "

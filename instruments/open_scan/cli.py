@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grid.errors import ConfigError, reports_user_errors
+from grid.formatting import with_article
 
 INSTRUMENT = "open_scan"
 IMPORTED_SERIES = "imported"
@@ -48,7 +49,7 @@ def _target(target: str, dsn: str | None) -> dict:
     with _catalog(dsn) as catalog:
         inv = resolve_invocation(target, catalog)
     if inv["instrument"] != INSTRUMENT:
-        raise ConfigError("", "experiment", f"{target!r} is a {inv['instrument']} invocation",
+        raise ConfigError("", "experiment", f"{target!r} is {with_article(inv['instrument'])} invocation",
                           "give an open_scan experiment or invocation")
     return inv
 
