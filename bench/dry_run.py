@@ -10,9 +10,10 @@ distinct text once).
 Then runs the dry run ``--repeats`` times as its own process (``python -m jobs.cli scan EXP --dry-run``, the
 code of ``--repo``, default this checkout; the working folder is that checkout, so the mirrorscan home is the
 one it finds, or ``$MIRRORSCAN_HOME``) and reports per run the wall time (monotonic, around the process), its
-CPU time (user + system, the steadier figure on a shared machine) and the peak resident set size of that process (``ru_maxrss`` from ``os.wait4``), the median of each, and the
-plan line it printed (the same on every run, and the same between two checkouts when both are given:
-``--before`` names a second checkout, e.g. an exported older commit, run alternately with this one).
+CPU time (user + system, the steadier figure on a shared machine) and the peak resident set size of that
+process (``ru_maxrss`` from ``os.wait4``), the median of each, and the plan lines it printed (the same on
+every run, and the same between two checkouts when both are given: ``--before`` names a second checkout,
+e.g. an exported older commit, run alternately with this one).
 
 Targets: ≤ 10 s and ≤ 300 MB. Nothing is written into the repository. Exit 1 when a run fails or two plans
 differ, 3 with ``--check-target`` when a target is missed.
