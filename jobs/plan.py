@@ -130,7 +130,7 @@ class _TokenCounter:
     """Input tokens of request texts through one tokenizer, each distinct text encoded once (the count of a
     text is the same every time; ``CACHED`` texts are remembered across chunks, later ones encoded again)."""
 
-    CACHED = 262_144
+    CACHED = 65_536
 
     def __init__(self, tokenizer):
         self.tokenizer, self.known = tokenizer, {}
