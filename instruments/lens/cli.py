@@ -18,7 +18,8 @@ from grid.errors import ConfigError
 
 EPILOG = """\
 ANALYSIS is the folder `mirrorscan analyze` wrote for a lens invocation (it holds predict-<label>-<variant>.json
-and directions.parquet). TEXTS is a .txt file (one text per line), a .jsonl file ({"id", "text"} per line) or a
+and directions.parquet), or a folder above it: an experiment's or an invocation's folder in the store, whose
+newest lens analysis is then read (its path is printed first). TEXTS is a .txt file (one text per line), a .jsonl file ({"id", "text"} per line) or a
 .csv file with id and text columns. Each text is extracted exactly as the invocation extracted its items (the
 variant's newline convention, rendering with its system turn, suffix, prefix and frozen date, truncation,
 pooling and dropping), by the invocation's model unless --model names another copy of it.
@@ -27,8 +28,9 @@ Per text: score = projection on the mean of the wrappers' unit directions at the
 spread of its projections over the wrappers (the uncertainty); nearest = the scoring class whose mean
 projection is nearer. Units: activation units along the direction.
 
-example:
-  mirrorscan lens predict .mirrorscan/store/lens-demo/<invocation>/analysis --label smollm2 --texts new.txt
+example (in the repository, after `mirrorscan scan experiments/lens-demo` and `mirrorscan analyze
+experiments/lens-demo`; the packaged task texts stand for your own):
+  mirrorscan lens predict .mirrorscan/store/lens-demo --label smollm2 --texts instruments/lens/data/tasks.jsonl
 """
 
 
@@ -50,15 +52,30 @@ def read_texts(path: str) -> list[tuple[str, str]]:
     return [(str(n), line) for n, line in enumerate(lines, 1)]
 
 
+def analysis_folder(folder: str) -> Path:
+    """The lens analysis folder ``folder`` names: itself when it holds ``predict-*.json``, else the newest lens
+    analysis below it (``<invocation>/analysis/lens/<stamp>/``: the latest stamp, across invocations)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError(folder, "ANALYSIS", "is not a folder", "give a lens analysis folder, or an experiment's "
+                          "or invocation's folder in the store")
+    if any(root.glob("predict-*.json")):
+        return root
+    found = sorted({p.parent for p in root.glob("**/analysis/lens/*/predict-*.json")}, key=lambda p: p.name)
+    if not found:
+        raise ConfigError(folder, "ANALYSIS", "holds no lens analysis (no predict-*.json in it or below it)",
+                          "run `mirrorscan analyze` on the lens invocation first, then give its folder")
+    print(f"analysis: {found[-1]}", file=sys.stderr)
+    return found[-1]
+
+
 def load_basis(folder: str, label: str | None, variant: str):
     """(document, unit directions (wrappers, hidden)) of one model and variant from an analysis folder."""
     import numpy as np
     import pyarrow.parquet as pq
 
-    root = Path(folder)
+    root = analysis_folder(folder)
     docs = sorted(root.glob("predict-*.json"))
-    if not docs:
-        raise ConfigError(folder, "ANALYSIS", "holds no predict-*.json", "give the analysis folder of a lens invocation")
     chosen = [json.loads(d.read_text()) for d in docs]
     chosen = [d for d in chosen if d["variant"] == variant and (label is None or d["label"] == label)]
     if len(chosen) != 1:
@@ -138,8 +155,8 @@ def headline_main(args) -> int:
     return 0
 
 
-def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
-    """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
+def build_parser(prog: str = "mirrorscan lens") -> argparse.ArgumentParser:
+    """The ``mirrorscan lens`` parser: ``predict`` and ``headline``."""
     parser = argparse.ArgumentParser(prog=prog, description="Tools for lens results.")
     sub = parser.add_subparsers(dest="command", required=True)
     pr = sub.add_parser("predict", help="project new texts on an invocation's wrapper directions, with their spread",
@@ -165,7 +182,12 @@ def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
     hd.add_argument("--permutations", type=int, default=0, metavar="N",
                     help="scoring-label permutations per wrapper (0: no floor; default %(default)s)")
     hd.add_argument("--seed", type=int, default=0, metavar="S", help="the root seed (default %(default)s)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
+    """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
+    args = build_parser(prog).parse_args(argv)
     if args.command == "headline":
         return headline_main(args)
     from instruments.lens.predict import predict

@@ -54,7 +54,7 @@ def write_experiment(folder, models: dict, **section) -> None:
 
 @pytest.mark.timeout(400)
 def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_path, three_models, catalog_dsn,
-                                                                          ray_local, capsys):
+                                                                          ray_local, capsys, monkeypatch):
     from sklearn.metrics import roc_auc_score
 
     exp = tmp_path / "lens"
@@ -138,5 +138,19 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     # the stored vectors are float16 (vector_dtype), predict's own extraction float32: agreement to float16 precision
     assert out["predictions"][0]["score"] == pytest.approx(float(stored @ mean), rel=2e-3)
     assert out["predictions"][0]["sd_over_wrappers"] == pytest.approx(float(np.std(directions @ stored, ddof=1)), rel=2e-3)
+    # predict --help's example as written, with this store's experiment folder and label in place of the demo's:
+    # the newest lens analysis below the folder is read, the packaged texts are scored
+    from instruments.lens.cli import read_texts
+    from test_predict_example import REPO, example_argv
+
+    argv = example_argv()
+    argv[argv.index("--label") + 1] = "medium"
+    argv[2] = str(Path(store) / "lens")
+    with monkeypatch.context() as m:
+        m.chdir(REPO)   # the example's texts path is relative to the repository
+        assert cli.main(argv + ["--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["layer"] == basis["layer"] and len(again["predictions"]) == \
+        len(read_texts(str(REPO / argv[argv.index("--texts") + 1])))
     assert out["predictions"][1]["score"] != pytest.approx(out["predictions"][0]["score"], rel=1e-2)
     assert len(out["predictions"]) == 2 and out["wrappers"] == 9
