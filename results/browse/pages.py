@@ -12,7 +12,7 @@ import html
 import json
 from urllib.parse import quote, urlencode
 
-from grid.formatting import duration, fixed
+from grid.formatting import duration, fixed, percent
 from results.browse.timing import METRICS, chart
 
 TITLE = "mirrorscan browse"
@@ -253,7 +253,7 @@ def compare(form: str, sides: tuple | None, result: dict | None, kind: str, inst
     (ia, la), (ib, lb) = sides
     matched = s["matched"]
     if kind == "class":
-        agree = f'{s["same"] / matched:.3f} ({s["same"]:,} of {matched:,} matched cells)' if matched else "undefined (no matched cell)"
+        agree = f'{percent(s["same"] / matched)} ({s["same"]:,} of {matched:,} matched cells)' if matched else "undefined (no matched cell)"
         numbers = [["matched cells", e(f"{matched:,}")], ["only in A / only in B", e(f'{s["only_a"]:,} / {s["only_b"]:,}')],
                    ["same class", e(agree)]]
         classes = sorted({r["ca"] for r in result["confusion"]} | {r["cb"] for r in result["confusion"]}, key=str)
@@ -262,7 +262,7 @@ def compare(form: str, sides: tuple | None, result: dict | None, kind: str, inst
             ["A \\ B", *[str(c) for c in classes]],
             [[e(ca), *[e(counts.get((ca, cb), 0)) for cb in classes]] for ca in classes], "confusion")
         items = table(["item", "matched", "same class"], [
-            [e(r["item"]), e(r["n"]), e(f'{r["same"] / r["n"]:.2f}')] for r in result["items"]], "items")
+            [e(r["item"]), e(r["n"]), e(percent(r["same"] / r["n"]))] for r in result["items"]], "items")
     else:
         numbers = [["matched cells", e(f"{matched:,}")], ["only in A / only in B", e(f'{s["only_a"]:,} / {s["only_b"]:,}')],
                    ["mean |A − B|", e(None if s["mean_abs_diff"] is None else fixed(s["mean_abs_diff"]))],

@@ -164,7 +164,7 @@ def test_two_models_are_compared_cell_by_cell_and_by_their_fingerprints(made):
     assert {(r["ca"], r["cb"]): r["n"] for r in result["confusion"]}[("A", "B")] == 11
     page = made["client"].get("/compare", params={"a": made["invocation_id"], "label_a": "alpha",
                                                   "b": made["invocation_id"], "label_b": "beta"})
-    assert page.status_code == 200 and f"{same / len(cells):.3f}" in page.text
+    assert page.status_code == 200 and f"{100 * same / len(cells):.1f}% ({same} of" in page.text   # as diff prints it
     assert "hamming" in page.text     # forced_choice's own fingerprint comparison
 
 

@@ -171,7 +171,7 @@ def test_a_comparison_of_two_models_renders(site, driver):
     assert "alpha" in sides and "beta" in sides
     cells = [(p, e, o) for p in range(len(world.PAIRS)) for e in world.ENVELOPES for o in world.ORDERINGS]
     same = sum(world.answer_of("alpha", *c)[1] == world.answer_of("beta", *c)[1] for c in cells)
-    assert f"{same / len(cells):.3f} ({same} of {len(cells)} matched cells)" in driver.page_source
+    assert f"{100 * same / len(cells):.1f}% ({same} of {len(cells)} matched cells)" in driver.page_source   # as diff
     assert "hamming" in driver.find_element(By.ID, "instrument-compare").text
     shot(driver, "compare")
     assert console_errors(driver) == []
