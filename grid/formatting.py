@@ -12,6 +12,7 @@ milliseconds, ``*_s`` / ``*_seconds`` → seconds.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 ABSENT = "—"
 """What an absent value (None, NaN) is printed as."""
@@ -83,13 +84,29 @@ def duration(seconds) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-def headline(name: str, value) -> str:
-    """A headline number as a reader sees it, its unit read from its name (see the module docstring); text
-    and counts as they are."""
+def unit_of(name: str, units: Mapping[str, str | int] | None = None) -> str | int | None:
+    """How the headline number ``name`` is written: its entry in an instrument's ``headline_units`` (the exact
+    name, else the longest ``prefix*`` key that matches), else None (the name's suffix decides)."""
+    units = units or {}
+    if name in units:
+        return units[name]
+    prefixes = [k for k in units if k.endswith("*") and name.startswith(k[:-1])]
+    return units[max(prefixes, key=len)] if prefixes else None
+
+
+def headline(name: str, value, units: Mapping[str, str | int] | None = None) -> str:
+    """A headline number as a reader sees it: as the instrument's ``headline_units`` says (``unit_of``: an
+    int is a number of decimals, or one of percent, points, ms, s, fixed), else its unit read from its name
+    (see the module docstring); text and counts as they are."""
     if _absent(value):
         return ABSENT
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
+    unit = unit_of(name, units)
+    if isinstance(unit, int) and not isinstance(unit, bool):
+        return f"{float(value):.{unit}f}"
+    if unit is not None:
+        return {"percent": percent, "points": points, "ms": milliseconds, "s": duration, "fixed": fixed}[unit](value)
     if name.endswith(("_rate", "_share")):
         return percent(value)
     if name.endswith("_pp"):

@@ -30,7 +30,9 @@ and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``ma
 invocation_id)``: a ``grid.headline.HeadlineSource`` per headline number, its definition and the
 ``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again, and optionally
 ``suggested_query(invocation_id)``: the one ``mirrorscan sql`` query a scan's summary suggests to look at what
-it stored (default ``DEFAULT_QUERY``: probe ids and responses; see ``suggested_query``). Optional hooks
+it stored (default ``DEFAULT_QUERY``: probe ids and responses; see ``suggested_query``), and optionally
+``headline_units``: headline number name (or ``prefix*``) → how report and diff write it as ``analyze`` prints
+it (decimals as an int, or percent / points / ms / s / fixed; ``grid.formatting.headline``). Optional hooks
 are not members of the ``Instrument`` protocol class (``isinstance`` would require them); callers check
 with ``getattr``. A config names an instrument by a registry name
 (``"forced_choice"``) or by an import path (``"package.module:Attr"``); every Ray worker resolves that
@@ -188,6 +190,15 @@ def suggested_query(instrument, invocation_id: str) -> str:
     if hook is None:
         return DEFAULT_QUERY.format(invocation=sql_text(invocation_id))
     return hook(invocation_id)
+
+
+def headline_units(name: str) -> dict:
+    """The ``headline_units`` of the instrument a config names (how report and diff write its headline numbers);
+    empty when it declares none or cannot be imported here."""
+    try:
+        return dict(getattr(resolve(name), "headline_units", None) or {})
+    except ConfigError:
+        return {}
 
 
 @runtime_checkable

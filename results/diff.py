@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 
 from grid.formatting import fixed, headline, milliseconds
+from grid.instrument import headline_units
 from results.invocations import Invocation, successful_cells
 
 BREAKDOWNS = ("envelope", "ordering", "label")
@@ -246,6 +247,7 @@ def format_diff(d: Diff) -> str:
         name = "model" if coordinate == "label" else coordinate
         lines.append(f"by {name}: " + " · ".join(f"{value} {_pct(m)}" for value, m in values.items()))
     left, right = d.headlines.get("left", {}), d.headlines.get("right", {})
+    units = headline_units(d.instrument)
     if left or right:
         lines.append("headline (A → B):")
         for key in sorted(set(left) | set(right), key=str):
@@ -253,10 +255,10 @@ def format_diff(d: Diff) -> str:
             if isinstance(lv, dict) or isinstance(rv, dict):
                 lv, rv = lv or {}, rv or {}
                 for metric in sorted(set(lv) | set(rv)):
-                    lines.append(f"  {key} {metric}: {headline(metric, lv.get(metric))} → "
-                                 f"{headline(metric, rv.get(metric))}")
+                    lines.append(f"  {key} {metric}: {headline(metric, lv.get(metric), units)} → "
+                                 f"{headline(metric, rv.get(metric), units)}")
             else:
-                lines.append(f"  {key}: {headline(str(key), lv)} → {headline(str(key), rv)}")
+                lines.append(f"  {key}: {headline(str(key), lv, units)} → {headline(str(key), rv, units)}")
     for label, numbers in d.fingerprints.items():
         if "error" in numbers:
             lines.append(f"fingerprint {label}: not compared ({numbers['error']})")

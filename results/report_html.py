@@ -13,6 +13,7 @@ import json
 import shlex
 
 from grid.formatting import headline
+from grid.instrument import headline_units
 from results.report import HeadlineNumber, Report
 
 STYLE = """
@@ -42,10 +43,12 @@ def fmt(value) -> str:
     return str(value)
 
 
-def shown_value(n: HeadlineNumber) -> str:
-    """A headline number as ``analyze`` prints it (``grid.formatting.headline``: a rate as 15.6%, percentage
-    points as +3.1 pp); the exact value is the cell's ``data-value`` and its tooltip."""
-    return "— (not measured)" if n.value is None else headline(n.name, n.value)
+def shown_value(n: HeadlineNumber, units: dict | None = None) -> str:
+    """A headline number as ``analyze`` prints it (``grid.formatting.headline`` with the instrument's
+    ``headline_units``: a rate as 15.6%, percentage points as +3.1 pp); the exact value is the cell's
+    ``data-value`` and its tooltip."""
+    return "— (not measured)" if n.value is None else headline(n.name, n.value, units)
+
 
 
 def shell_arg(sql: str) -> str:
@@ -110,13 +113,14 @@ def _headline(report: Report) -> str:
     out = []
     shown: dict = {}
     models = list(dict.fromkeys(n.model for n in report.headline))
+    units = headline_units(report.instrument)
     for model in models:
         rows = []
         for n in (n for n in report.headline if n.model == model):
             definition = esc(n.source.definition) if n.source else '<span class="muted">no definition given</span>'
             rows.append(f'<tr class="number" data-model="{esc(n.model)}" data-number="{esc(n.name)}">'
                         f'<th>{esc(n.name)}</th><td class="value" data-value="{esc(fmt(n.value))}" title="as the query returns it: '
-                        f'{esc(fmt(n.value))}">{esc(shown_value(n))}</td>'
+                        f'{esc(fmt(n.value))}">{esc(shown_value(n, units))}</td>'
                         f'<td class="definition">{definition}</td><td class="how">{_how(n, report.analysis_dir, shown)}</td></tr>')
         out.append(f'<h3>{esc(model)}</h3><table><tr><th>number</th><th>value</th><th>definition</th>'
                    f'<th>how to get it again</th></tr>{"".join(rows)}</table>')

@@ -309,6 +309,9 @@ class Flinch:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    headline_units = {"total_flinch": 1, "partial_total_flinch": 1, "flinch_*": 1, "carrier_g_*": 2}
+    """Headline numbers as analyze prints them: flinch scores with one decimal, Eρ² with two."""
+
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: mean log-prob per model, axis and term (``sources``)."""
         from instruments.flinch.sources import suggested_sql

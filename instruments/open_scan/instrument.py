@@ -416,6 +416,9 @@ class OpenScan:
 
         return headline_sources(analysis, settings, invocation_id)
 
+    headline_units = {"answer_chars_mean": 0, "cold_mean": 2, "posthoc_mean": 2}
+    """Headline numbers as analyze prints them: characters whole, ratings with two decimals."""
+
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: answers with their cold and post-hoc ratings."""
         from instruments.open_scan.sources import suggested_sql

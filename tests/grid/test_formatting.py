@@ -67,3 +67,16 @@ def test_a_report_of_the_legacy_fixture_shows_the_commit_rate_as_analyze_prints_
     commit = rows[("smollm2-135m-instruct", "per_cell_commit_rate")]
     assert commit["shown"] == rate == "0.0%" and float(commit["value"]) == 0.0   # the exact value stays in the page
     assert rows[("smollm2-135m-instruct", "position_bias_pp")]["shown"] == bias
+
+
+def test_an_instruments_headline_units_say_how_its_numbers_are_written():
+    from grid.instrument import headline_units
+
+    units = {"total": 1, "flinch_*": 1, "flinch_anti_*": 2, "rate_like": "percent"}
+    assert headline("total", 5.26, units) == "5.3" and headline("flinch_violence", 7.04, units) == "7.0"
+    assert headline("flinch_anti_china", 7.04, units) == "7.04"      # the longest matching prefix
+    assert headline("rate_like", 0.5, units) == "50.0%" and headline("other", 7.04, units) == "7.040"
+    flinch = headline_units("flinch")   # as flinch's analyze prints them: one decimal, Eρ² with two
+    assert headline("total_flinch", 7.04, flinch) == "7.0" and headline("flinch_sexual", 61.25, flinch) == "61.2"
+    assert headline("carrier_g_sexual", 0.8567, flinch) == "0.86"
+    assert headline_units("no_such_instrument") == {}
