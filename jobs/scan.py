@@ -74,7 +74,7 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     p.add_argument("--store", help="trace store URI (local folder or s3://bucket/prefix)")
     p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, and no warning Ray itself raises")
     p.add_argument("--as", dest="as_name", metavar="NAME",
                    help="the experiment's name (default: the folder's name). A folder whose name already belongs "
                         "to another folder's runs is refused; --as names it explicitly")
