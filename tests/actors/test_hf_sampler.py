@@ -199,7 +199,7 @@ def test_max_tokens_that_leave_no_room_in_the_context_are_refused(tmp_path, tiny
     folder.mkdir()
     (folder / "pairs.csv").write_text("pair_id,word_a,word_b\np1,cat,dog\n")
     (folder / "config.json").write_text(json.dumps({
-        "instrument": "forced_choice", "probe_set": "pairs.csv", "max_tokens": 100_000_000,
+        "instrument": "forced_choice", "probe_set": "pairs.csv", "max_tokens": 100_000,   # within the limit on answers, past the context
         "models": [{"model": str(tiny_dir), "label": "tiny"}]}))
     spec = load_spec(folder)
     with pytest.raises(ConfigError, match="context window holds 2048 tokens") as info:
