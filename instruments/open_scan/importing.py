@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from grid.errors import ConfigError
 from grid.names import check_imported_text, name_problem
-from instruments.open_scan.jsonl import _Pairs, _record, _value
+from instruments.open_scan.jsonl import _Pairs, _record, _value, json_object
 from instruments.open_scan.probes import check_query_id, decode_utf8
 from instruments.open_scan.templates import parse_rating
 
@@ -172,13 +172,7 @@ def read_import(data: bytes, file: str) -> list[ImportLine]:
         at = f"{name}:{n}"
         if not text.strip():
             raise ConfigError(file, at, "is blank", "remove blank lines (one record per line)")
-        try:
-            obj = json.loads(text, object_pairs_hook=_Pairs)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(file, at, f"is not JSON ({exc.msg} at column {exc.colno})",
-                              "write one JSON object per line") from None
-        if not isinstance(obj, _Pairs):
-            raise ConfigError(file, at, "is not a JSON object", "write one JSON object per line")
+        obj = json_object(text, file, at)
         shape = "export" if any(k == "run_label" for k, _ in obj) else "seed"
         if out and out[0].shape != shape:
             raise ConfigError(file, at, f"is in the {shape} shape, line 1 in the {out[0].shape} shape",

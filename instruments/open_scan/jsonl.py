@@ -139,8 +139,9 @@ def _value(key: str, value: object, file: str, where: str) -> object:
     return stamp
 
 
-def _record(line: str, file: str, at: str) -> Record:
-    """The record of one line; ``at`` is ``<file name>:<line number>``, for errors."""
+def json_object(line: str, file: str, at: str) -> _Pairs:
+    """One JSONL line read as a JSON object's pairs in file order; ConfigError naming ``at``
+    (``<file name>:<line number>``) when it is not JSON or not an object."""
     try:
         obj = json.loads(line, object_pairs_hook=_Pairs)
     except json.JSONDecodeError as exc:
@@ -148,6 +149,12 @@ def _record(line: str, file: str, at: str) -> Record:
                           "write one JSON object per line") from None
     if not isinstance(obj, _Pairs):
         raise ConfigError(file, at, "is not a JSON object", "write one JSON object per line")
+    return obj
+
+
+def _record(line: str, file: str, at: str) -> Record:
+    """The record of one line; ``at`` is ``<file name>:<line number>``, for errors."""
+    obj = json_object(line, file, at)
     values: dict = {}
     for key, value in obj:
         where = f"{at}:{key}"
