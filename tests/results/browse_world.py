@@ -4,6 +4,7 @@ real catalog, and inference_log rows from the real writer. One row's answer is a
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -96,3 +97,30 @@ def build(root, catalog_dsn: str, part_rows: int = 4) -> dict:
     writer.add(log_rows_from_traces(pa.Table.from_pylist(rows, schema)))
     writer.close()
     return {"store": store.uri, "invocation_id": invocation_id, "rows": rows, "schema": schema}
+
+
+@contextlib.contextmanager
+def served(app):
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields the port, stops on exit."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(600):   # bounded: 60 s
+        if server.started:
+            break
+        time.sleep(0.1)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

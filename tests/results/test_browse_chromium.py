@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +39,6 @@ SHOTS = os.environ.get("MIRRORSCAN_SCREENSHOTS")
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
     """A real scan and the synthetic world in one catalog, the browser app on uvicorn at 127.0.0.1."""
-    import uvicorn
 
     from jobs.scan import run_scan
     from results.browse import Browser, build_app
@@ -60,21 +56,9 @@ def site(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
     built = world.build(base, dsn)
 
     browser = Browser(dsn, base / "index")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(browser), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(600):   # bounded: 60 s
-        if server.started:
-            break
-        time.sleep(0.1)
-    assert server.started, "uvicorn did not start"
-    yield {"url": f"http://127.0.0.1:{port}", "scan": scanned.invocation_id, "scan_store": str(base / "scan-store"),
-           "world": built["invocation_id"], "experiment": "fc-browse"}
-    server.should_exit = True
-    thread.join(timeout=30)
+    with world.served(build_app(browser)) as port:
+        yield {"url": f"http://127.0.0.1:{port}", "scan": scanned.invocation_id,
+               "scan_store": str(base / "scan-store"), "world": built["invocation_id"], "experiment": "fc-browse"}
     browser.close()
 
 

@@ -11,14 +11,15 @@ import hashlib
 import os
 import re
 import shutil
-import socket
-import threading
-import time
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import LEGACY_FIXTURE, new_database
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import browse_world as world  # noqa: E402
 
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"
 """The legacy fixture's finished forced-choice invocation."""
@@ -32,7 +33,6 @@ def site(tmp_path_factory, pg_dsn):
     """The legacy fixture's finished invocation, its real report page (charts embedded) written by
     ``mirrorscan report``, and the browse app on uvicorn at 127.0.0.1."""
     import psycopg
-    import uvicorn
 
     from jobs.report import report_invocations
     from results.browse import Browser, build_app
@@ -50,22 +50,10 @@ def site(tmp_path_factory, pg_dsn):
     assert b"<style>" in page and b"data:image/png;base64," in page   # the analysis's charts, embedded
     rel = Path(path).relative_to(root / "store" / "legacy_fc" / FINISHED).as_posix()
     browser = Browser(dsn, base / "index")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(browser), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(600):   # bounded: 60 s
-        if server.started:
-            break
-        time.sleep(0.1)
-    assert server.started, "uvicorn did not start"
     route = f"/invocations/{FINISHED}/files/{rel}"
-    yield {"url": f"http://127.0.0.1:{port}{route}", "route": route, "file": path, "page": page,
-           "app": build_app(browser)}
-    server.should_exit = True
-    thread.join(timeout=30)
+    with world.served(build_app(browser)) as port:
+        yield {"url": f"http://127.0.0.1:{port}{route}", "route": route, "file": path, "page": page,
+               "app": build_app(browser)}
     browser.close()
 
 
