@@ -31,7 +31,7 @@ def made(tmp_path, pg_dsn):
 
 
 def folders(made) -> list[Path]:
-    """The invocation's analysis folders, oldest first."""
+    """The invocation's analysis folders, by name (oldest first, except among folders made in the same second)."""
     base = made["store_dir"] / world.EXPERIMENT / made["invocation_id"] / "analysis" / "forced_choice"
     return sorted(base.iterdir()) if base.exists() else []
 
@@ -68,6 +68,16 @@ def test_a_second_report_reuses_the_analysis_and_says_so(made):
     assert stored["analysis_settings"] == {"reannotate": False}
 
 
+def reported_anew(made, **kw) -> Path:
+    """The one analysis folder a ``report`` that must not reuse wrote (found by difference: folders made in the
+    same second do not sort by time)."""
+    before = set(folders(made))
+    _, said = report(made, **kw)
+    (added,) = set(folders(made)) - before
+    assert said == []
+    return added
+
+
 def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
     from cluster.store import open_store
     from grid.instrument import resolve
@@ -75,11 +85,10 @@ def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
 
     report(made)
     # another analysis setting: a new analysis, then reused under that setting; the plain one is still there
+    reannotated_folder = reported_anew(made, reannotate=True)
     _, said = report(made, reannotate=True)
-    assert said == [] and len(folders(made)) == 2
-    _, said = report(made, reannotate=True)
-    assert len(folders(made)) == 2 and said == [f"reusing analysis {folders(made)[-1]} (same code and inputs)"]
-    reannotated = json.loads((folders(made)[-1] / "summary.json").read_text())["analysis_provenance"]
+    assert len(folders(made)) == 2 and said == [f"reusing analysis {reannotated_folder} (same code and inputs)"]
+    reannotated = json.loads((reannotated_folder / "summary.json").read_text())["analysis_provenance"]
     assert reannotated["fingerprint"]["analysis_settings"] == {"reannotate": True}
     # one stored row more (a retried cell's failed attempt, appended as a resumed scan appends a part)
     row = {**browse_world.cell_rows(made["invocation_id"], datetime(2026, 1, 5, 10, tzinfo=timezone.utc))[0],
@@ -87,18 +96,18 @@ def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
     store = open_store(str(made["store_dir"]))
     store.write_part(to_trace_table([row], trace_schema(resolve("forced_choice").columns)), world.EXPERIMENT,
                      made["invocation_id"], "w")
-    _, said = report(made)
-    assert said == [] and len(folders(made)) == 3
-    newest = json.loads((folders(made)[-1] / "summary.json").read_text())["analysis_provenance"]["fingerprint"]
+    longer = reported_anew(made)
+    assert len(folders(made)) == 3
+    newest = json.loads((longer / "summary.json").read_text())["analysis_provenance"]["fingerprint"]
     assert newest["rows"] == reannotated["fingerprint"]["rows"] + 1
     assert newest["trace_parts"]["count"] == reannotated["fingerprint"]["trace_parts"]["count"] + 1
-    # other code: the newest analysis's fingerprint no longer matches (as after an edit of the analysis)
-    summary_path = folders(made)[-1] / "summary.json"
+    # other code: the only analysis of these inputs no longer matches (as after an edit of the analysis)
+    summary_path = longer / "summary.json"
     summary = json.loads(summary_path.read_text())
     summary["analysis_provenance"]["fingerprint"]["code_sha256"] = "0" * 64
     summary_path.write_text(json.dumps(summary))
-    _, said = report(made)
-    assert said == [] and len(folders(made)) == 4
+    reported_anew(made)
+    assert len(folders(made)) == 4
 
 
 def test_an_incomplete_or_foreign_folder_is_not_reused(made):
