@@ -78,7 +78,7 @@ import zlib
 from urllib.parse import urlsplit
 
 from grid.errors import ConfigError
-from grid.secrets import strip_userinfo
+from grid.secrets import check_endpoint_url, strip_userinfo
 
 APP_NAME = "mirrorscan-tap"
 TAP_EXPERIMENT = "_tap"
@@ -100,7 +100,9 @@ JSON_BODY_LIMIT = 8 << 20  # a non-streamed answer longer than this is relayed b
 # --- pure parts (no Ray, no network) --------------------------------------------------------------
 
 def upstream_urls(upstream: str) -> tuple[str, str]:
-    """``(api_base, root)`` of an upstream URL: where ``/v1/<rest>`` and where other paths go."""
+    """``(api_base, root)`` of an upstream URL: where ``/v1/<rest>`` and where other paths go. A URL with
+    credentials before its host is refused (they would reach the log lines); clients send their own keys."""
+    check_endpoint_url("", "--upstream", upstream.strip())
     parts = urlsplit(upstream.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError("", "--upstream", f"{upstream!r} is not an http(s) URL",

@@ -236,10 +236,11 @@ def test_hostile_files_and_queries_are_refused(world):
         ["sql", "SELECT 1; SELECT 2"],
         ["sql", "SELECT count(*) FROM range(1000000000) a, range(1000000000) b", "--timeout", "1"],
         ["tap", "--upstream", "file:///etc/passwd"],
+        ["tap", "--upstream", "http://admin:hunter2hunter2@127.0.0.1:9/v1"],
     ]
     for argv in attempts:
         line = assert_refused(world, argv)
-        assert "root:" not in line   # nothing of /etc/passwd is echoed
+        assert "root:" not in line and "hunter2" not in line   # nothing of /etc/passwd or the password is echoed
     assert not (world["root"].parent / "escape.csv").exists()
 
 
