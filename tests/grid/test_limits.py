@@ -3,7 +3,6 @@ checked by arithmetic before any cell exists, and a raised limit is recorded in 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +13,14 @@ from grid.errors import ConfigError
 from grid.limits import ENV, LIMITS
 from grid.settings import settings_hash
 from grid.spec import load_spec
+from test_spec import make_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
 
 
 def experiment(tmp_path: Path, config: dict, name: str = "exp") -> Path:
-    folder = tmp_path / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pairs.csv").write_text(PAIRS, encoding="utf-8")
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    return folder
+    """An experiment folder with test_spec's two pairs (the same helper, not a copy)."""
+    return make_experiment(tmp_path, config, name=name)
 
 
 def fc(**overrides) -> dict:
