@@ -15,7 +15,7 @@ rendered bytes; ``unapplied_overrides`` names those that do not, so a spec can r
 
 from __future__ import annotations
 
-from grid.records import ModelVariant
+from mirrorscan.grid.records import ModelVariant
 
 FOLD_SEPARATOR = "\n\n"
 PROBE_SYSTEM = "You are a helpful assistant."

@@ -23,12 +23,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from actors.activation_prompt import RenderingError, cell_options, rendered_ids
-from actors.hf_env import load_causal_lm
-from actors.rows import trace_row, where_am_i
-from grid.activation_columns import ACTIVATION_COLUMNS, LAYER_VECTORS
-from grid.records import ModelVariant, RunContext
-from grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.actors.activation_prompt import RenderingError, cell_options, rendered_ids
+from mirrorscan.actors.hf_env import load_causal_lm
+from mirrorscan.actors.rows import trace_row, where_am_i
+from mirrorscan.grid.activation_columns import ACTIVATION_COLUMNS, LAYER_VECTORS
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 _SCHEMA = trace_schema(tuple(f for f in ACTIVATION_COLUMNS if f.name != LAYER_VECTORS.name))
 

@@ -23,13 +23,13 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.chat import render_chat, template_kwargs
-from actors.hf_env import DTYPES, prepare_transformers
-from actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
-from grid.settings import SAMPLER_VERSION
-from grid.trace_schema import to_trace_table
+from mirrorscan.actors.chat import render_chat, template_kwargs
+from mirrorscan.actors.hf_env import DTYPES, prepare_transformers
+from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.settings import SAMPLER_VERSION
+from mirrorscan.grid.trace_schema import to_trace_table
 
 
 TOP_K = 256

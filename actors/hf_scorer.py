@@ -29,12 +29,12 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.hf_env import load_causal_lm
-from actors.rows import trace_row, where_am_i
-from actors.score_tokens import prepare_cells, score_fields, score_safely
-from grid.records import ModelVariant, RunContext
-from grid.score_columns import SCORE_COLUMNS
-from grid.trace_schema import trace_schema, to_trace_table
+from mirrorscan.actors.hf_env import load_causal_lm
+from mirrorscan.actors.rows import trace_row, where_am_i
+from mirrorscan.actors.score_tokens import prepare_cells, score_fields, score_safely
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import trace_schema, to_trace_table
 
 _SCHEMA = trace_schema(SCORE_COLUMNS)
 

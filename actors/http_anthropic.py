@@ -30,11 +30,11 @@ from contextlib import aclosing
 
 import httpx
 
-from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
-from actors.rows import cell_sampling
-from actors.streaming import StreamClock
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
+from mirrorscan.actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
+from mirrorscan.actors.rows import cell_sampling
+from mirrorscan.actors.streaming import StreamClock
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 ANTHROPIC_VERSION = "2023-06-01"
 """Value of the anthropic-version header (the Messages API version this reader speaks)."""

@@ -33,11 +33,11 @@ import json
 
 import httpx
 
-from actors.http_common import Fatal
-from actors.http_completions import OpenAICompletionsScorer
-from actors.streaming import StreamClock
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
+from mirrorscan.actors.http_common import Fatal
+from mirrorscan.actors.http_completions import OpenAICompletionsScorer
+from mirrorscan.actors.streaming import StreamClock
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 CHAT_USER = "Continue this text."
 """The user turn before the partial assistant message (some chat templates require a user turn first)."""

@@ -44,13 +44,13 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pyarrow as pa
 
-from actors.chat import FOLD_SEPARATOR
-from actors.rows import generation_overrides, trace_row, where_am_i
-from actors.streaming import StreamClock
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
-from grid.secrets import strip_userinfo
-from grid.trace_schema import to_trace_table
+from mirrorscan.actors.chat import FOLD_SEPARATOR
+from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
+from mirrorscan.actors.streaming import StreamClock
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.secrets import strip_userinfo
+from mirrorscan.grid.trace_schema import to_trace_table
 
 BACKOFF_BASE_S = 1.0
 """First retry waits up to this long (full jitter: uniform in [0, base·2^(k-1)]); tests pass a small one."""

@@ -26,13 +26,13 @@ import json
 
 import httpx
 
-from actors.http_common import Fatal, HTTPSampler, Retryable
-from actors.score_tokens import ScoreIds, ScoreTokenError, score_fields, score_ids
-from actors.streaming import StreamClock
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
-from grid.score_columns import SCORE_COLUMNS
-from grid.trace_schema import trace_schema
+from mirrorscan.actors.http_common import Fatal, HTTPSampler, Retryable
+from mirrorscan.actors.score_tokens import ScoreIds, ScoreTokenError, score_fields, score_ids
+from mirrorscan.actors.streaming import StreamClock
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import trace_schema
 
 SCORER_BODY_KEYS = frozenset({"prompt", "echo", "logprobs", "max_tokens", "temperature", "stream"})
 """Body fields the scorer sets itself; extra_body may not replace them."""
@@ -48,7 +48,7 @@ class OpenAICompletionsScorer(HTTPSampler):
         """The chat-completions scorer (``actors.http_chat_scorer``) for a model entry with ``score_api``
         "chat"; this one otherwise."""
         if cls is OpenAICompletionsScorer and variant.score_api == "chat":
-            from actors.http_chat_scorer import OpenAIChatScorer
+            from mirrorscan.actors.http_chat_scorer import OpenAIChatScorer
 
             cls = OpenAIChatScorer
         return super().__new__(cls)
@@ -63,7 +63,7 @@ class OpenAICompletionsScorer(HTTPSampler):
         if variant.tokenizer:
             from transformers import AutoTokenizer
 
-            from cluster.models import resolve_model_source
+            from mirrorscan.cluster.models import resolve_model_source
 
             source = resolve_model_source(variant.tokenizer, "", f"models[{variant.label}].tokenizer")
             self.tokenizer = AutoTokenizer.from_pretrained(source)
@@ -157,7 +157,7 @@ class OpenAICompletionsScorer(HTTPSampler):
 
     def _ids(self, cell: dict) -> ScoreIds:
         """Prefix and target ids by the shared rule; a cell that cannot be tokenized is a Fatal (its error row)."""
-        from actors.score_tokens import requested_bos
+        from mirrorscan.actors.score_tokens import requested_bos
 
         try:
             return score_ids(self.tokenizer, cell["prefix"], cell["target"],

@@ -27,9 +27,9 @@ from contextlib import aclosing
 
 import httpx
 
-from actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
-from actors.rows import cell_sampling
-from actors.streaming import StreamClock
+from mirrorscan.actors.http_common import Answer, Fatal, HTTPSampler, Retryable, sse_events
+from mirrorscan.actors.rows import cell_sampling
+from mirrorscan.actors.streaming import StreamClock
 
 
 class OpenAISampler(HTTPSampler):

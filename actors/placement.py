@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import uuid
 
-from grid.errors import ConfigError
-from grid.records import ModelVariant
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant
 
 
 class NoRoom(ConfigError):

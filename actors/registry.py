@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import importlib
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 ENGINES: dict[tuple[str, str], tuple[str, str]] = {
-    ("generate", "hf"): ("actors.hf_sampler", "HFSampler"),
-    ("generate", "vllm"): ("actors.vllm_sampler", "VLLMSampler"),
-    ("generate", "openai"): ("actors.http_openai", "OpenAISampler"),
-    ("generate", "anthropic"): ("actors.http_anthropic", "AnthropicSampler"),
-    ("score", "hf"): ("actors.hf_scorer", "HFScorer"),
-    ("score", "vllm"): ("actors.vllm_scorer", "VLLMScorer"),
-    ("score", "openai"): ("actors.http_completions", "OpenAICompletionsScorer"),
-    ("score", "anthropic"): ("actors.score_proxy", "AnthropicProxyScorer"),
-    ("activations", "hf"): ("actors.hf_activations", "HFActivations"),
+    ("generate", "hf"): ("mirrorscan.actors.hf_sampler", "HFSampler"),
+    ("generate", "vllm"): ("mirrorscan.actors.vllm_sampler", "VLLMSampler"),
+    ("generate", "openai"): ("mirrorscan.actors.http_openai", "OpenAISampler"),
+    ("generate", "anthropic"): ("mirrorscan.actors.http_anthropic", "AnthropicSampler"),
+    ("score", "hf"): ("mirrorscan.actors.hf_scorer", "HFScorer"),
+    ("score", "vllm"): ("mirrorscan.actors.vllm_scorer", "VLLMScorer"),
+    ("score", "openai"): ("mirrorscan.actors.http_completions", "OpenAICompletionsScorer"),
+    ("score", "anthropic"): ("mirrorscan.actors.score_proxy", "AnthropicProxyScorer"),
+    ("activations", "hf"): ("mirrorscan.actors.hf_activations", "HFActivations"),
 }
 
 

@@ -10,7 +10,7 @@ import json
 import socket
 from datetime import datetime, timezone
 
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 
 def where_am_i() -> dict:

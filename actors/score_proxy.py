@@ -22,11 +22,11 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.rows import trace_row, where_am_i
-from grid.records import ModelVariant, RunContext
-from grid.secrets import strip_userinfo
-from grid.score_columns import SCORE_COLUMNS
-from grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.actors.rows import trace_row, where_am_i
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.secrets import strip_userinfo
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 PROXY_SYSTEM = ("You continue text. Reply with the words that come next, and nothing else: do not repeat the "
                 "text, do not comment on it.")
@@ -47,7 +47,7 @@ class AnthropicProxyScorer:
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
         """The chat sampler of ``variant`` at temperature 1, top_p 1 and PROXY_MAX_TOKENS."""
-        from actors.http_anthropic import AnthropicSampler
+        from mirrorscan.actors.http_anthropic import AnthropicSampler
 
         self.variant, self.run, self.source = variant, run, model_source
         chat_variant = dataclasses.replace(variant, temperature=1.0, top_p=1.0, max_tokens=PROXY_MAX_TOKENS)

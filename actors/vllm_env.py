@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from cluster.home import subdir
+from mirrorscan.cluster.home import subdir
 
 CPU_SETTINGS = {
     "VLLM_CPU_KVCACHE_SPACE": "1",          # GiB of KV cache; the CPU build refuses to start without it

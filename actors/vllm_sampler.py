@@ -57,13 +57,13 @@ import uuid
 
 import pyarrow as pa
 
-from actors.chat import render_chat, template_kwargs
-from actors.placement import tensor_parallel_group
-from actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
-from actors.streaming import StreamClock
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
-from grid.trace_schema import to_trace_table
+from mirrorscan.actors.chat import render_chat, template_kwargs
+from mirrorscan.actors.placement import tensor_parallel_group
+from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
+from mirrorscan.actors.streaming import StreamClock
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.trace_schema import to_trace_table
 
 ENGINE_SEED = 0
 """vLLM's engine seed (fixed, so unseeded randomness inside the engine is the same on every run)."""
@@ -173,7 +173,7 @@ class VLLMSampler:
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Build (or reuse, in this process) the engine of ``variant``, whose rows belong to ``run``."""
         device = variant.device
-        from actors.vllm_env import apply_vllm_env
+        from mirrorscan.actors.vllm_env import apply_vllm_env
 
         apply_vllm_env(device)
         if not device.startswith("cuda"):

@@ -26,11 +26,11 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from actors.rows import generation_overrides, trace_row, where_am_i
-from actors.score_tokens import prepare_cells, score_fields, score_safely
-from grid.records import ModelVariant, RunContext
-from grid.score_columns import SCORE_COLUMNS
-from grid.trace_schema import trace_schema, to_trace_table
+from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
+from mirrorscan.actors.score_tokens import prepare_cells, score_fields, score_safely
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import trace_schema, to_trace_table
 
 _SCHEMA = trace_schema(SCORE_COLUMNS)
 
@@ -40,14 +40,14 @@ class VLLMScorer:
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``."""
-        from actors.vllm_env import apply_vllm_env
+        from mirrorscan.actors.vllm_env import apply_vllm_env
 
         apply_vllm_env(variant.device)
         if not variant.device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from vllm import LLM
 
-        from actors.vllm_sampler import config_file, engine_kwargs
+        from mirrorscan.actors.vllm_sampler import config_file, engine_kwargs
 
         self.variant, self.run, self.source = variant, run, model_source
         self.engine_kwargs = engine_kwargs(variant, model_source, config_file(run))
@@ -66,7 +66,7 @@ class VLLMScorer:
     def ray_resources(variant: ModelVariant) -> dict:
         """Ray remote args for one engine actor of ``variant``: the sampler's (one CPU; GPUs and a placement
         group on CUDA)."""
-        from actors.vllm_sampler import VLLMSampler
+        from mirrorscan.actors.vllm_sampler import VLLMSampler
 
         return VLLMSampler.ray_resources(variant)
 

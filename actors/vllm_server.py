@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from actors.vllm_env import vllm_env
+from mirrorscan.actors.vllm_env import vllm_env
 
 READY_TIMEOUT_S = 600.0
 """Longest wait for /health (s): 20–60 s on an idle 2-core machine, minutes when it is loaded."""

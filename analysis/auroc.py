@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.errors import AnalysisError
 
 
 def positive_mask(labels: Any, positive: Any) -> np.ndarray:

@@ -19,9 +19,9 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from analysis.auroc import auroc_from_ranks, auroc_weighted, midranks, positive_mask
-from analysis.errors import AnalysisError
-from analysis.resampling import DEFAULT_SHARD_SIZE, Seed, run_local
+from mirrorscan.analysis.auroc import auroc_from_ranks, auroc_weighted, midranks, positive_mask
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.resampling import DEFAULT_SHARD_SIZE, Seed, run_local
 
 
 def stratified_bootstrap_indices(labels: Any, rng: Any, n_draws: int) -> np.ndarray:

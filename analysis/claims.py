@@ -22,9 +22,9 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from analysis.design import complete_table
-from analysis.errors import AnalysisError
-from analysis.resampling import (DEFAULT_SHARD_SIZE, Alternative, BootstrapInterval, NullSummary, Seed,
+from mirrorscan.analysis.design import complete_table
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.resampling import (DEFAULT_SHARD_SIZE, Alternative, BootstrapInterval, NullSummary, Seed,
                                  percentile_interval, run_local, summarise_null)
 
 

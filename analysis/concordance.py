@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2, rankdata
 
-from analysis.design import complete_table
-from analysis.errors import AnalysisError
-from analysis.resampling import DEFAULT_SHARD_SIZE, NullSummary, Seed, run_local, summarise_null
+from mirrorscan.analysis.design import complete_table
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.resampling import DEFAULT_SHARD_SIZE, NullSummary, Seed, run_local, summarise_null
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from analysis.errors import AnalysisError
-from grid.errors import excerpt
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.grid.errors import excerpt
 
 # How many missing or duplicated cells an error message spells out before saying "and N more".
 _EXAMPLES_IN_MESSAGE = 3

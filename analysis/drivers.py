@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from analysis.resampling import DEFAULT_SHARD_SIZE, Seed, plan_shards, reduce_in_order
+from mirrorscan.analysis.resampling import DEFAULT_SHARD_SIZE, Seed, plan_shards, reduce_in_order
 
 
 def _call(fn: Callable, *args: Any) -> Any:
@@ -34,7 +34,7 @@ def _call(fn: Callable, *args: Any) -> Any:
 def _remote(num_cpus: float):
     import ray
 
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     ensure_ray()
     return ray, ray.remote(num_cpus=num_cpus)(_call)
@@ -70,7 +70,7 @@ def run_ray(fn: Callable[[Any, np.random.SeedSequence, int], np.ndarray], data: 
     shards = plan_shards(n_draws, seed, shard_size)
     order = list(range(len(shards))) if submit_order is None else [int(k) for k in submit_order]
     if sorted(order) != list(range(len(shards))):
-        from analysis.errors import AnalysisError
+        from mirrorscan.analysis.errors import AnalysisError
 
         raise AnalysisError("submit_order", f"{order} is not a permutation of the {len(shards)} shards",
                             "give each shard position exactly once")
@@ -97,10 +97,10 @@ def label_permutation_null_ray(scores: Any, labels: Any, positive: Any, n_permut
 
     Returns the same :class:`~analysis.nulls.MaxOverLayersNull`, byte for byte, as the local function.
     """
-    from analysis.auroc import auroc_from_ranks, max_deviation
-    from analysis.errors import AnalysisError
-    from analysis.nulls import (MaxOverLayersNull, label_permutation_data, label_permutation_shard)
-    from analysis.resampling import summarise_null
+    from mirrorscan.analysis.auroc import auroc_from_ranks, max_deviation
+    from mirrorscan.analysis.errors import AnalysisError
+    from mirrorscan.analysis.nulls import (MaxOverLayersNull, label_permutation_data, label_permutation_shard)
+    from mirrorscan.analysis.resampling import summarise_null
 
     data = label_permutation_data(scores, labels, positive)
     auc = auroc_from_ranks(data.ranks, data.mask)
@@ -120,7 +120,7 @@ def label_permutation_null_ray(scores: Any, labels: Any, positive: Any, n_permut
 def auroc_per_model_ray(per_model: Mapping[str, tuple[Any, Any]], positive: Any,
                         max_concurrency: int | None = None) -> dict[str, np.ndarray]:
     """AUROC curve per model, one Ray task per model: ``{model: (scores (items, layers), labels)}``."""
-    from analysis.auroc import auroc
+    from mirrorscan.analysis.auroc import auroc
 
     return map_ray(auroc, {m: (s, lab, positive) for m, (s, lab) in per_model.items()}, max_concurrency)
 

@@ -27,8 +27,8 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from analysis.errors import AnalysisError
-from analysis.gtheory import GStudy
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.gtheory import GStudy
 
 DEFAULT_TARGET = 0.80     # conventional reliability threshold for "dependable enough to rank objects"
 

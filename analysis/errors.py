@@ -8,7 +8,7 @@ that read the file fills it in (``AnalysisError(..., file=path)`` or ``err.with_
 
 from __future__ import annotations
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 
 class AnalysisError(ConfigError, ValueError):

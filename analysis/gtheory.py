@@ -34,8 +34,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from analysis.design import BalancedDesign, design_from_array
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.design import BalancedDesign, design_from_array
+from mirrorscan.analysis.errors import AnalysisError
 
 RESIDUAL = "residual"
 

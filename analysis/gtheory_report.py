@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from analysis.dstudy import (DEFAULT_TARGET, DStudy, NeededSize, asymptote, d_study, d_study_curve,
+from mirrorscan.analysis.dstudy import (DEFAULT_TARGET, DStudy, NeededSize, asymptote, d_study, d_study_curve,
                              random_facets, smallest_n)
-from analysis.errors import AnalysisError
-from analysis.gtheory import GStudy, mixed_model_components
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.gtheory import GStudy, mixed_model_components
 
 # Sizes at which D-study curves (Eρ² and Φ against one facet) are tabulated, besides the observed size.
 DEFAULT_CURVE_SIZES = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)

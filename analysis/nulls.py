@@ -20,10 +20,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from analysis.auroc import (MaxDeviation, auroc_from_ranks, max_abs_deviation, max_deviation,
+from mirrorscan.analysis.auroc import (MaxDeviation, auroc_from_ranks, max_abs_deviation, max_deviation,
                             max_signed_deviation, midranks, positive_mask)
-from analysis.errors import AnalysisError
-from analysis.resampling import DEFAULT_SHARD_SIZE, NullSummary, Seed, run_local, summarise_null
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.resampling import DEFAULT_SHARD_SIZE, NullSummary, Seed, run_local, summarise_null
 
 
 @dataclass(frozen=True)

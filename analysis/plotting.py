@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 
-from analysis.gtheory_report import GTheoryReport
+from mirrorscan.analysis.gtheory_report import GTheoryReport
 
 def png(fig) -> bytes:
     """The figure as PNG bytes (110 dpi, tight bounding box); the figure is closed."""
@@ -67,7 +67,7 @@ def d_study_curve(report: GTheoryReport, facet: str) -> bytes:
     plt = pyplot()
     est = report.estimated
     if facet not in est.curves:
-        from analysis.errors import AnalysisError
+        from mirrorscan.analysis.errors import AnalysisError
 
         raise AnalysisError("facet", f"{facet!r} is not a random facet {list(est.curves)}", "plot a random facet")
     curve = est.curves[facet]

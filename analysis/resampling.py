@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.errors import AnalysisError
 
 DEFAULT_SHARD_SIZE = 1000   # draws per shard: big enough to vectorise, small enough to spread over workers
 _P_EPS = 1e-14              # relative tolerance for "as extreme as observed" (scipy.stats.permutation_test's)

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from analysis.claims import correlate_rows
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.claims import correlate_rows
+from mirrorscan.analysis.errors import AnalysisError
 
 
 @dataclass(frozen=True)

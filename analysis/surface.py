@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from analysis.auroc import auroc as _auroc
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.auroc import auroc as _auroc
+from mirrorscan.analysis.errors import AnalysisError
 
 SURFACE_WARNING = 0.9
 """Out-of-fold bag-of-words AUROC above which a probe on the same items may be reading the surface."""

@@ -27,10 +27,6 @@ from __future__ import annotations
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
@@ -64,7 +60,7 @@ def label_rows(label: str, n_pairs: int, invocation_id: str, schema: pa.Schema, 
                clock: datetime) -> pa.Table:
     """Every cell of one model (pairs × envelopes × orderings), as an HF engine writes its rows: rendered
     prompts, a short answer and its class, batch timing, where it ran."""
-    from grid.trace_schema import conform
+    from mirrorscan.grid.trace_schema import conform
 
     pair = np.repeat(np.arange(n_pairs), len(ENVELOPES) * len(ORDERINGS))
     env = np.tile(np.repeat(np.arange(len(ENVELOPES)), len(ORDERINGS)), n_pairs)
@@ -108,10 +104,10 @@ def label_rows(label: str, n_pairs: int, invocation_id: str, schema: pa.Schema, 
 
 def build_store(work: Path, rows: int, labels: int, part_rows: int, dsn: str) -> dict:
     """Write the store and the invocation's catalog row; returns what was built."""
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
 
     per_label = len(ENVELOPES) * len(ORDERINGS)
     n_pairs = rows // (labels * per_label)
@@ -167,9 +163,9 @@ def naive(store_uri: str, invocation_id: str, probe_id: str) -> dict:
     """The baseline: the matrix aggregate and one trace lookup as DuckDB queries over a dataset of every part."""
     import duckdb
 
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
 
     store = open_store(store_uri, create=False)
     con = duckdb.connect()
@@ -199,10 +195,10 @@ def main() -> int:
 
     import httpx
 
-    from cluster.catalog import resolve_dsn
-    from cluster.home import subdir
-    from cluster.store import open_store
-    from results.browse.source import Browser
+    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.home import subdir
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.results.browse.source import Browser
 
     dsn = resolve_dsn(None)
     key = hashlib.sha256(json.dumps([BUILD_FORMAT, args.rows, args.labels, args.part_rows, dsn]).encode()).hexdigest()[:12]
@@ -228,8 +224,8 @@ def main() -> int:
     browser.close()
 
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(_HERE)}
-    server = subprocess.Popen([sys.executable, "-m", "jobs.cli", "browse", "--port", str(port), "--catalog-dsn", dsn,
+    env = dict(os.environ)
+    server = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "browse", "--port", str(port), "--catalog-dsn", dsn,
                                "--index-dir", str(index_dir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     base = f"http://127.0.0.1:{port}"

@@ -7,7 +7,7 @@ tokenizer the plan counts input tokens with once it is prepared: ``make demo-mod
 gives the same cell count with 510,000 distinct texts (the worst case for the token count, which encodes each
 distinct text once).
 
-Then runs the dry run ``--repeats`` times as its own process (``python -m jobs.cli scan EXP --dry-run``, the
+Then runs the dry run ``--repeats`` times as its own process (``python -m mirrorscan.jobs.cli scan EXP --dry-run``, the
 code of ``--repo``, default this checkout; the working folder is that checkout, so the mirrorscan home is the
 one it finds, or ``$MIRRORSCAN_HOME``) and reports per run the wall time (monotonic, around the process), its
 CPU time (user + system, the steadier figure on a shared machine) and the peak resident set size of that
@@ -52,10 +52,10 @@ def write_experiment(folder: Path, pairs: int, samples: int, model: str) -> int:
 
 def run_once(repo: Path, experiment: Path) -> dict:
     """One dry run as its own process: wall seconds, peak RSS (MB) and the plan lines it printed."""
-    env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "scan", str(experiment), "--dry-run"],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(experiment), "--dry-run"],
                                 cwd=repo, env=env, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)   # this child's own rusage (its peak RSS)
         wall = time.monotonic() - start

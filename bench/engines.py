@@ -28,9 +28,6 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # the in-process engines get one thread, like an actor
@@ -46,13 +43,13 @@ from pathlib import Path  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 
-from actors.vllm_env import apply_vllm_env  # noqa: E402
+from mirrorscan.actors.vllm_env import apply_vllm_env  # noqa: E402
 
 apply_vllm_env("cpu")   # before vllm is imported anywhere in this process: CPU settings, in-process engine core
 
-from actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
-from grid.records import ModelVariant, RunContext  # noqa: E402
-from cluster.pipeline import render_block  # noqa: E402
+from mirrorscan.actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.cluster.pipeline import render_block  # noqa: E402
 
 TARGET_PIPELINE = 0.85
 TARGET_STREAM_COST = 0.10
@@ -100,8 +97,8 @@ def bare_generate(cells: pa.Table, v: dict, source: str) -> dict:
 
     from transformers import AutoTokenizer
 
-    from actors.chat import render_chat
-    from actors.vllm_sampler import _stop_ids
+    from mirrorscan.actors.chat import render_chat
+    from mirrorscan.actors.vllm_sampler import _stop_ids
 
     tok = AutoTokenizer.from_pretrained(source)
     prompts = []
@@ -129,10 +126,10 @@ def pipeline_run(cells_raw: pa.Table, envelopes, v: ModelVariant, source: str, b
     import dataclasses
     import shutil
 
-    from cluster import embedded_pg
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from cluster.sweep import run_model_journaled
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.sweep import run_model_journaled
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
@@ -233,18 +230,17 @@ def client_ttft_ms(base_url: str, cell: dict, max_tokens: int) -> float:
 
 def tap_vs_direct(cells: pa.Table, demo: Path, n: int, max_tokens: int) -> dict:
     """TTFT direct and through the tap, alternating, ``n`` requests each."""
-    from actors.vllm_server import start_openai_server, stop_server
-    from cluster.catalog import resolve_dsn
-    from cluster.tap import start_tap, stop_tap
-    from tests.conftest import free_port
+    from mirrorscan.actors.vllm_server import start_openai_server, stop_server
+    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.tap import start_tap, stop_tap
 
     folder = Path(tempfile.mkdtemp(prefix="bench-tap-"))
     started = time.monotonic()
-    proc, direct = start_openai_server(demo, free_port(), folder / "server.log")
+    proc, direct = start_openai_server(demo, _free_port(), folder / "server.log")
     server_s = time.monotonic() - started
     try:
         started = time.monotonic()
-        tap = start_tap(direct, host="127.0.0.1", port=free_port(), catalog_dsn=resolve_dsn(None))
+        tap = start_tap(direct, host="127.0.0.1", port=_free_port(), catalog_dsn=resolve_dsn(None))
         tap_s = time.monotonic() - started
         tapped = tap.rstrip("/") + "/v1" if not tap.rstrip("/").endswith("/v1") else tap.rstrip("/")
         rows = cells.to_pylist()
@@ -269,6 +265,15 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1] if q < 1 else max(values)
 
 
+def _free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cells", type=int, default=256, help="cells for parts 1 and 2 (default 256)")
@@ -278,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tap-requests", type=int, default=60, help="requests per side in part 3 (default 60, ≥ 50)")
     p.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     args = p.parse_args(argv)
-    from cluster.models import prepare_demo_model
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     demo = prepare_demo_model()
     source = str(demo)

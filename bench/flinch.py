@@ -27,10 +27,6 @@ from __future__ import annotations
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -50,7 +46,7 @@ TARGET_SAME_BATCH = 1.0
 
 def corpus_pairs() -> list[tuple[str, str, str]]:
     """(item_key, prefix, target) of every carrier of the starter corpus, in corpus order."""
-    from instruments.flinch.corpus import STARTER, load_corpus
+    from mirrorscan.instruments.flinch.corpus import STARTER, load_corpus
 
     corpus = load_corpus(STARTER)
     return [(f"{a.key}|{t.word}|{c.index}", c.prefix, t.target) for a in corpus.axes for t in a.terms for c in t.carriers]
@@ -58,9 +54,9 @@ def corpus_pairs() -> list[tuple[str, str, str]]:
 
 def run_ours(source: str, batch_size: int, work: Path, name: str = "flinch-bench") -> dict:
     """A real scan of the starter corpus, as experiment ``name`` in ``work``; its rows and its timing."""
-    from cluster import embedded_pg
-    from jobs import sql
-    from jobs.scan import run_scan
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.jobs import sql
+    from mirrorscan.jobs.scan import run_scan
 
     exp = work / name
     exp.mkdir()
@@ -115,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from cluster import embedded_pg
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.models import prepare_demo_model
 
     torch.set_num_threads(1)
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())

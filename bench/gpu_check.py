@@ -26,8 +26,6 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]   # bench/grid.py ≠ grid
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.modules["ray"] = None   # `import ray` raises ImportError here: the batch function must run without Ray
 
@@ -44,7 +42,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def export_tokenizer(dest: Path) -> None:
     """Copy the demo model's tokenizer files (not its weights) to ``dest``."""
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster.models import prepare_demo_model
 
     demo = prepare_demo_model()
     dest.mkdir(parents=True, exist_ok=True)
@@ -75,10 +73,10 @@ def build_random_llama(tokenizer_dir: Path, out: Path, args, dtype) -> int:
 
 def rendered_cells(n: int):
     """``n`` forced-choice cells (starter pairs × load-bearing envelopes × AB/BA), rendered, as a scan has them."""
-    from grid.cells import add_seeds, with_probe_ids
-    from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
-    from instruments.forced_choice.envelopes import load_bearing_ids, load_envelopes
-    from instruments.forced_choice.pairs import load_pairs
+    from mirrorscan.grid.cells import add_seeds, with_probe_ids
+    from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+    from mirrorscan.instruments.forced_choice.envelopes import load_bearing_ids, load_envelopes
+    from mirrorscan.instruments.forced_choice.pairs import load_pairs
 
     envelopes = load_envelopes()
     pairs = load_pairs(str(Path(_HERE).parent / "grid" / "data" / "pairs_starter.csv")).table
@@ -91,7 +89,7 @@ def bare_batches(model, tok, batches: list[list[dict]], max_tokens: int, stop_id
     import torch
     from transformers import GenerationConfig
 
-    from actors.chat import render_chat
+    from mirrorscan.actors.chat import render_chat
 
     config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
                               eos_token_id=sorted(stop_ids))
@@ -148,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from actors.hf_sampler import HFSampler
-    from grid.records import ModelVariant, RunContext
+    from mirrorscan.actors.hf_sampler import HFSampler
+    from mirrorscan.grid.records import ModelVariant, RunContext
 
     dtype = getattr(torch, args.dtype)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))

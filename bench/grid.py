@@ -42,11 +42,6 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as ``python bench/grid.py``, this file's folder comes first on sys.path and this module would
-# shadow the ``grid`` package: put the repository root there instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 
 import argparse  # noqa: E402
 import multiprocessing  # noqa: E402
@@ -60,12 +55,12 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from cluster.store import open_store  # noqa: E402
-from grid.cells import CELL_KEY, add_seeds, plan_attempts, with_probe_ids  # noqa: E402
-from instruments.forced_choice.envelopes import PACKAGED, load_envelopes  # noqa: E402
-from grid.ids import cell_seed  # noqa: E402
-from instruments.forced_choice.cells import ORDERINGS, expand_forced_choice  # noqa: E402
-from grid.trace_schema import TRACE_SCHEMA  # noqa: E402
+from mirrorscan.cluster.store import open_store  # noqa: E402
+from mirrorscan.grid.cells import CELL_KEY, add_seeds, plan_attempts, with_probe_ids  # noqa: E402
+from mirrorscan.instruments.forced_choice.envelopes import PACKAGED, load_envelopes  # noqa: E402
+from mirrorscan.grid.ids import cell_seed  # noqa: E402
+from mirrorscan.instruments.forced_choice.cells import ORDERINGS, expand_forced_choice  # noqa: E402
+from mirrorscan.grid.trace_schema import TRACE_SCHEMA  # noqa: E402
 
 TARGET_SECONDS = 60.0      # expand + read + plan + seeds, wall clock
 TARGET_RSS_BYTES = 2 << 30  # peak resident set of the measuring process

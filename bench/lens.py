@@ -37,10 +37,6 @@ from __future__ import annotations
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -68,7 +64,7 @@ QWEN7B = (28, 3584)
 def shipped_texts() -> dict[str, str]:
     """item_key → text of every item of the lens defaults, rendered as ``Lens.render`` renders them (framing
     around each task text and the empty task, scoring items alone, LF newlines), in grid order."""
-    from instruments.lens.items import EMPTY_TASK, SCORING, apply_newline, load_framings, load_items
+    from mirrorscan.instruments.lens.items import EMPTY_TASK, SCORING, apply_newline, load_framings, load_items
 
     framings = load_framings("packaged:v1")
     tasks = [(t.id, t.text) for t in load_items("packaged:tasks", "tasks", False).items] + [(EMPTY_TASK, "")]
@@ -80,11 +76,11 @@ def shipped_texts() -> dict[str, str]:
 
 def run_scan_batched(source: str, batch_size: int, work: Path) -> dict:
     """A real lens scan with the section's defaults; its rows, vectors, part files and timing."""
-    from cluster import embedded_pg
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
-    from jobs.scan import run_scan
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
+    from mirrorscan.jobs.scan import run_scan
 
     exp = work / "lens-bench"
     exp.mkdir()
@@ -128,7 +124,7 @@ def run_loop(source: str, texts: dict[str, str]) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from actors.hf_activations import input_ids
+    from mirrorscan.actors.hf_activations import input_ids
 
     torch.set_num_threads(1)
     t0 = time.monotonic()
@@ -155,7 +151,7 @@ def run_plain_batched(source: str, texts: dict[str, str], batch_size: int) -> di
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from actors.hf_activations import input_ids
+    from mirrorscan.actors.hf_activations import input_ids
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -219,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
     args = parser.parse_args(argv)
 
-    from cluster import embedded_pg
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.models import prepare_demo_model
 
     source = str(prepare_demo_model())
     texts = shipped_texts()

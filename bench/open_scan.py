@@ -37,10 +37,6 @@ from __future__ import annotations
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# bench/grid.py would shadow the ``grid`` package: drop this folder from the path, add the repository.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -157,7 +153,7 @@ def made_up_rows(rendered: pa.Table, *, invocation_id: str, labels_model: dict[s
     }
     table = pa.table({k: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v, schema.field(k).type)
                       for k, v in columns.items()})
-    from grid.trace_schema import conform
+    from mirrorscan.grid.trace_schema import conform
 
     return conform(table, schema)
 
@@ -181,11 +177,11 @@ def build_store(store_uri: str, spec, settings: dict, invocations: int, part_row
     ``invocations`` consecutive slices, each appended by its own invocation (first stage, then post-hoc)."""
     import pyarrow.compute as pc
 
-    from cluster.stages import later_stage_cells
-    from cluster.store import open_store
-    from grid.cells import add_seeds
-    from grid.trace_schema import trace_schema
-    from jobs.scan import grid_cells, index_rows, instrument_ref
+    from mirrorscan.cluster.stages import later_stage_cells
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.cells import add_seeds
+    from mirrorscan.grid.trace_schema import trace_schema
+    from mirrorscan.jobs.scan import grid_cells, index_rows, instrument_ref
 
     ref = instrument_ref(settings)
     schema = trace_schema(ref.instrument.columns)
@@ -220,8 +216,8 @@ def build_store(store_uri: str, spec, settings: dict, invocations: int, part_row
 
 def prepared_experiment(args) -> tuple[Path, dict]:
     """The experiment folder, store and build figures for these parameters: from the cache, else built now."""
-    from cluster.home import subdir
-    from grid.spec import load_spec
+    from mirrorscan.cluster.home import subdir
+    from mirrorscan.grid.spec import load_spec
 
     scratch = Path(subdir("bench")) / "open_scan-spec"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -254,9 +250,9 @@ def prepared_experiment(args) -> tuple[Path, dict]:
 
 def plan_once(work: Path) -> dict:
     """One plan, as ``run_scan`` runs it before any work: (seconds, what it found)."""
-    from cluster.store import open_store
-    from grid.spec import load_spec
-    from jobs.scan import check_append
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.spec import load_spec
+    from mirrorscan.jobs.scan import check_append
 
     t0 = time.monotonic()
     spec = load_spec(work / EXPERIMENT)
@@ -293,18 +289,18 @@ class Timers:
 
 
 TIMED = {
-    "listing parts": [("cluster.store", "TraceStore", "list_parts")],
-    "reading row indexes": [("cluster.row_index", None, "_best_index")],
-    "reading earlier rows (identity columns)": [("cluster.stages", None, "earlier_rows")],
-    "reading held answers (for post-hoc cells)": [("cluster.stages", None, "held_rows")],
-    "reading this invocation's rows": [("cluster.stages", None, "successful_rows")],
-    "source filter (of_sources join)": [("cluster.stages", None, "of_sources")],
-    "anti-joins (remove_done)": [("cluster.stages", None, "remove_done")],
-    "grid expansion (cells, probe ids)": [("jobs.scan", None, "grid_cells"), ("cluster.stages", None, "with_probe_ids")],
-    "instrument: changed probes": [("instruments.open_scan.instrument", "OpenScan", "check_append")],
-    "instrument: done_cells, posthoc_cells": [("instruments.open_scan.instrument", "OpenScan", "done_cells"),
-                                              ("instruments.open_scan.instrument", "OpenScan", "posthoc_cells")],
-    "spec (load_spec, settings)": [("grid.spec", None, "load_spec")],
+    "listing parts": [("mirrorscan.cluster.store", "TraceStore", "list_parts")],
+    "reading row indexes": [("mirrorscan.cluster.row_index", None, "_best_index")],
+    "reading earlier rows (identity columns)": [("mirrorscan.cluster.stages", None, "earlier_rows")],
+    "reading held answers (for post-hoc cells)": [("mirrorscan.cluster.stages", None, "held_rows")],
+    "reading this invocation's rows": [("mirrorscan.cluster.stages", None, "successful_rows")],
+    "source filter (of_sources join)": [("mirrorscan.cluster.stages", None, "of_sources")],
+    "anti-joins (remove_done)": [("mirrorscan.cluster.stages", None, "remove_done")],
+    "grid expansion (cells, probe ids)": [("mirrorscan.jobs.scan", None, "grid_cells"), ("mirrorscan.cluster.stages", None, "with_probe_ids")],
+    "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],
+    "instrument: done_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "done_cells"),
+                                              ("mirrorscan.instruments.open_scan.instrument", "OpenScan", "posthoc_cells")],
+    "spec (load_spec, settings)": [("mirrorscan.grid.spec", None, "load_spec")],
 }
 """Breakdown rows → the functions whose exclusive time they sum (patched around each timed plan; a function the
 engine no longer has is skipped)."""
@@ -342,7 +338,7 @@ def footer_floor(store_uri: str) -> dict:
     any plan that opens every part pays before it reads a value; and the footer's size."""
     import pyarrow.parquet as pq
 
-    from cluster.store import open_store
+    from mirrorscan.cluster.store import open_store
 
     store = open_store(store_uri, create=False)
     parts = store.list_parts(EXPERIMENT)
@@ -399,8 +395,8 @@ def sampling_cells(n: int, max_tokens: int) -> pa.Table:
 
     import pyarrow.compute as pc
 
-    from grid.cells import add_seeds, with_probe_ids
-    from grid.spec import load_spec
+    from mirrorscan.grid.cells import add_seeds, with_probe_ids
+    from mirrorscan.grid.spec import load_spec
 
     with tempfile.TemporaryDirectory(prefix="mirrorscan-bench-open-scan-") as folder:
         (Path(folder) / "config.json").write_text(json.dumps({
@@ -421,9 +417,9 @@ def sampling_cells(n: int, max_tokens: int) -> pa.Table:
 def measure_sampling(args) -> dict:
     import torch
 
-    from actors.hf_sampler import HFSampler, RowSampler
-    from cluster.models import prepare_demo_model
-    from grid.records import ModelVariant, RunContext
+    from mirrorscan.actors.hf_sampler import HFSampler, RowSampler
+    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.grid.records import ModelVariant, RunContext
 
     torch.set_num_threads(1)
     source = str(prepare_demo_model())
@@ -556,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             or args.invocations > args.probes:
         parser.error("counts must be positive, and --invocations at most --probes")
 
-    from cluster.home import subdir
+    from mirrorscan.cluster.home import subdir
 
     summary, problems = {}, []
     if args.only in (None, "plan"):

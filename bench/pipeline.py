@@ -48,12 +48,6 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as ``python bench/pipeline.py``, this file's folder (which holds bench/grid.py) comes first on
-# sys.path and would shadow the ``grid`` package, here and, through Ray's driver-path propagation,
-# in every Ray worker: put the repository root there instead, before anything imports ``grid``.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("OMP_NUM_THREADS", "1")        # before torch is imported anywhere
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,13 +66,13 @@ from pathlib import Path  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from actors.hf_sampler import HFSampler  # noqa: E402
-from cluster.pipeline import render_block  # noqa: E402
-from cluster.store import open_store  # noqa: E402
-from cluster.sweep import run_model_journaled  # noqa: E402
-from grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
-from grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
-from grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.actors.hf_sampler import HFSampler  # noqa: E402
+from mirrorscan.cluster.pipeline import render_block  # noqa: E402
+from mirrorscan.cluster.store import open_store  # noqa: E402
+from mirrorscan.cluster.sweep import run_model_journaled  # noqa: E402
+from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
+from mirrorscan.grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
 
 TARGET_RATIO = 0.8       # pipeline cells/s ÷ bare cells/s, medians
 EXPERIMENT = "bench_pipeline"
@@ -238,10 +232,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from cluster import embedded_pg
-    from cluster.catalog import Catalog
-    from cluster.models import DEMO_MODEL_ALIAS, prepare_demo_model
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, prepare_demo_model
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     torch.set_num_threads(1)
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())

@@ -34,10 +34,6 @@ from __future__ import annotations
 import os
 import sys
 
-# bench/grid.py would shadow the ``grid`` package (here and in every Ray worker): drop this folder.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -53,10 +49,10 @@ from pathlib import Path  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 
-from actors.rows import trace_row, where_am_i  # noqa: E402
-from grid.instrument import InstrumentRef  # noqa: E402
-from grid.records import ModelVariant, RunContext  # noqa: E402
-from grid.trace_schema import to_trace_table  # noqa: E402
+from mirrorscan.actors.rows import trace_row, where_am_i  # noqa: E402
+from mirrorscan.grid.instrument import InstrumentRef  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.grid.trace_schema import to_trace_table  # noqa: E402
 
 TARGET_EFFICIENCY = 0.9   # at N = 8
 TARGET_CPU_MS = 2.0       # orchestration CPU per cell, every process of the run
@@ -144,8 +140,8 @@ def bench_invocation(catalog, invocation_id: str, envelopes: InstrumentRef, dsn:
 def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, *, store_uri: str, catalog, dsn: str,
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
-    from cluster.store import open_store
-    from cluster.sweep import run_model_journaled
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
     run = bench_invocation(catalog, invocation_id, envelopes, dsn, store_uri, {"bench": "scale", "actors": n_actors},
@@ -217,9 +213,9 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     """One sweep as a scan runs it (``cluster.sweep.run_grid``: every model's pool at once, journal, parts,
     inference_log in the catalog, progress in the catalog at most every 5 s); CPU seconds of every process of
     the cluster before and after (``meter``), the engines' own CPU and calls (timing files)."""
-    from actors import registry
-    from cluster.store import open_store
-    from cluster.sweep import run_grid
+    from mirrorscan.actors import registry
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.sweep import run_grid
 
     invocation_id = str(uuid.uuid4())
     timing_dir = work / f"sweep-{invocation_id[:8]}"
@@ -291,11 +287,9 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
     busy fraction, median of ``args.sweep_runs`` runs; the head's ceiling; the batch time where busy < 0.9."""
     import sys as _sys
 
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
-    _sys.path.insert(0, _HERE)
     from proc_cpu import ClusterCPU
-    _sys.path.remove(_HERE)
 
     meter = ClusterCPU(cluster)
     labels = ["model-a", "model-b"]
@@ -347,12 +341,12 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
 def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: ModelVariant, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
-    from cluster.catalog import Catalog
-    from cluster.crash_journal import in_flight, round_folder
-    from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
-    from cluster.pipeline import instrument_rows, render_block
-    from cluster.store import open_store
-    from grid.trace_schema import conform, trace_schema
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.crash_journal import in_flight, round_folder
+    from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+    from mirrorscan.cluster.pipeline import instrument_rows, render_block
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.trace_schema import conform, trace_schema
 
     store = open_store(store_uri)
     invocation_id = str(uuid.uuid4())
@@ -396,7 +390,7 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
 
 def start_cluster(nodes: int, single_node: bool):
     """The simulated cluster (see the module docstring); returns the Cluster (None for --single-node)."""
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     if single_node:
         import ray
@@ -438,8 +432,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray.data
 
-    from cluster import embedded_pg
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import Catalog
 
     cells, envelopes = bench_cells(max(args.cells, args.sweep_cells))
     variant = ModelVariant(label=LABEL, model="standin", backend="standin", temperature=0.0, top_p=1.0,

@@ -22,10 +22,6 @@ import os
 import sys
 import time
 
-# bench/ holds grid.py, which would shadow the ``grid`` package: put the repository root there instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
@@ -35,9 +31,9 @@ def bench_null(n_perm: int, n_layers: int, n_items: int, loop_perms: int) -> tup
     """(vectorised seconds, scaled loop seconds, measured loop seconds) and a correctness check."""
     from sklearn.metrics import roc_auc_score
 
-    from analysis.auroc import auroc_from_ranks
-    from analysis.nulls import label_permutation_data, label_permutation_null
-    from analysis.resampling import plan_shards
+    from mirrorscan.analysis.auroc import auroc_from_ranks
+    from mirrorscan.analysis.nulls import label_permutation_data, label_permutation_null
+    from mirrorscan.analysis.resampling import plan_shards
 
     rng = np.random.default_rng(0)
     scores = rng.normal(0, 1, (n_items, n_layers))
@@ -69,8 +65,8 @@ def bench_null(n_perm: int, n_layers: int, n_items: int, loop_perms: int) -> tup
 
 def bench_gstudy(shape: tuple[int, int, int]) -> tuple[float, float]:
     """(g_study seconds, g_study + report seconds) on a random model × wrapper × item array."""
-    from analysis.gtheory import g_study
-    from analysis.gtheory_report import gtheory_report
+    from mirrorscan.analysis.gtheory import g_study
+    from mirrorscan.analysis.gtheory_report import gtheory_report
 
     rng = np.random.default_rng(2)
     p, w, i = shape

@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from grid.errors import CatalogError
+from mirrorscan.grid.errors import CatalogError
 
 DSN_ENV = "MIRRORSCAN_CATALOG_DSN"  # a DSN here is used when none is passed; unset → embedded server
 CONNECT_TIMEOUT_S = 10  # used when the DSN does not set connect_timeout itself
@@ -72,7 +72,7 @@ def resolve_dsn(dsn: str | None) -> str:
     if dsn is None:
         dsn = os.environ.get(DSN_ENV)
     if not dsn or dsn.strip() == "embedded":
-        from cluster.embedded_pg import ensure_running
+        from mirrorscan.cluster.embedded_pg import ensure_running
 
         return ensure_running()
     return dsn
@@ -83,7 +83,7 @@ def resolve_dsn(dsn: str | None) -> str:
 def migrations() -> list[tuple[int, str, str]]:
     """The packaged migrations as (version, name, sql), in version order."""
     found = []
-    for entry in (resources.files("cluster") / "migrations").iterdir():
+    for entry in (resources.files("mirrorscan.cluster") / "migrations").iterdir():
         match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)
         if match:
             found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
@@ -374,7 +374,7 @@ def match_invocation_id(target: str, ids_starting) -> str | None:
     ``ids_starting(prefix, n)`` returns up to ``n`` ids starting with ``prefix``, sorted. None when ``target`` is
     not shaped like an id, or no id starts with it (it may still name an experiment); ConfigError listing the
     candidates when several do."""
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     prefix = target.strip().lower()
     if UUID_PATTERN.match(prefix):
@@ -394,7 +394,7 @@ def resolve_invocation(target: str, catalog: Catalog) -> dict:
     what to run) when there is none or a start is ambiguous."""
     from pathlib import Path
 
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     listing = "list them with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\""
     if not os.path.isdir(target):

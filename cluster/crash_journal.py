@@ -48,8 +48,8 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from cluster.store import TraceStore
-from grid.records import ModelVariant, RunContext
+from mirrorscan.cluster.store import TraceStore
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def in_flight(store: TraceStore, folder: str | None, writer: str, batch: pa.Tabl
     if folder is None:
         yield
         return
-    from actors.rows import where_am_i
+    from mirrorscan.actors.rows import where_am_i
 
     record = {"writer": writer, "pid": os.getpid(), **where_am_i(),
               "started_at": datetime.now(timezone.utc).isoformat(), "cells": batch_keys(batch)}
@@ -185,8 +185,8 @@ def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, 
     ``cells``: the round's cells (unrendered, with seed and attempt). A marker's cell gets an error row
     unless a row is already stored for it at that attempt (the actor died after storing the part).
     Returns the died cells (rows of ``cells``), which the caller may retry."""
-    from actors.rows import trace_row
-    from grid.trace_schema import conform, to_trace_table, trace_schema
+    from mirrorscan.actors.rows import trace_row
+    from mirrorscan.grid.trace_schema import conform, to_trace_table, trace_schema
 
     markers = leftover_markers(store, folder)
     records = [r for _, r in markers if r is not None]

@@ -45,8 +45,8 @@ from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
 
-from cluster.home import subdir
-from grid.errors import CatalogError
+from mirrorscan.cluster.home import subdir
+from mirrorscan.grid.errors import CatalogError
 
 DATABASE = "mirrorscan"  # the database the catalog lives in; ``postgres`` stays the maintenance db
 SUPERUSER = "postgres"  # the database superuser initdb creates (not the system user)

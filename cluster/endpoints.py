@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from grid.errors import ConfigError
-from grid.records import ModelVariant
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant
 
 HTTP_BACKENDS = ("openai", "anthropic")
 """Backends whose requests go to an endpoint over HTTP."""

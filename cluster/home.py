@@ -57,7 +57,7 @@ def check_home_writable() -> Path:
     records anything, since its local Ray keeps a token file there."""
     import uuid
 
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     root = locate_home()
     probe = root / f".write-check-{uuid.uuid4().hex[:12]}"

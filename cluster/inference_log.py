@@ -42,8 +42,8 @@ import pyarrow.fs as pafs
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
-from cluster.catalog import _scrub, migrate, redact_dsn
-from grid.secrets import strip_userinfo
+from mirrorscan.cluster.catalog import _scrub, migrate, redact_dsn
+from mirrorscan.grid.secrets import strip_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,7 @@ class InferenceLogWriter:
 
     def _spill(self, rows: list[dict]) -> str:
         """Write one spill part per invocation among ``rows``; return the last path written."""
-        from cluster.store import open_store
+        from mirrorscan.cluster.store import open_store
 
         if self._store is None:
             self._store = open_store(self.spill_store_uri)

@@ -34,8 +34,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from cluster.home import subdir
-from grid.errors import ConfigError
+from mirrorscan.cluster.home import subdir
+from mirrorscan.grid.errors import ConfigError
 
 DEMO_MODEL_ALIAS = "packaged:smollm2-135m-instruct"
 TINY_MODEL_ALIAS = "packaged:tiny-random-llama"
@@ -347,7 +347,7 @@ def prepare_tiny_model(layers: int = 2, hidden: int = 64, seed: int = 0) -> Path
     ``tiny-random-llama-<layers>x<hidden>-s<seed>/``, ``TINY_SIZED_ALIAS``), built from the demo tokenizer the
     first time (about a second; the demo model is prepared first if needed). Written beside and renamed into
     place, so a folder that exists is complete; the same seed gives the same weights on every machine."""
-    from cluster.home import subdir
+    from mirrorscan.cluster.home import subdir
 
     name = "tiny-random-llama" if (layers, hidden, seed) == (2, 64, 0) else f"tiny-random-llama-{layers}x{hidden}-s{seed}"
     folder = subdir("models") / name

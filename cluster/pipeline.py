@@ -25,12 +25,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.crash_journal import in_flight
-from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
-from cluster.store import open_store
-from grid.instrument import InstrumentRef
-from grid.records import ModelVariant
-from grid.trace_schema import conform, trace_schema
+from mirrorscan.cluster.crash_journal import in_flight
+from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.trace_schema import conform, trace_schema
 
 MAX_BATCHES_PER_BLOCK = 8
 """Upper bound on engine batches per input block (bounds what a crash or a slow actor holds)."""

@@ -22,7 +22,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from cluster.home import home, locate_home
+from mirrorscan.cluster.home import home, locate_home
 
 WORKER_ENV = {
     "OMP_NUM_THREADS": "1",          # one torch thread per actor: two on two busy cores collapse throughput
@@ -66,7 +66,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             local_token_file()
     import ray
 
-    from cluster.s3 import forwarded_env
+    from mirrorscan.cluster.s3 import forwarded_env
 
     # AWS endpoint/region travel with the job (credentials do not: nodes hold their own role or profile)
     env_vars = {**WORKER_ENV, **forwarded_env(), "MIRRORSCAN_HOME": str(home()),

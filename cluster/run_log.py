@@ -28,7 +28,7 @@ def log_path(store, experiment: str, invocation_id: str) -> Path:
     """The log file of an invocation: ``scan.log`` in its folder of a local store, else under the home's logs."""
     if store.is_local:
         return Path(store.invocation_dir(experiment, invocation_id)) / "scan.log"
-    from cluster.home import subdir
+    from mirrorscan.cluster.home import subdir
 
     return subdir("logs") / experiment / f"{invocation_id}.log"
 

@@ -33,7 +33,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
-from grid.errors import CatalogError, ConfigError
+from mirrorscan.grid.errors import CatalogError, ConfigError
 
 LEASE_TTL_S = 120.0
 """Default seconds a lease stays fresh without renewal ($MIRRORSCAN_LEASE_TTL_S overrides)."""

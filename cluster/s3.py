@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from grid.cells import CELL_KEY, remove_done, with_probe_ids
-from grid.ids import SEP
-from grid.instrument import InstrumentRef, Stage
-from grid.trace_schema import trace_schema
+from mirrorscan.grid.cells import CELL_KEY, remove_done, with_probe_ids
+from mirrorscan.grid.ids import SEP
+from mirrorscan.grid.instrument import InstrumentRef, Stage
+from mirrorscan.grid.trace_schema import trace_schema
 
 STAGE_SEP = "~"
 """Between an item_key and a later stage's name (``q17@1a2b3c4d~posthoc``)."""
@@ -93,7 +93,7 @@ def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
     and ``part``: the file holding the row), read through their indexes (``cluster.row_index``): those of
     each label answered by the model source it has now (``sources``: label → canonical source; None keeps
     every row)."""
-    from cluster.row_index import read_successful_rows
+    from mirrorscan.cluster.row_index import read_successful_rows
 
     rows = read_successful_rows(store, experiment, index_columns(ref), trace_schema(ref.instrument.columns),
                                 exclude=invocation_id)

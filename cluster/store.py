@@ -35,8 +35,8 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from grid.errors import ConfigError
-from grid.trace_schema import is_large
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.trace_schema import is_large
 
 log = logging.getLogger(__name__)
 TRACES = "traces"
@@ -65,7 +65,7 @@ def open_store(uri: str, create: bool = True) -> "TraceStore":
     if scheme != "s3":
         raise ConfigError("", "store", f"unsupported store URI scheme {scheme!r} in {uri!r}",
                           "use a local folder or s3://bucket/prefix")
-    from cluster import s3
+    from mirrorscan.cluster import s3
 
     bucket, prefix = s3.parse_s3_uri(uri)
     objects = s3.S3Objects(s3.resolve_settings())
@@ -265,7 +265,7 @@ class TraceStore:
         names the columns to read (default: the core columns plus every registered instrument's,
         ``grid.instrument.known_trace_schema``); a part lacking one reads it as null."""
         if schema is None:
-            from grid.instrument import known_trace_schema
+            from mirrorscan.grid.instrument import known_trace_schema
 
             schema = known_trace_schema()
         return pads.dataset(self.list_parts(experiment, invocation_id), schema=schema,

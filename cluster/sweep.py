@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
+from mirrorscan.cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
                                    round_folder, settle, stored_keys)
-from cluster.pipeline import engine_resources, release_engine_resources, run_model
-from actors.placement import NoRoom
-from cluster.store import open_store
-from grid.instrument import InstrumentRef
-from grid.records import ModelVariant, RunContext
+from mirrorscan.cluster.pipeline import engine_resources, release_engine_resources, run_model
+from mirrorscan.actors.placement import NoRoom
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.grid.records import ModelVariant, RunContext
 
-log = logging.getLogger("cluster.crash_journal")   # one logger for the journal and its rounds
+log = logging.getLogger("mirrorscan.cluster.crash_journal")   # one logger for the journal and its rounds
 
 
 def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument, *, store_uri: str,
@@ -116,7 +116,7 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, s
     attempts per cell (``cluster.crash_journal``). ``on_model(variant)``, when given, is called as each
     model's pool starts (before its engines load). HTTP labels that share an endpoint share its
     ``max_concurrency`` while pools run side by side (``cluster.endpoints``)."""
-    from cluster.endpoints import share_endpoints
+    from mirrorscan.cluster.endpoints import share_endpoints
 
     pools = []
     for variant in share_endpoints(variants, max_concurrent_models):
@@ -139,7 +139,7 @@ def _run_pool(variant: ModelVariant, mine: pa.Table, *, sources, run, instrument
               max_attempts, stop: threading.Event | None = None) -> Iterator[tuple[int, int]]:
     """One model's cells through its own pool, journaled; its placement group (if any) removed at the end.
     Stops between parts once ``stop`` is set."""
-    from actors.registry import engine_class
+    from mirrorscan.actors.registry import engine_class
 
     kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
     engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)

@@ -77,8 +77,8 @@ import uuid
 import zlib
 from urllib.parse import urlsplit
 
-from grid.errors import ConfigError
-from grid.secrets import check_endpoint_url, strip_userinfo
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.secrets import check_endpoint_url, strip_userinfo
 
 APP_NAME = "mirrorscan-tap"
 TAP_EXPERIMENT = "_tap"
@@ -215,7 +215,7 @@ class Exchange:
     """What the tap learns about one logged request while its answer passes: timing, usage, status."""
 
     def __init__(self, headers, endpoint: str, label: str | None) -> None:
-        from actors.streaming import StreamClock
+        from mirrorscan.actors.streaming import StreamClock
 
         get = {k.lower(): v for k, v in headers}.get
         probe_id = get("x-probe-id")
@@ -311,7 +311,7 @@ class TapProxy:
         None: no spill store (rows the catalog never takes are lost at shutdown, and reported)."""
         import httpx
 
-        from cluster.inference_log import InferenceLogWriter
+        from mirrorscan.cluster.inference_log import InferenceLogWriter
 
         self.api_base, self.root = upstream_urls(upstream)
         self.label = label
@@ -401,10 +401,10 @@ def start_tap(upstream: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     """
     from ray import serve
 
-    from cluster.catalog import resolve_dsn
-    from cluster.home import default_store_uri
-    from cluster.ray_session import ensure_ray
-    from cluster.store import open_store
+    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.home import default_store_uri
+    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.store import open_store
 
     upstream_urls(upstream)  # refuse a bad URL before starting anything
     dsn = resolve_dsn(catalog_dsn)

@@ -51,7 +51,7 @@ class HashCache:
     @classmethod
     def default(cls) -> HashCache:
         """The cache under the mirrorscan home folder."""
-        from cluster.home import subdir
+        from mirrorscan.cluster.home import subdir
 
         return cls(subdir("cache") / CACHE_NAME)
 

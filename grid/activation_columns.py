@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.trace_schema import doc_field
+from mirrorscan.grid.trace_schema import doc_field
 
 RENDERINGS = ("chat_user", "raw")
 """``chat_user``: the text as the user turn of the model's chat template, generation prompt added (the template's own

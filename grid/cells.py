@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.ids import MISSING, SEP, cell_seed
+from mirrorscan.grid.ids import MISSING, SEP, cell_seed
 
 CELL_KEY = ("probe_id", "sample")
 """With the invocation id, the key of a cell for resume and deduplication."""

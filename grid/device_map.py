@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 """accelerate's automatic placements: over the visible GPUs, then CPU memory."""

@@ -78,7 +78,7 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS, items: int = 4) -> str:
     quoted as its first ``items`` values, each so cut, and how many there are. A value holding anything
     shaped like a secret (``grid.secrets``) is not quoted at all. Errors about input files quote nothing else
     of the file's content."""
-    from grid.secrets import looks_like_secret   # grid.secrets imports this module
+    from mirrorscan.grid.secrets import looks_like_secret   # grid.secrets imports this module
 
     values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
     if any(looks_like_secret(v) for v in values):
@@ -136,7 +136,7 @@ def read_problem(exc: BaseException) -> str:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     text = re.sub(r"(got \d+ ?\w*): .*", r"\1", text)
     text = re.sub(r"(invalid value|value) '.*", r"\1", text)
-    from grid.secrets import looks_like_secret
+    from mirrorscan.grid.secrets import looks_like_secret
 
     return type(exc).__name__ if looks_like_secret(text) else shorten(text, 160)
 

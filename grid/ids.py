@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 
-from grid.errors import ConfigError, excerpt
+from mirrorscan.grid.errors import ConfigError, excerpt
 
 SEP = "|"
 """Separator between probe_id components; forbidden inside any component."""

@@ -56,7 +56,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
@@ -66,12 +66,17 @@ REQUIRED_HOOKS = ("name", "engine_kind", "columns", "load_spec", "frozen", "from
 """What every instrument must have; the rest of the protocol is optional (the engine checks before calling)."""
 
 REGISTRY: dict[str, str] = {
-    "forced_choice": "instruments.forced_choice:INSTRUMENT",
-    "flinch": "instruments.flinch.instrument:INSTRUMENT",
-    "lens": "instruments.lens.instrument:INSTRUMENT",
-    "open_scan": "instruments.open_scan.instrument:INSTRUMENT",
+    "forced_choice": "mirrorscan.instruments.forced_choice:INSTRUMENT",
+    "flinch": "mirrorscan.instruments.flinch.instrument:INSTRUMENT",
+    "lens": "mirrorscan.instruments.lens.instrument:INSTRUMENT",
+    "open_scan": "mirrorscan.instruments.open_scan.instrument:INSTRUMENT",
 }
 """Instrument name → ``"module:attr"``, imported on first use (importing mirrorscan imports no instrument)."""
+
+LEGACY_PARTS = ("grid", "cluster", "jobs", "actors", "analysis", "results", "instruments")
+"""Top-level names the package's parts had before they were installed under ``mirrorscan``: an import path
+starting with one (``instruments.lens.instrument:INSTRUMENT`` in an older config or frozen settings) is read
+as the same path under ``mirrorscan.``."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ class SpecContext:
     def refuse_unknown(self, mapping: dict, known, path: str = "") -> None:
         """Raise the error for the first key of ``mapping`` (at ``<section>.<path>``) that is not in ``known``,
         suggesting the closest known key."""
-        from grid.errors import unknown_key
+        from mirrorscan.grid.errors import unknown_key
 
         for key in mapping:
             if key not in known:
@@ -184,7 +189,7 @@ def suggested_query(instrument, invocation_id: str) -> str:
     """The ``mirrorscan sql`` query (DuckDB text) a scan's summary prints for ``invocation_id``: the instrument's
     ``suggested_query`` hook (its own stored numbers: flinch's log-probs per term, lens's rows per rendering,
     open_scan's answers with their ratings), else ``DEFAULT_QUERY``."""
-    from grid.headline import sql_text
+    from mirrorscan.grid.headline import sql_text
 
     hook = getattr(instrument, "suggested_query", None)
     if hook is None:
@@ -271,6 +276,8 @@ def resolve(name: str) -> Instrument:
         raise ConfigError("", "instrument", f"unknown instrument {name!r}",
                           f"use one of: {', '.join(REGISTRY)}, or a 'package.module:Attr' import path")
     module_name, _, attr = ref.partition(":")
+    if module_name.split(".")[0] in LEGACY_PARTS:   # written before the parts moved under `mirrorscan.`
+        module_name = f"mirrorscan.{module_name}"
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -330,7 +337,7 @@ def registered() -> list[Instrument]:
 def known_trace_schema() -> pa.Schema:
     """The core trace schema plus every registered instrument's columns (large vector columns left out):
     what a reader of traces of any registered instrument gets, null where a row's instrument lacks one."""
-    from grid.trace_schema import union_schema
+    from mirrorscan.grid.trace_schema import union_schema
 
     return union_schema({i.name: i.columns for i in registered()})
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 ENV = "MIRRORSCAN_LIMITS"
 """Environment variable raising limits on this machine: ``name=value`` pairs separated by commas."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from grid.errors import ConfigError, excerpt
+from mirrorscan.grid.errors import ConfigError, excerpt
 
 MAX_NAME_CHARS = 64
 """Longest name accepted (characters)."""
@@ -101,7 +101,7 @@ def check_imported_text(file: str, field: str, value: str, in_catalog: bool = Fa
     it holds nothing shaped like a secret (``grid.secrets``) and, where it reaches the catalog
     (``in_catalog``), no NUL; else a ConfigError naming ``file`` and ``field``, never the value. (Trace rows
     keep NUL: Parquet stores any string.)"""
-    from grid.secrets import reject_secrets
+    from mirrorscan.grid.secrets import reject_secrets
 
     if in_catalog:
         reject_nul(file, value, field)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.trace_schema import doc_field
+from mirrorscan.grid.trace_schema import doc_field
 
 SCORE_COLUMNS = (
     doc_field("target_text", pa.string(), "the text scored after the prefix, verbatim (a space and the term)"),

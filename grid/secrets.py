@@ -24,7 +24,7 @@ not come through ``load_spec`` (a resumed run's stored settings, the tap's ``--u
 from __future__ import annotations
 
 import re
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 SECRET_KEYS = frozenset({"api_key", "apikey", "authorization", "password", "passwd", "secret", "client_secret",
                          "access_token", "refresh_token", "auth_token", "bearer_token", "x_api_key"})
@@ -106,7 +106,7 @@ def check_config_values(file: str, config: object, fix: str = _FIX) -> None:
     copy): no NUL anywhere (``grid.names.reject_nul``: the catalog cannot store it) and nothing named or shaped
     like a secret (``reject_secrets``); a config's ``catalog_dsn`` is left to the DSN's own redaction. Raises
     ConfigError naming ``file`` and the field, never the value."""
-    from grid.names import reject_nul
+    from mirrorscan.grid.names import reject_nul
 
     reject_nul(file, config)
     if isinstance(config, dict):

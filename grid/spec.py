@@ -21,14 +21,14 @@ from pathlib import Path
 
 from typing import Any
 
-from grid.device_map import check_device_map, default_num_gpus
-from grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
-from grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
-from grid.instrument import Instrument, SpecContext, resolve
-from grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
-from grid.records import ModelVariant
-from grid.secrets import check_config_values, check_endpoint_url
-from grid.settings import FORMAT, SAMPLER_VERSION
+from mirrorscan.grid.device_map import check_device_map, default_num_gpus
+from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
+from mirrorscan.grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
+from mirrorscan.grid.instrument import Instrument, SpecContext, resolve
+from mirrorscan.grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
+from mirrorscan.grid.settings import FORMAT, SAMPLER_VERSION
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
 API_BACKENDS = ("openai", "anthropic")

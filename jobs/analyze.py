@@ -19,9 +19,9 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from grid.instrument import Analysis
-from grid.spec import RESERVED_NAMES
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.instrument import Analysis
+from mirrorscan.grid.spec import RESERVED_NAMES
+from mirrorscan.jobs.errors import reports_user_errors
 
 STATS_COMMANDS = ("gstudy", "kendall", "auroc", "null")
 """The statistics verbs that ``analyze`` still forwards to ``mirrorscan stats``."""
@@ -41,7 +41,7 @@ class AnalysisReport:
 def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None):
     """(catalog row, settings as format 2, traces, store) of ``target`` (an invocation id or an experiment → its
     newest invocation); ConfigError when it has no traces in the store."""
-    from results.invocations import load
+    from mirrorscan.results.invocations import load
 
     inv = load(target, store=store, dsn=catalog_dsn)
     return inv.row, inv.settings, inv.traces, inv.store
@@ -50,8 +50,8 @@ def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str |
 def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
                        reclassify: bool = False, write: bool = True) -> AnalysisReport:
     """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring."""
-    from results.analyses import analyze, write_analysis
-    from results.invocations import load
+    from mirrorscan.results.analyses import analyze, write_analysis
+    from mirrorscan.results.invocations import load
 
     inv = load(target, store=store, dsn=catalog_dsn)
     analysis = analyze(inv, reannotate=reclassify)
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
     """CLI entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in STATS_COMMANDS:
-        from jobs import stats
+        from mirrorscan.jobs import stats
 
         print(f"note: `mirrorscan analyze {argv[0]}` is now `mirrorscan stats {argv[0]}`; this spelling goes in "
               "the next release", file=sys.stderr)
@@ -111,4 +111,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.analyze"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.analyze"))

@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grid.errors import ConfigError
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.jobs.errors import reports_user_errors
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
     """Serve the browser until interrupted; exit code 0 after a clean stop, 2 on bad flags."""
     import os
 
-    from cluster.catalog import resolve_dsn
-    from cluster.home import subdir
+    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.home import subdir
 
     args = build_parser(prog).parse_args(argv)
     if not 0 < args.port < 65536:
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
         import signal
         import threading
 
-        from results.browse import serve
+        from mirrorscan.results.browse import serve
 
         address = serve.start(dsn, index_dir, store=args.store, refresh_s=args.refresh_s, host=args.host,
                               port=args.port)
@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
 
     import uvicorn
 
-    from results.browse.app import build_app
-    from results.browse.source import Browser
+    from mirrorscan.results.browse.app import build_app
+    from mirrorscan.results.browse.source import Browser
 
     browser = Browser(dsn, index_dir, store=args.store, refresh_s=args.refresh_s, progress=_progress())
     if args.prebuild:
@@ -137,4 +137,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.browse"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.browse"))

@@ -19,9 +19,9 @@ def catalog_status() -> dict:
     """Where the home and the embedded catalog are, and whether its server runs: a dict with ``home``,
     ``catalog`` (folders), ``running`` (bool), ``pid``, ``port`` and ``dsn`` (None when stopped), and
     ``external_dsn`` (``$MIRRORSCAN_CATALOG_DSN`` with any password removed, when set)."""
-    from cluster import embedded_pg
-    from cluster.catalog import redact_dsn
-    from cluster.home import locate_home
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import redact_dsn
+    from mirrorscan.cluster.home import locate_home
 
     home = locate_home()
     root = home / "catalog"
@@ -35,7 +35,7 @@ def catalog_status() -> dict:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Print the catalog's status, or stop its server; returns the exit code."""
-    parser = argparse.ArgumentParser(prog=prog or "python -m jobs.catalog", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog=prog or "python -m mirrorscan.jobs.catalog", description=__doc__.split("\n\n")[1])
     parser.add_argument("action", choices=["status", "stop"], help="status: where it is and whether it runs; "
                         "stop: stop the embedded server")
     args = parser.parse_args(argv)
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if not status["running"]:
             print(f"catalog: not running ({status['catalog']})")
             return 0
-        from cluster import embedded_pg
-        from grid.errors import CatalogError
+        from mirrorscan.cluster import embedded_pg
+        from mirrorscan.grid.errors import CatalogError
 
         try:
             embedded_pg.stop(Path(status["catalog"]))

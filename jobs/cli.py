@@ -32,22 +32,22 @@ from __future__ import annotations
 import sys
 
 VERBS = {
-    "scan": ("jobs.scan", "run or resume an experiment's grid"),
-    "analyze": ("jobs.analyze", "an invocation's numbers, tables and charts, as its instrument defines them"),
-    "compare": ("jobs.compare", "two invocations or models side by side (forced_choice: fingerprints)"),
-    "reproduce": ("jobs.reproduce", "rerun an invocation's exact grid from its frozen settings, then diff the two"),
-    "diff": ("jobs.diff", "two invocations cell by cell: same-answer rates, breakdowns, headlines, timing"),
-    "report": ("jobs.report", "one self-contained HTML file per invocation: numbers, definitions, charts, queries"),
-    "stats": ("jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
-    "sql": ("jobs.sql", "SQL over traces and scan_invocations"),
-    "models": ("jobs.models", "the packaged models: list them, prepare one (convert or build it once, timed)"),
-    "prepare-demo": ("jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
-    "catalog": ("jobs.catalog", "the local catalog server: where it is and whether it runs (status), stop it"),
-    "submit": ("jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),
-    "status": ("jobs.submit", "a cluster's submitted jobs, or one job in detail"),
-    "logs": ("jobs.submit", "a submitted job's output (--follow to stream it)"),
-    "tap": ("jobs.tap", "relay an OpenAI-compatible server and log each request's timing (inference_log)"),
-    "browse": ("jobs.browse", "a read-only web app over the store and catalog: matrices, traces, comparisons, timing"),
+    "scan": ("mirrorscan.jobs.scan", "run or resume an experiment's grid"),
+    "analyze": ("mirrorscan.jobs.analyze", "an invocation's numbers, tables and charts, as its instrument defines them"),
+    "compare": ("mirrorscan.jobs.compare", "two invocations or models side by side (forced_choice: fingerprints)"),
+    "reproduce": ("mirrorscan.jobs.reproduce", "rerun an invocation's exact grid from its frozen settings, then diff the two"),
+    "diff": ("mirrorscan.jobs.diff", "two invocations cell by cell: same-answer rates, breakdowns, headlines, timing"),
+    "report": ("mirrorscan.jobs.report", "one self-contained HTML file per invocation: numbers, definitions, charts, queries"),
+    "stats": ("mirrorscan.jobs.stats", "G-study/D-study, Kendall's W, AUROC per layer, permutation nulls"),
+    "sql": ("mirrorscan.jobs.sql", "SQL over traces and scan_invocations"),
+    "models": ("mirrorscan.jobs.models", "the packaged models: list them, prepare one (convert or build it once, timed)"),
+    "prepare-demo": ("mirrorscan.jobs.prepare_demo", "prepare the packaged demo model (SmolLM2-135M-Instruct)"),
+    "catalog": ("mirrorscan.jobs.catalog", "the local catalog server: where it is and whether it runs (status), stop it"),
+    "submit": ("mirrorscan.jobs.submit", "run an experiment on a Ray cluster as a job (--address / RAY_ADDRESS)"),
+    "status": ("mirrorscan.jobs.submit", "a cluster's submitted jobs, or one job in detail"),
+    "logs": ("mirrorscan.jobs.submit", "a submitted job's output (--follow to stream it)"),
+    "tap": ("mirrorscan.jobs.tap", "relay an OpenAI-compatible server and log each request's timing (inference_log)"),
+    "browse": ("mirrorscan.jobs.browse", "a read-only web app over the store and catalog: matrices, traces, comparisons, timing"),
 }
 
 
@@ -71,7 +71,7 @@ here by name so that the verb list imports no instrument; the instrument is impo
 def instrument_verbs() -> dict[str, str]:
     """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring.
     Imports every instrument: for checks, not for the verb list (that reads INSTRUMENT_TOOLS)."""
-    from grid.instrument import REGISTRY, resolve
+    from mirrorscan.grid.instrument import REGISTRY, resolve
 
     out = {}
     for name in REGISTRY:
@@ -97,17 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     if not os.environ.get("RAY_ADDRESS"):   # before anything imports Ray, which reads its auth mode once
-        from cluster.ray_session import local_ray_defaults
+        from mirrorscan.cluster.ray_session import local_ray_defaults
 
         local_ray_defaults()
 
     argv = verb_first(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] in INSTRUMENT_ALIASES:
-        from grid.instrument import resolve
+        from mirrorscan.grid.instrument import resolve
 
         return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, prog="mirrorscan")
     if argv and argv[0] not in VERBS and argv[0] in INSTRUMENT_TOOLS:
-        from grid.instrument import resolve
+        from mirrorscan.grid.instrument import resolve
 
         return resolve(argv[0]).cli(argv[1:], prog=f"mirrorscan {argv[0]}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:

@@ -12,15 +12,15 @@ import argparse
 import json
 import sys
 
-from grid.errors import ConfigError
-from grid.instrument import Analysis, resolve
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import Analysis, resolve
+from mirrorscan.jobs.errors import reports_user_errors
 
 
 def compare(a: str, b: str, *, label_a: str | None = None, label_b: str | None = None, rule: str | None = None,
             store: str | None = None, catalog_dsn: str | None = None) -> Analysis:
     """The instrument's comparison of two (invocation, label) sides."""
-    from jobs.analyze import load_invocation
+    from mirrorscan.jobs.analyze import load_invocation
 
     sides = []
     for target in (a, b):
@@ -61,4 +61,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.compare"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.compare"))

@@ -18,13 +18,13 @@ import argparse
 import json
 import sys
 
-from jobs.errors import reports_user_errors
+from mirrorscan.jobs.errors import reports_user_errors
 
 
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan diff") -> int:
     """CLI entry point; returns the exit code."""
-    from results.diff import diff_targets, format_diff
+    from mirrorscan.results.diff import diff_targets, format_diff
 
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", help="invocation id (or unique start), or experiment (folder or name)")
@@ -40,4 +40,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan diff") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.diff"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.diff"))

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import sys
 
-from grid.errors import CatalogError
-from grid.spec import API_BACKENDS, Spec
+from mirrorscan.grid.errors import CatalogError
+from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 
 def model_source_note(spec: Spec, i: int) -> str:
     """Where model ``i`` would come from, found without loading (or converting) anything."""
-    from cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
 
     m = spec.models[i]
     if m.backend in API_BACKENDS:
@@ -36,13 +36,13 @@ def model_source_note(spec: Spec, i: int) -> str:
 def running_catalog_dsn(flag: str | None, spec: Spec) -> str | None:
     """The catalog DSN when a catalog can be read without starting one: a DSN given by flag, config or
     environment, or the embedded server when it is already running; None otherwise."""
-    from cluster import embedded_pg
-    from jobs.preflight import resolve_catalog
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.jobs.preflight import resolve_catalog
 
     dsn = resolve_catalog(flag, spec)
     if dsn and dsn.strip() != "embedded":
         return dsn
-    from cluster.home import locate_home
+    from mirrorscan.cluster.home import locate_home
 
     return embedded_pg.running_dsn(locate_home() / "catalog")
 
@@ -62,7 +62,7 @@ def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
                                 "WHERE experiment = %s AND status <> 'complete' ORDER BY started_at DESC LIMIT 1",
                                 [experiment]).fetchone()
     except psycopg.Error as exc:
-        from cluster.catalog import redact_dsn
+        from mirrorscan.cluster.catalog import redact_dsn
 
         raise CatalogError(f"catalog: cannot read {redact_dsn(dsn)} ({str(exc).splitlines()[0]})") from None
 
@@ -71,9 +71,9 @@ def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int, source
                 ) -> tuple[int, int, list[str], list]:
     """(cells a resume would run, cells it would give up, what blocks it: input files whose content changed,
     else shaping fields that differ; the resume's ``StagePlan`` list)."""
-    from grid.settings import shaping_differences
-    from jobs.plan import scan_plan
-    from jobs.scan import changed_inputs, changed_inputs_detail
+    from mirrorscan.grid.settings import shaping_differences
+    from mirrorscan.jobs.plan import scan_plan
+    from mirrorscan.jobs.scan import changed_inputs, changed_inputs_detail
 
     if changed_inputs(inv, spec):
         return 0, 0, [f"file content changed ({changed_inputs_detail(inv, spec)})"], []
@@ -89,8 +89,8 @@ def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int, source
 
 def existing_store(uri: str):
     """The trace store at ``uri`` when it exists (opened without creating anything), else None."""
-    from cluster.store import open_store
-    from grid.errors import ConfigError
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.errors import ConfigError
 
     try:
         return open_store(uri, create=False)
@@ -101,7 +101,7 @@ def existing_store(uri: str):
 def plan_sources(spec: Spec) -> dict[str, str]:
     """Label → the canonical model source a scan would use, where it is known without converting or loading
     anything (an API model's name; a local folder; the demo model once converted)."""
-    from cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
 
     sources = {}
     for i, m in enumerate(spec.models):
@@ -135,15 +135,15 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
             max_attempts: int = 3, out=None) -> None:
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
     out = out or sys.stdout
-    from grid.spec import load_spec
-    from jobs.preflight import check_context, check_engines, check_template_overrides, resolve_store
+    from mirrorscan.grid.spec import load_spec
+    from mirrorscan.jobs.preflight import check_context, check_engines, check_template_overrides, resolve_store
 
     spec = load_spec(experiment)
     check_engines(spec)
     check_template_overrides(spec, prepare=False)
     spec.values["store"] = resolve_store(store, spec)
     settings = spec.settings()
-    from jobs.plan import scan_plan
+    from mirrorscan.jobs.plan import scan_plan
 
     sources = plan_sources(spec)
     check_context(spec, sources)   # what scan refuses before it records anything, refused here the same way

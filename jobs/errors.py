@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from grid.errors import EXIT_CATALOG, EXIT_CONFIG, reports_user_errors  # noqa: F401 - the verbs' one way to report
+from mirrorscan.grid.errors import EXIT_CATALOG, EXIT_CONFIG, reports_user_errors  # noqa: F401 - the verbs' one way to report

@@ -23,7 +23,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILE = "local"
@@ -109,7 +109,7 @@ def place_job(runtime_env: dict, env_file: str | Path, address: str, *, store: s
     if "MIRRORSCAN_STORE" in env_vars and on_this_machine(address):
         return ""   # a profile for a cluster, reached through a loopback port-forward (KubeRay)
     if on_this_machine(address):
-        from cluster.home import home
+        from mirrorscan.cluster.home import home
 
         return f"MIRRORSCAN_HOME={shlex.quote(str(home()))} "
     host = _host(address)

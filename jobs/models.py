@@ -14,8 +14,8 @@ import argparse
 import sys
 import time
 
-from grid.errors import ConfigError
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.jobs.errors import reports_user_errors
 
 PACKAGED = ("packaged:smollm2-135m-instruct", "packaged:tiny-random-llama")
 """The packaged models ``models list`` shows (sized tiny models are named by the pattern in its help)."""
@@ -40,7 +40,7 @@ def full_name(name: str) -> str:
 def prepare(name: str, force: bool = False, out=None) -> int:
     """Prepare packaged model ``name`` (see HELP) and print one line: where it is, and the seconds it took
     (wall clock), or that it was already prepared. Returns the exit code."""
-    from cluster.models import is_prepared, packaged_folder, prepare_packaged
+    from mirrorscan.cluster.models import is_prepared, packaged_folder, prepare_packaged
 
     out = out or sys.stdout
     alias = full_name(name)
@@ -57,8 +57,8 @@ def prepare(name: str, force: bool = False, out=None) -> int:
 
 def show(out=None) -> int:
     """Print each packaged model, whether it is prepared, and its folder; returns 0."""
-    from cluster.home import subdir
-    from cluster.models import TINY_SIZED_ALIAS, is_prepared, packaged_folder
+    from mirrorscan.cluster.home import subdir
+    from mirrorscan.cluster.models import TINY_SIZED_ALIAS, is_prepared, packaged_folder
 
     out = out or sys.stdout
     names = list(PACKAGED)

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.records import ModelVariant
-from grid.spec import API_BACKENDS
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.spec import API_BACKENDS
 
 EMPTY_PRIOR = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("error", pa.string())])
 """The prior rows of an invocation that stored nothing."""
@@ -185,9 +185,9 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
     does not exist yet). ``sources``: label → canonical model source (held cells count only for the same
     model; a local folder's tokenizer counts tokens). ``first``: the first stage's cells (a reproduction's);
     ``hold`` False: no cell counts as held elsewhere (a reproduction)."""
-    from cluster.stages import earlier_rows, held_elsewhere, later_stage_cells, stage_names
-    from grid.cells import plan_attempts, remove_done
-    from jobs.scan import NO_INVOCATION, grid_cells, instrument_ref
+    from mirrorscan.cluster.stages import earlier_rows, held_elsewhere, later_stage_cells, stage_names
+    from mirrorscan.grid.cells import plan_attempts, remove_done
+    from mirrorscan.jobs.scan import NO_INVOCATION, grid_cells, instrument_ref
 
     ref = instrument_ref(settings)
     instrument = ref.instrument

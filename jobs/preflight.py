@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 
-from cluster.home import default_store_uri
-from grid.errors import ConfigError, shorten
-from grid.spec import API_BACKENDS, Spec
+from mirrorscan.cluster.home import default_store_uri
+from mirrorscan.grid.errors import ConfigError, shorten
+from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 
 def check_engines(spec: Spec) -> None:
     """ConfigError unless every model's backend has an engine of the kind the instrument asks for."""
-    from actors.registry import check_engine
+    from mirrorscan.actors.registry import check_engine
 
     for i, m in enumerate(spec.models):
         check_engine(spec.instrument.engine_kind, m.backend, spec.config_path, f"models[{i}].backend")
@@ -25,7 +25,7 @@ def check_engines(spec: Spec) -> None:
 def check_context(spec: Spec, sources: dict[str, str]) -> None:
     """ConfigError when a local model's ``max_tokens`` leaves no room in its context window (config.json:
     ``cluster.models.context_length``), which holds the prompt and the answer together."""
-    from cluster.models import context_length
+    from mirrorscan.cluster.models import context_length
 
     for i, m in enumerate(spec.models):
         if m.backend in API_BACKENDS or m.label not in sources:   # a dry run knows no unconverted demo model
@@ -43,8 +43,8 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
     as applied while it changes nothing. Loads only tokenizers, one per model source, and only for models
     that set such an override (transformers is imported only then). ``prepare=False`` (a dry run) skips a
     packaged model that is not converted yet instead of converting it."""
-    from actors.chat import template_kwargs, unapplied_overrides
-    from cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.actors.chat import template_kwargs, unapplied_overrides
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
 
     tokenizers: dict[str, object] = {}
     for i, m in enumerate(spec.models):
@@ -88,7 +88,7 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> Non
         return
     from transformers import AutoTokenizer
 
-    from actors.score_tokens import ScoreTokenError, adds_bos, score_ids
+    from mirrorscan.actors.score_tokens import ScoreTokenError, adds_bos, score_ids
 
     hook = getattr(spec.instrument, "empty_prefix_items", None)
     if cells is not None:
@@ -102,7 +102,7 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> Non
     lacking = []
     for i, m in enumerate(spec.models):
         if m.backend in API_BACKENDS and m.tokenizer:   # ids are sent: the named tokenizer is the one that counts
-            from cluster.models import resolve_model_source
+            from mirrorscan.cluster.models import resolve_model_source
 
             source = resolve_model_source(m.tokenizer, spec.config_path, f"models[{i}].tokenizer")
         elif m.backend in API_BACKENDS or (m.add_bos is None and not items):

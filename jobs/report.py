@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.errors import reports_user_errors
+from mirrorscan.jobs.errors import reports_user_errors
 
 
 def report_invocations(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
@@ -31,10 +31,10 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
     """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
     written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` when an
     existing analysis is reused."""
-    from results.analyses import analyze, read_analysis, reusable, write_analysis
-    from results.invocations import load, resolve_rows
-    from results.report import build, write_report
-    from results.report_html import render
+    from mirrorscan.results.analyses import analyze, read_analysis, reusable, write_analysis
+    from mirrorscan.results.invocations import load, resolve_rows
+    from mirrorscan.results.report import build, write_report
+    from mirrorscan.results.report_html import render
 
     rows = resolve_rows(target, dsn=catalog_dsn, every=every)
     paths = []
@@ -87,4 +87,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan report") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.report"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.report"))

@@ -27,7 +27,7 @@ import argparse
 import json
 import sys
 
-from jobs.errors import reports_user_errors
+from mirrorscan.jobs.errors import reports_user_errors
 
 
 def stage_plans(rebuilt) -> list:
@@ -35,7 +35,7 @@ def stage_plans(rebuilt) -> list:
     plan states them (``jobs.plan.scan_plan`` over the rebuilt settings and cells: the full grid, nothing
     held). The sampling is the cells' own where the instrument sets it (open_scan's answers and reports),
     else the model's; none for an engine that generates nothing."""
-    from jobs.plan import scan_plan
+    from mirrorscan.jobs.plan import scan_plan
 
     return scan_plan(rebuilt.spec.settings(), first=rebuilt.cells, hold=False, count_tokens=False)
 
@@ -61,11 +61,11 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
-    from jobs import scan
-    from jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Reproduction, print_summary, run_spec
-    from results.diff import diff_targets, format_diff
-    from results.invocations import catalog_dsn
-    from results.reproduce import describe, plan
+    from mirrorscan.jobs import scan
+    from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Reproduction, print_summary, run_spec
+    from mirrorscan.results.diff import diff_targets, format_diff
+    from mirrorscan.results.invocations import catalog_dsn
+    from mirrorscan.results.reproduce import describe, plan
 
     args = build_parser(prog).parse_args(argv)
     dsn = catalog_dsn(args.catalog_dsn)
@@ -92,4 +92,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.reproduce"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.reproduce"))

@@ -1,4 +1,4 @@
-"""``mirrorscan scan`` / ``python -m jobs.scan``: run an experiment's grid and store every cell.
+"""``mirrorscan scan`` / ``python -m mirrorscan.jobs.scan``: run an experiment's grid and store every cell.
 
 Flow: validate config.json (exit 2 on any problem, nothing written) → record the invocation in the
 catalog (settings frozen) → expand the grid, minus cells already stored → Ray Data over one actor pool
@@ -21,18 +21,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.runs import pid_alive
-from grid.cells import add_seeds, plan_attempts, with_probe_ids
-from grid.errors import CatalogError, ConfigError
-from grid.names import check_experiment_name
-from grid.instrument import InstrumentRef
-from grid.records import ModelVariant, RunContext
-from grid.settings import execution, settings_hash, shaping_differences
-from grid.spec import API_BACKENDS, Spec, load_spec
-from jobs.errors import reports_user_errors
-from jobs.scan_inputs import (CONFIG_ORIGIN_ENV, changed_inputs, changed_inputs_detail, check_experiment_home,  # noqa: F401
+from mirrorscan.cluster.runs import pid_alive
+from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids
+from mirrorscan.grid.errors import CatalogError, ConfigError
+from mirrorscan.grid.names import check_experiment_name
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.settings import execution, settings_hash, shaping_differences
+from mirrorscan.grid.spec import API_BACKENDS, Spec, load_spec
+from mirrorscan.jobs.errors import reports_user_errors
+from mirrorscan.jobs.scan_inputs import (CONFIG_ORIGIN_ENV, changed_inputs, changed_inputs_detail, check_experiment_home,  # noqa: F401
                               config_origin, content_hashes, model_weights, submitted_config)
-from jobs.preflight import (check_context, check_empty_prefixes, check_engines, check_template_overrides,
+from mirrorscan.jobs.preflight import (check_context, check_empty_prefixes, check_engines, check_template_overrides,
                              resolve_catalog, resolve_store)
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
@@ -65,7 +65,7 @@ Exit codes: 0 every cell has a successful row; 1 some cells errored or are missi
 
 
 def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
-    """The scan command's argument parser (shared by ``mirrorscan scan`` and ``python -m jobs.scan``)."""
+    """The scan command's argument parser (shared by ``mirrorscan scan`` and ``python -m mirrorscan.jobs.scan``)."""
     p = argparse.ArgumentParser(prog=prog, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiment", help="experiment folder holding config.json (or the config.json itself)")
     p.add_argument("--resume", action="store_true", help="finish the newest unfinished invocation (see above)")
@@ -189,12 +189,12 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
     experiment name that belongs to another folder's runs. ``reproduction``: a new invocation that reruns an
     earlier one's full grid (no cell counts as held elsewhere, and it holds none for later scans), or with
     its ``resumes`` the resume of such an invocation."""
-    from cluster import runs
-    from cluster.catalog import Catalog, resolve_dsn
-    from cluster.models import resolve_model_source
-    from cluster.provenance import provenance
-    from cluster.run_log import RunLog, log_path
-    from cluster.store import open_store
+    from mirrorscan.cluster import runs
+    from mirrorscan.cluster.catalog import Catalog, resolve_dsn
+    from mirrorscan.cluster.models import resolve_model_source
+    from mirrorscan.cluster.provenance import provenance
+    from mirrorscan.cluster.run_log import RunLog, log_path
+    from mirrorscan.cluster.store import open_store
 
     check_engines(spec)
     check_template_overrides(spec)
@@ -209,7 +209,7 @@ def run_spec(spec: Spec, *, resume: bool = False, max_attempts: int = 3, store: 
     trace_store = open_store(spec.values["store"])
     trace_store.check_writable()   # before the catalog records anything
     if not (ray_address or os.environ.get("RAY_ADDRESS")) or not trace_store.is_local:
-        from cluster.home import check_home_writable
+        from mirrorscan.cluster.home import check_home_writable
 
         check_home_writable()   # a local Ray keeps its token there, a remote store's run log goes there
     dsn = resolve_dsn(resolve_catalog(catalog_dsn, spec))
@@ -326,7 +326,7 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
     label that earlier invocations ran with another model, let the instrument check its items
     (``check_append``: open_scan's changed probes) and return (lines to print, whether nothing is left to
     run). Other instruments: ([], False)."""
-    from cluster.stages import earlier_rows, of_sources, stage_grids
+    from mirrorscan.cluster.stages import earlier_rows, of_sources, stage_grids
 
     ref = instrument_ref(settings)
     if getattr(ref.instrument, "done_cells", None) is None:
@@ -373,7 +373,7 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
     """Expand the grid from frozen ``settings`` (or take ``first``, the first stage's cells with probe ids),
     run what is left stage by stage (``cluster.stages``), and record the outcome. A reproduction
     (``execution.reproduces``) runs its full grid: no cell counts as held by another invocation."""
-    from cluster.stages import stage_grids
+    from mirrorscan.cluster.stages import stage_grids
 
     experiment = spec.experiment
     n_cells, given_up, held = 0, 0, 0
@@ -414,9 +414,9 @@ def _execute(spec, settings, sources, invocation_id, trace_store, catalog, max_a
 def index_rows(trace_store, experiment: str, invocation_id: str, settings: dict) -> None:
     """For an instrument that holds cells across invocations: write the invocation's row index, which the next
     scan's plan reads instead of every part (``cluster.row_index``). A failure only costs that speed."""
-    from cluster.row_index import write_index
-    from cluster.stages import index_columns
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.row_index import write_index
+    from mirrorscan.cluster.stages import index_columns
+    from mirrorscan.grid.trace_schema import trace_schema
 
     ref = instrument_ref(settings)
     if getattr(ref.instrument, "done_cells", None) is None:
@@ -446,7 +446,7 @@ def _run_stage(todo, settings, sources, invocation_id, trace_store, catalog, qui
 def loggable_rows(trace_store, experiment: str, invocation_id: str) -> int:
     """Trace rows of the invocation that should have an inference_log row: all but the error rows this
     driver writes for a died batch (``EngineActorDied``), which answered no request."""
-    from cluster.crash_journal import DIED
+    from mirrorscan.cluster.crash_journal import DIED
 
     errors = trace_store.read(experiment, invocation_id, columns=["error"]).column("error")
     died = pc.fill_null(pc.starts_with(errors, DIED), False).cast(pa.int64())
@@ -456,7 +456,7 @@ def loggable_rows(trace_store, experiment: str, invocation_id: str) -> int:
 def logged_rows(trace_store, catalog, experiment: str, invocation_id: str) -> int:
     """inference_log rows of the invocation, in the catalog plus spilled beside the traces (a row is never
     in both); while the catalog is unreachable only the spilled ones are counted."""
-    from cluster.inference_log import spill_dataset
+    from mirrorscan.cluster.inference_log import spill_dataset
 
     in_catalog = 0
     try:
@@ -531,10 +531,10 @@ def _run_cells(todo: pa.Table, settings: dict, sources: dict, invocation_id: str
                driver=None, stage: str = "") -> None:
     from tqdm import tqdm
 
-    from cluster.ray_session import ensure_ray
-    from cluster.run_log import attach_ray_output
-    from cluster.sweep import concurrent_models, run_grid
-    from jobs.progress import ModelProgress
+    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.run_log import attach_ray_output
+    from mirrorscan.cluster.sweep import concurrent_models, run_grid
+    from mirrorscan.jobs.progress import ModelProgress
 
     title = f"scan {experiment}" + (f" ({stage})" if stage else "")
     bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=quiet, file=sys.stderr,
@@ -604,7 +604,7 @@ def print_summary(result: ScanResult, out=sys.stdout) -> None:
 def summary_query(result: ScanResult) -> str:
     """The ``mirrorscan sql`` query the summary suggests for the result's invocation (its instrument's own,
     ``grid.instrument.suggested_query``), on one line."""
-    from grid.instrument import resolve, suggested_query
+    from mirrorscan.grid.instrument import resolve, suggested_query
 
     instrument = resolve(result.instrument) if result.instrument else None
     return " ".join(suggested_query(instrument, result.invocation_id).split())
@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     """CLI entry point; returns the exit code."""
     args = build_parser(prog).parse_args(argv)
     if args.dry_run:
-        from jobs.dry_run import dry_run
+        from mirrorscan.jobs.dry_run import dry_run
 
         dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
         return EXIT_OK
@@ -662,4 +662,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.scan"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.scan"))

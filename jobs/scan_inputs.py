@@ -9,8 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from grid.errors import ConfigError
-from grid.spec import Spec
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.spec import Spec
 
 CONFIG_ORIGIN_ENV = "MIRRORSCAN_CONFIG_ORIGIN"
 """Set by ``mirrorscan submit`` for its job: the config.json path it was submitted from (the job itself
@@ -38,7 +38,7 @@ def check_experiment_home(catalog, spec: Spec) -> None:
 def submitted_config(spec: Spec) -> dict:
     """The config as submitted, for the driver run's record: its path and JSON as parsed, a catalog_dsn's
     password removed (every other secret was refused when the config was validated)."""
-    from cluster.catalog import redact_dsn
+    from mirrorscan.cluster.catalog import redact_dsn
 
     config = dict(spec.raw)
     if isinstance(config.get("catalog_dsn"), str):
@@ -58,7 +58,7 @@ def content_hashes(spec: Spec) -> dict:
 def model_weights(spec: Spec, sources: dict) -> dict:
     """Each model variant's weight identity (``cluster.weights``), by label; a model whose identity cannot be
     read (a hub id gone from the cache) is recorded as unknown with the reason, never failing the scan."""
-    from cluster.weights import UNKNOWN, weights_identity
+    from mirrorscan.cluster.weights import UNKNOWN, weights_identity
 
     out = {}
     for m in spec.models:

@@ -49,8 +49,8 @@ import sys
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.jobs.errors import reports_user_errors
 
 JSON_COLUMNS = ("settings", "counts", "package_versions", "content_hashes", "model_weights")
 VIEWS = ("traces", "scan_invocations", "inference_log")
@@ -71,7 +71,7 @@ EXIT_INTERRUPTED = 130
 def trace_stores(store_uri: str | None, invocations: pa.Table, default_store: str) -> tuple[list, list[str]]:
     """The stores ``sql`` reads: ``store_uri`` alone when given (it must exist); else the default store and
     every store the catalog's invocations name. Returns (open stores, notes about stores left out)."""
-    from cluster.store import open_store
+    from mirrorscan.cluster.store import open_store
 
     if store_uri is not None:
         return [open_store(store_uri, create=False)], []
@@ -101,13 +101,13 @@ def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str |
     (a lazy dataset registered as Arrow), which external access does not restrict."""
     import duckdb
 
-    from cluster import inference_log
-    from cluster.catalog import Catalog, resolve_dsn
+    from mirrorscan.cluster import inference_log
+    from mirrorscan.cluster.catalog import Catalog, resolve_dsn
     import pyarrow.dataset as pads
 
-    from cluster.home import default_store_uri
-    from grid.instrument import known_trace_schema, registered
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.home import default_store_uri
+    from mirrorscan.grid.instrument import known_trace_schema, registered
+    from mirrorscan.grid.trace_schema import trace_schema
 
     with Catalog(resolve_dsn(catalog_dsn)) as catalog:
         invocations = catalog.invocations_arrow()
@@ -164,7 +164,7 @@ def check_statement(con, sql: str) -> None:
                           "pass one statement (no ';' between two)")
     kind = statements[0].type.name
     if kind not in QUERY_TYPES:
-        from grid.formatting import with_article
+        from mirrorscan.grid.formatting import with_article
 
         raise ConfigError("", "query", f"{with_article(kind)} statement is refused; mirrorscan sql only reads",
                           f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     line; 130 after Ctrl-C, one ``interrupted:`` line)."""
     import os
 
-    from cluster.home import default_store_uri
+    from mirrorscan.cluster.home import default_store_uri
 
     args = build_parser(prog).parse_args(argv)
     if not args.timeout >= 0:
@@ -416,4 +416,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.sql"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.sql"))

@@ -46,9 +46,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from analysis.errors import AnalysisError
-from grid.errors import excerpt, read_problem
-from jobs.errors import reports_user_errors
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.grid.errors import excerpt, read_problem
+from mirrorscan.jobs.errors import reports_user_errors
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null")
 
@@ -87,7 +87,7 @@ def read_table(path: str):
 def invocation_source(target: str) -> dict | None:
     """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
     has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    from cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
+    from mirrorscan.cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
 
     is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
     if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
@@ -100,10 +100,10 @@ def invocation_source(target: str) -> dict | None:
 def read_input(args):
     """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
     if getattr(args, "invocation", None):
-        from cluster.store import open_store
-        from grid.instrument import resolve
-        from grid.settings import upgrade
-        from grid.trace_schema import trace_schema
+        from mirrorscan.cluster.store import open_store
+        from mirrorscan.grid.instrument import resolve
+        from mirrorscan.grid.settings import upgrade
+        from mirrorscan.grid.trace_schema import trace_schema
 
         inv = args.invocation
         columns = resolve(upgrade(inv["settings"])["instrument"]).columns
@@ -162,7 +162,7 @@ def items_by_layer(table, score: str, label: str, layer: str | None, item: str |
     of each layer are its rows in file order (every layer must list the items in the same order). An
     item whose label differs between layers, or a missing/duplicated (item, layer) cell, is refused.
     """
-    from analysis.design import pivot_long
+    from mirrorscan.analysis.design import pivot_long
 
     labels = labels_as_text(column(table, label), label)
     if layer is None:
@@ -244,7 +244,7 @@ def _write_beside(inv: dict, command: str, result: dict) -> None:
     import time
     import uuid
 
-    from cluster.store import open_store
+    from mirrorscan.cluster.store import open_store
 
     text = json.dumps(_jsonable(result), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     path = open_store(inv["store_uri"]).write_analysis(
@@ -282,9 +282,9 @@ def _split(specs: list[str]) -> list[str]:
 
 def gstudy(args) -> dict:
     """Run ``stats gstudy``: G-study, D-studies and (with --plots) the PNG charts."""
-    from analysis.design import pivot_long
-    from analysis.gtheory import g_study
-    from analysis.gtheory_report import gtheory_report, parse_sizes
+    from mirrorscan.analysis.design import pivot_long
+    from mirrorscan.analysis.gtheory import g_study
+    from mirrorscan.analysis.gtheory_report import gtheory_report, parse_sizes
 
     facets = _split(args.facets)
     if not facets:
@@ -296,7 +296,7 @@ def gstudy(args) -> dict:
     report = gtheory_report(g, [parse_sizes(s) for s in args.d_study], args.target, args.object_variance)
     result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json()}
     if args.plots:
-        from analysis.plotting import gstudy_charts
+        from mirrorscan.analysis.plotting import gstudy_charts
 
         folder = Path(args.plots)
         folder.mkdir(parents=True, exist_ok=True)
@@ -309,8 +309,8 @@ def gstudy(args) -> dict:
 
 def kendall(args) -> dict:
     """Run ``stats kendall``: W, W_t, χ², permutation p, and optionally a reference distribution."""
-    from analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
-    from analysis.design import pivot_long
+    from mirrorscan.analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
+    from mirrorscan.analysis.design import pivot_long
 
     table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
@@ -332,7 +332,7 @@ def kendall(args) -> dict:
 
 def auroc(args) -> dict:
     """Run ``stats auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
-    from analysis.auroc import auroc as auroc_fn, max_deviation
+    from mirrorscan.analysis.auroc import auroc as auroc_fn, max_deviation
 
     table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
@@ -346,7 +346,7 @@ def auroc(args) -> dict:
             groups = {_plain(m): table.filter(pa.array(key == m)) for m in _first_appearance(key)}
         prepared = {m: items_by_layer(t, args.score, args.label, args.layer, args.item) for m, t in groups.items()}
         if args.ray and args.model is not None:
-            from analysis.drivers import auroc_per_model_ray
+            from mirrorscan.analysis.drivers import auroc_per_model_ray
 
             curves = auroc_per_model_ray({m: (s, lab) for m, (s, lab, _) in prepared.items()}, args.positive)
         else:
@@ -369,13 +369,13 @@ def auroc(args) -> dict:
 
 def null(args) -> dict:
     """Run ``stats null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
-    from analysis.nulls import label_permutation_null
+    from mirrorscan.analysis.nulls import label_permutation_null
 
     table = numeric_scores(read_input(args), args.score)
     with _naming(args.input):
         scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
         if args.ray:
-            from analysis.drivers import label_permutation_null_ray
+            from mirrorscan.analysis.drivers import label_permutation_null_ray
 
             res = label_permutation_null_ray(scores, labels, args.positive, args.permutations, args.seed,
                                              args.shard_size, layers)
@@ -499,4 +499,4 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan stats") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m jobs.stats"))
+    sys.exit(main(prog="python -m mirrorscan.jobs.stats"))

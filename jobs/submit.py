@@ -1,7 +1,7 @@
 """``mirrorscan submit`` / ``status`` / ``logs``: run an experiment on a Ray cluster as a Ray job.
 
 ``submit`` validates the experiment here (a bad config exits 2 before anything reaches the cluster),
-then hands ``python -m jobs.scan <experiment> …`` to Ray's Job Submission API with the runtime env of
+then hands ``python -m mirrorscan.jobs.scan <experiment> …`` to Ray's Job Submission API with the runtime env of
 ``runtime_env.yaml`` or another profile (working_dir = this checkout, minus caches; ``jobs/job_env.py``
 says where the job writes), streams the job's output and exits
 with the job's exit code. Without a cluster address (``--address`` or ``$RAY_ADDRESS``) it runs the
@@ -20,14 +20,15 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grid.errors import ConfigError, read_problem
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError, read_problem
+from mirrorscan.jobs.errors import reports_user_errors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ENV_FILE = REPO_ROOT / "runtime_env.yaml"
@@ -58,7 +59,7 @@ def secret_problem(name: str, value: str) -> str | None:
     variables named like secrets (but not ``*_PATH``/``*_FILE``/``*_ENV``, which point at one) unless
     the value only references another variable (``${VAR}``).
     """
-    from grid.secrets import secret_shape   # the project's one list of credential shapes
+    from mirrorscan.grid.secrets import secret_shape   # the project's one list of credential shapes
 
     value = str(value)
     what = secret_shape(value)
@@ -115,7 +116,7 @@ def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Pat
         if problem:
             raise ConfigError(path, f"env_vars.{name}", f"{problem}; the runtime env is shown on the dashboard",
                               "keep secrets on the cluster nodes (Kubernetes Secret, ~/.pgpass, instance profile)")
-    from grid.secrets import reject_secrets   # every other field too (pip URLs, working_dir, …): shown as well
+    from mirrorscan.grid.secrets import reject_secrets   # every other field too (pip URLs, working_dir, …): shown as well
 
     reject_secrets(str(path), {k: v for k, v in env.items() if k != "env_vars"}, "",
                    "keep secrets on the cluster nodes (a pip index's netrc, Kubernetes Secret, instance profile)")
@@ -129,6 +130,16 @@ def load_runtime_env(path: str | Path = RUNTIME_ENV_FILE, working_dir: str | Pat
     except Exception as exc:   # Ray raises TypeError/ValueError/… for unknown or malformed fields
         raise ConfigError(path, "runtime env", f"Ray rejects it: {exc}", "fix the field Ray names") from None
     return env
+
+
+def ship_package(runtime_env: dict, staging: Path) -> None:
+    """Make the job import the mirrorscan package submitted with it: a copy of the installed package goes
+    into ``staging`` and the runtime env's ``py_modules``, and the working_dir's own ``mirrorscan/`` folder
+    (the package's root module only) is left out of the upload so it cannot shadow the copy."""
+    from mirrorscan.cluster.package_upload import stage_package
+
+    runtime_env["py_modules"] = [str(stage_package(staging)), *(runtime_env.get("py_modules") or [])]
+    runtime_env["excludes"] = [*(runtime_env.get("excludes") or []), "/mirrorscan/"]
 
 
 def _experiment_in_working_dir(experiment: str, working_dir: str, excludes: list[str]) -> str:
@@ -151,8 +162,8 @@ def _experiment_in_working_dir(experiment: str, working_dir: str, excludes: list
 
 def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, store: str | None,
                     catalog_dsn: str | None, progress: bool) -> str:
-    """The shell command the job runs: ``python -m jobs.scan <experiment> …`` (quoted)."""
-    args = ["python", "-m", "jobs.scan", experiment_rel, "--max-attempts", str(max_attempts)]
+    """The shell command the job runs: ``python -m mirrorscan.jobs.scan <experiment> …`` (quoted)."""
+    args = ["python", "-m", "mirrorscan.jobs.scan", experiment_rel, "--max-attempts", str(max_attempts)]
     if resume:
         args.append("--resume")
     if store:
@@ -200,7 +211,7 @@ def connect(address: str):
 def warn_if_exposed(client) -> None:
     """Print one warning line when the cluster behind ``client`` (a JobSubmissionClient) listens beyond
     loopback with authentication off (``cluster.ray_session.job_server_warning``)."""
-    from cluster.ray_session import job_server_warning
+    from mirrorscan.cluster.ray_session import job_server_warning
 
     warning = job_server_warning(client.get_address())
     if warning:
@@ -274,7 +285,7 @@ SUBMIT_HELP = """\
 Run an experiment's grid on a Ray cluster as a Ray job (or here, without an address).
 
 The experiment is validated first (exit 2 on a bad config, nothing submitted). The job runs
-`python -m jobs.scan EXPERIMENT …` with a runtime env: the checkout as working_dir (the experiment must be
+`python -m mirrorscan.jobs.scan EXPERIMENT …` with a runtime env: the checkout as working_dir (the experiment must be
 inside it). The default profile (runtime_env.yaml) is for a Ray head on this machine: the job uses this
 machine's home, its local store, catalog and prepared models. `--profile cluster` (runtime_env.cluster.yaml)
 names a shared store and catalog for a cluster on other machines; a job for one must name both (profile,
@@ -316,21 +327,21 @@ def _runtime_env_options(p: argparse.ArgumentParser) -> None:
 
 def _runtime_env_file(args: argparse.Namespace) -> str:
     """The runtime env YAML that ``--runtime-env`` or ``--profile`` names (default: the local profile's)."""
-    from jobs.job_env import profile_file
+    from mirrorscan.jobs.job_env import profile_file
 
     return args.runtime_env or str(profile_file(args.profile))
 
 
 def _place(runtime_env: dict, env_file: str, address: str, **where) -> str:
     """``jobs.job_env.place_job``: the entrypoint's prefix, or ConfigError before anything is contacted."""
-    from jobs.job_env import place_job
+    from mirrorscan.jobs.job_env import place_job
 
     return place_job(runtime_env, env_file, address, **where)
 
 
 def _say_where(prefix: str) -> None:
     """One line on stderr when the job uses this machine's home (a head on this machine)."""
-    from jobs.job_env import describe
+    from mirrorscan.jobs.job_env import describe
 
     if describe(prefix):
         print(describe(prefix), file=sys.stderr)
@@ -338,7 +349,7 @@ def _say_where(prefix: str) -> None:
 
 def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     """``mirrorscan submit``: validate, submit, follow; returns the job's exit code (see SUBMIT_HELP)."""
-    from grid.spec import load_spec
+    from mirrorscan.grid.spec import load_spec
 
     out = out or sys.stdout
     if argv and argv[0] in ("stats", "analyze"):   # `submit analyze` is the older spelling of `submit stats`
@@ -349,7 +360,7 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
         raise ConfigError("", "--max-attempts", f"is {args.max_attempts}", "use 1 or more")
     address = cluster_address(args.address)
     if not address:
-        from jobs import scan
+        from mirrorscan.jobs import scan
 
         local = [args.experiment, "--max-attempts", str(args.max_attempts)] + (["--resume"] if args.resume else []) \
             + (["--store", args.store] if args.store else []) + (["--catalog-dsn", args.catalog_dsn] if args.catalog_dsn else [])
@@ -366,10 +377,12 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
                                                store=args.store, catalog_dsn=args.catalog_dsn, progress=args.progress)
     # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
-    from jobs.scan import CONFIG_ORIGIN_ENV
+    from mirrorscan.jobs.scan import CONFIG_ORIGIN_ENV
 
     runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
                                CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
+    staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
+    ship_package(runtime_env, Path(staging.name))
     client = connect(address)
     warn_if_exposed(client)
     _say_where(home_prefix)
@@ -400,18 +413,18 @@ Without an address it runs in this process.
 
 
 def analysis_entrypoint(stats_argv: list[str]) -> str:
-    """The shell command an analysis job runs: ``python -m jobs.stats <command> …`` (quoted), with ``--ray``
+    """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted), with ``--ray``
     added to ``null`` and to ``auroc --model`` so their work spreads over the cluster as Ray tasks."""
     args = list(stats_argv)
     if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:
         args.append("--ray")
-    return " ".join(shlex.quote(a) for a in ["python", "-m", "jobs.stats", *args])
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "mirrorscan.jobs.stats", *args])
 
 
 def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", out=None) -> int:
     """``mirrorscan submit analyze …``: check the statistics command here, run it as a Ray job (or in this
     process without an address) and follow it; returns the job's exit code (see ANALYZE_HELP)."""
-    from jobs import stats
+    from mirrorscan.jobs import stats
 
     out = out or sys.stdout
     p = argparse.ArgumentParser(prog=prog, description=ANALYZE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -442,6 +455,8 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
     home_prefix = _place(runtime_env, env_file, address, catalog_dsn=args.catalog_dsn, needs_store=False)
     entrypoint = home_prefix + analysis_entrypoint(stats_argv)
+    staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
+    ship_package(runtime_env, Path(staging.name))
     client = connect(address)
     warn_if_exposed(client)
     _say_where(home_prefix)
@@ -558,7 +573,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan submit") -> int:
 
 
 if __name__ == "__main__":
-    # python -m jobs.submit [submit|status|logs] ARGS…
+    # python -m mirrorscan.jobs.submit [submit|status|logs] ARGS…
     _argv = sys.argv[1:]
     _verb = _argv.pop(0) if _argv and _argv[0] in VERB_FUNCTIONS else "submit"
-    sys.exit(main(_argv, prog=f"python -m jobs.submit {_verb}"))
+    sys.exit(main(_argv, prog=f"python -m mirrorscan.jobs.submit {_verb}"))

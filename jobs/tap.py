@@ -20,13 +20,13 @@ import sys
 import threading
 import uuid
 
-from grid.errors import ConfigError
-from jobs.errors import reports_user_errors
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.jobs.errors import reports_user_errors
 
 
 def parser(prog: str = "mirrorscan tap") -> argparse.ArgumentParser:
     """The verb's arguments."""
-    from cluster.tap import DEFAULT_HOST, DEFAULT_PORT
+    from mirrorscan.cluster.tap import DEFAULT_HOST, DEFAULT_PORT
 
     p = argparse.ArgumentParser(prog=prog, description="Relay an OpenAI-compatible server and log each request's "
                                 "timing to the catalog's inference_log (see cluster/tap.py).")
@@ -50,13 +50,13 @@ def parser(prog: str = "mirrorscan tap") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan tap") -> int:
     """Run the tap until interrupted; exit code 0 after a clean stop."""
-    from cluster.tap import start_tap, stop_tap
+    from mirrorscan.cluster.tap import start_tap, stop_tap
 
     args = parser(prog).parse_args(argv)
     if not 0 < args.port < 65536:
         raise ConfigError("", "--port", f"{args.port} is not a TCP port", "pass a port between 1 and 65535")
     if args.label is not None:
-        from grid.names import check_name
+        from mirrorscan.grid.names import check_name
 
         check_name(args.label, "", "--label")
     tap_id = str(uuid.uuid4())

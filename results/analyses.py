@@ -27,8 +27,8 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
-from grid.instrument import Analysis
-from results.invocations import Invocation
+from mirrorscan.grid.instrument import Analysis
+from mirrorscan.results.invocations import Invocation
 
 PROVENANCE_KEY = "analysis_provenance"
 """The summary.json key holding the fingerprint, text, notes and file list (not one of the numbers)."""
@@ -104,7 +104,7 @@ def write_analysis(inv: Invocation, analysis: Analysis, *, reannotate: bool = Fa
     summary.json first."""
     import pyarrow.parquet as pq
 
-    from cluster.provenance import git_state
+    from mirrorscan.cluster.provenance import git_state
 
     name = inv.instrument.name
     stamp = f"{name}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"   # unique per analysis

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from grid.formatting import fixed, headline, milliseconds
-from grid.instrument import headline_units
-from results.invocations import Invocation, successful_cells
+from mirrorscan.grid.formatting import fixed, headline, milliseconds
+from mirrorscan.grid.instrument import headline_units
+from mirrorscan.results.invocations import Invocation, successful_cells
 
 BREAKDOWNS = ("envelope", "ordering", "label")
 """Coordinates ``same_answer`` is broken down by."""
@@ -195,8 +195,8 @@ def timing_shifts(left: pa.Table, right: pa.Table) -> dict:
 
 def diff(left: Invocation, right: Invocation, timing: tuple[tuple[pa.Table, str], tuple[pa.Table, str]]) -> Diff:
     """Compare two invocations of one instrument (``timing``: each side's ``request_timing``); no I/O."""
-    from grid.errors import ConfigError
-    from grid.settings import shaping_differences
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.grid.settings import shaping_differences
 
     if left.instrument.name != right.instrument.name:
         raise ConfigError("", "A, B", f"are of different instruments ({left.instrument.name}, {right.instrument.name})",
@@ -214,7 +214,7 @@ def diff(left: Invocation, right: Invocation, timing: tuple[tuple[pa.Table, str]
 def diff_targets(a: str, b: str, *, store: str | None = None, dsn: str | None = None) -> Diff:
     """Read invocations ``a`` and ``b`` (ids, unique starts, or experiments → newest) and their request timing,
     and ``diff`` them."""
-    from results.invocations import load, request_timing
+    from mirrorscan.results.invocations import load, request_timing
 
     left, right = load(a, store=store, dsn=dsn), load(b, store=store, dsn=dsn)
     return diff(left, right, (request_timing(left, dsn), request_timing(right, dsn)))

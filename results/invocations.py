@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.errors import ConfigError
-from grid.instrument import Instrument, resolve
-from grid.settings import upgrade
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import Instrument, resolve
+from mirrorscan.grid.settings import upgrade
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Invocation:
 
 def catalog_dsn(flag: str | None) -> str:
     """The catalog DSN to read: the flag, else ``$MIRRORSCAN_CATALOG_DSN``, else the embedded server."""
-    from cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.catalog import resolve_dsn
 
     return resolve_dsn(flag or os.environ.get("MIRRORSCAN_CATALOG_DSN"))
 
@@ -60,7 +60,7 @@ def resolve_rows(target: str, *, dsn: str | None = None, every: bool = False) ->
     """Catalog rows of ``target``: an invocation id (or its unique start) → that one; an experiment (folder or
     name) → its newest invocation, or with ``every`` all its invocations, oldest first. ConfigError (naming
     what to run) when there is none."""
-    from cluster.catalog import Catalog, resolve_invocation
+    from mirrorscan.cluster.catalog import Catalog, resolve_invocation
 
     with Catalog(catalog_dsn(dsn)) as catalog:
         newest = resolve_invocation(target, catalog)
@@ -85,8 +85,8 @@ def load(target: str | dict, *, store: str | None = None, dsn: str | None = None
     up in the catalog at ``dsn``; or its catalog row itself (``resolve_rows``), read without the catalog —
     from the store (``store``, default the one it recorded; a local folder that does not exist is an
     error, never created). ConfigError when it is not found, or (``need_traces``) has no traces there."""
-    from cluster.store import open_store
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.trace_schema import trace_schema
 
     row = target if isinstance(target, dict) else resolve_rows(target, dsn=dsn)[0]
     settings = upgrade(row["settings"])
@@ -120,8 +120,8 @@ def request_timing(invocation: Invocation, dsn: str | None = None) -> tuple[pa.T
     """(timing rows of the invocation's engine requests: ``TIMING_COLUMNS``, where they come from). From the
     inference_log (catalog rows and those spilled beside the traces); when it holds none (older runs, or a
     log that was lost), from the timing columns of the trace rows themselves."""
-    from cluster.catalog import Catalog
-    from cluster.inference_log import spill_dataset
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.inference_log import spill_dataset
 
     with Catalog(catalog_dsn(dsn)) as catalog:
         rows = catalog.execute("SELECT label, ttft_ms, decode_tok_s, total_ms FROM inference_log "

@@ -24,9 +24,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.formatting import fixed
-from grid.headline import HeadlineSource, sql_text
-from grid.instrument import Analysis
+from mirrorscan.grid.formatting import fixed
+from mirrorscan.grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.instrument import Analysis
 
 SAMPLE_ROWS = 8
 """Stored rows shown verbatim (what was asked, what came back), in probe_id order."""
@@ -94,7 +94,7 @@ class Report:
 def redact(value: Any) -> Any:
     """``value`` (nested JSON) with the values of secret-named keys replaced by ``***`` and any DSN-looking
     string passed through ``cluster.catalog.redact_dsn`` (its password removed)."""
-    from cluster.catalog import redact_dsn
+    from mirrorscan.cluster.catalog import redact_dsn
 
     if isinstance(value, dict):
         return {k: "***" if str(k).lower() in SECRET_KEYS and isinstance(v, str) and v else redact(v)
@@ -151,8 +151,8 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
     log-probs, lens's vectors) — the cell's value as the browser shows it (``cell_value``) and its per-layer
     vectors summarised (``results.vectors.summary``: shape and a few norms, never the values); and the stored
     class where the instrument has one. Only those rows are taken from ``traces``."""
-    from grid.instrument import cell_value
-    from results import vectors
+    from mirrorscan.grid.instrument import cell_value
+    from mirrorscan.results import vectors
 
     order = [k for k in ("probe_id", "sample", "attempt") if k in traces.column_names]
     picked = pc.sort_indices(traces.select(order), [(k, "ascending") for k in order])[:limit] if order else \
@@ -222,7 +222,7 @@ def _catalog_name() -> str:
     password, or "embedded"."""
     import os
 
-    from cluster.catalog import redact_dsn
+    from mirrorscan.cluster.catalog import redact_dsn
 
     dsn = os.environ.get("MIRRORSCAN_CATALOG_DSN", "").strip()
     return redact_dsn(dsn) if dsn and dsn != "embedded" else "embedded (this machine's mirrorscan home)"

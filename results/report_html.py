@@ -12,9 +12,9 @@ import html
 import json
 import shlex
 
-from grid.formatting import headline
-from grid.instrument import headline_units
-from results.report import HeadlineNumber, Report
+from mirrorscan.grid.formatting import headline
+from mirrorscan.grid.instrument import headline_units
+from mirrorscan.results.report import HeadlineNumber, Report
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#1b1b1b}

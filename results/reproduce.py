@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.cells import with_probe_ids
-from grid.errors import ConfigError
-from grid.records import ModelVariant
-from grid.settings import shaping_differences, upgrade
-from grid.spec import API_BACKENDS, TOP_LEVEL, Spec
-from results.invocations import Invocation, catalog_dsn, load, resolve_rows
+from mirrorscan.grid.cells import with_probe_ids
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.settings import shaping_differences, upgrade
+from mirrorscan.grid.spec import API_BACKENDS, TOP_LEVEL, Spec
+from mirrorscan.results.invocations import Invocation, catalog_dsn, load, resolve_rows
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
 """Where a plan's cells come from."""
@@ -75,7 +75,7 @@ def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) 
     """The ``Spec`` frozen ``settings`` (any format) describe, as if its config had been validated again:
     ``Spec.settings()`` gives back their result-shaping part. ``config_path`` is what errors name (the
     original config file where known); ``store_uri`` the store to write to."""
-    from grid.instrument import resolve
+    from mirrorscan.grid.instrument import resolve
 
     settings = upgrade(settings)
     instrument = resolve(settings["instrument"])
@@ -118,7 +118,7 @@ def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int]
     coordinates, with probe ids: what the grid was, without its item files. With ``order`` (``run_order``)
     they come in the order the original ran them, so that, cut at the same batch size, the reproduction's
     batches hold the same cells (left padding can move a greedy answer); else in the order read."""
-    from cluster.stages import STAGE_SEP
+    from mirrorscan.cluster.stages import STAGE_SEP
 
     rows = traces
     if getattr(instrument, "stages", ()):
@@ -135,7 +135,7 @@ def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int]
 def submitted_config(invocation_id: str, dsn: str | None = None) -> dict | None:
     """The config as the invocation's first driver run recorded it (``scan_runs.submitted_config``: its file
     and JSON); None when none was recorded (before migration 0004)."""
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
     with Catalog(catalog_dsn(dsn)) as catalog:
         rows = catalog.execute(
@@ -156,7 +156,7 @@ def _recorded_sources(original: Invocation) -> dict[str, str]:
 def _resolve_sources(spec: Spec, config_file: str, recorded: dict[str, str], warnings: list[str]) -> dict[str, str]:
     """Each model's source now: an API model's name; else its entry resolved as a scan resolves it (relative
     paths next to the original config file), falling back to the source the original recorded."""
-    from cluster.models import resolve_model_source
+    from mirrorscan.cluster.models import resolve_model_source
 
     sources = {}
     for i, m in enumerate(spec.models):
@@ -182,7 +182,7 @@ def _resolve_sources(spec: Spec, config_file: str, recorded: dict[str, str], war
 def _weight_warnings(spec: Spec, sources: dict, recorded: dict | None, warnings: list[str]) -> dict[str, dict]:
     """Today's weight identities, with a warning for each that differs from the recorded one or cannot be
     compared."""
-    from cluster.weights import UNKNOWN, describe, same_weights, weights_identity
+    from mirrorscan.cluster.weights import UNKNOWN, describe, same_weights, weights_identity
 
     now = {}
     for m in spec.models:
@@ -203,7 +203,7 @@ def _weight_warnings(spec: Spec, sources: dict, recorded: dict | None, warnings:
 
 def _provenance_warnings(row: dict, warnings: list[str]) -> None:
     """Package versions and the git tree: then (the catalog row) against now."""
-    from cluster.provenance import git_state, package_versions
+    from mirrorscan.cluster.provenance import git_state, package_versions
 
     then, now = row.get("package_versions") or {}, package_versions()
     for name in sorted(set(then) | set(now)):
@@ -253,7 +253,7 @@ def unfinished_reproduction(target: str, dsn: str | None = None) -> tuple[str, s
     """(the original's id, the id of the reproduction to finish) for ``reproduce <target> --resume``: ``target``
     itself when it is an unfinished reproduction, else the newest unfinished reproduction of ``target``.
     ConfigError when there is none."""
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
     (row,) = resolve_rows(target, dsn=dsn)
     target_id = str(row["invocation_id"])
@@ -307,8 +307,8 @@ def check_recorded_config(original: Invocation, submitted: dict, where: str) -> 
     ``grid.names.check_experiment_name``): the recorded config and the frozen settings' config values (not the
     instrument's section, which also holds what its item files say) hold no NUL and nothing shaped like a
     secret, and the experiment's name follows the name rule. Raises ConfigError naming ``where``."""
-    from grid.names import check_experiment_name
-    from grid.secrets import check_config_values
+    from mirrorscan.grid.names import check_experiment_name
+    from mirrorscan.grid.secrets import check_config_values
 
     fix = ("reproduce would copy it into a new invocation; scan a config without it instead, and delete the "
            "original's rows if they must go")

@@ -6,7 +6,6 @@ import functools
 import os
 import re
 import shutil
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -15,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from cluster import embedded_pg
+from mirrorscan.cluster import embedded_pg
 
 
 @pytest.fixture(scope="session")
@@ -97,13 +96,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # user's own instrument is through PYTHONPATH (workers inherit the raylet's environment, made from ours).
 PLUGIN_DIR = str(Path(__file__).resolve().parent / "plugin")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_DIR, os.environ.get("PYTHONPATH")) if p)
-sys.path.insert(0, PLUGIN_DIR)
 
 
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     """The converted demo model (SmolLM2-135M-Instruct, fp32 safetensors), prepared once."""
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster.models import prepare_demo_model
 
     return prepare_demo_model()
 
@@ -111,7 +109,7 @@ def demo_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, demo_dir) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the demo tokenizer: fast and deterministic."""
-    from cluster.models import build_tiny_random_model
+    from mirrorscan.cluster.models import build_tiny_random_model
 
     return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "tiny", demo_dir, seed=0)
 
@@ -139,7 +137,6 @@ def bos_tiny_dir(tiny_dir, tmp_path_factory) -> Path:
 def overfit_dir(tmp_path_factory, demo_dir) -> Path:
     """The tiny Llama overfit to tests/jobs/overfit.py's planted answer table (about 80 s of training), trained
     once for the modules that scan it; training stops only at the margin it asserts."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
     import overfit
 
     folder = tmp_path_factory.mktemp("overfit") / "model"
@@ -166,7 +163,7 @@ def ray_local(_ray_local_session):
     ``own_ray()`` first, which shuts the shared one down; the next module's ``ray_local`` starts it again."""
     import ray
 
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     ensure_ray(num_cpus=2)   # a no-op while the shared one runs
     yield ray
@@ -252,7 +249,7 @@ def vllm_server(demo_dir, tmp_path_factory):
     """vLLM's own OpenAI-compatible server (CPU build, float32, demo model served as "smollm2") on
     127.0.0.1, one per session, requiring the API key in ``$MIRRORSCAN_TEST_VLLM_KEY`` (so that tests
     can see an Authorization header forwarded). Yields its base URL (``http://127.0.0.1:PORT/v1``)."""
-    from actors.vllm_server import start_openai_server, stop_server
+    from mirrorscan.actors.vllm_server import start_openai_server, stop_server
 
     key = os.environ.setdefault(VLLM_TEST_KEY_ENV, f"sk-test-{uuid.uuid4().hex}")
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.cells import add_seeds, plan_attempts, with_probe_ids
-from grid.instrument import InstrumentRef
-from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
-from instruments.forced_choice.envelopes import PACKAGED, load_envelopes
+from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+from mirrorscan.instruments.forced_choice.envelopes import PACKAGED, load_envelopes
 
 NO_PRIOR = pa.table({"probe_id": pa.array([], pa.string()), "sample": pa.array([], pa.int32()),
                      "error": pa.array([], pa.string())})

@@ -5,12 +5,10 @@ frozen settings of a real config of that grid (so ``analyze`` and ``report`` can
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "results"))
 import browse_world as world  # noqa: E402
 
 EXPERIMENT = world.EXPERIMENT
@@ -20,12 +18,12 @@ LABELS = world.LABELS
 def build(root: Path, dsn: str) -> dict:
     """Write the experiment folder (``root/experiments/<name>``), the store (``root/store``) and the catalog
     row; returns the invocation id, the store folder and the experiment folder."""
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.settings import settings_hash
-    from grid.spec import load_spec
-    from grid.trace_schema import to_trace_table, trace_schema
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.settings import settings_hash
+    from mirrorscan.grid.spec import load_spec
+    from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
     exp = root / "experiments" / EXPERIMENT
     exp.mkdir(parents=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import shlex
 
-from jobs import sql
-from jobs.scan import ScanResult, print_summary
+from mirrorscan.jobs import sql
+from mirrorscan.jobs.scan import ScanResult, print_summary
 
 
 def check_suggested_query(result: ScanResult, store: str, catalog_dsn: str, columns: set[str]) -> list[dict]:

@@ -1,5 +1,5 @@
 """End to end through the command line with the packaged demo model (SmolLM2-135M-Instruct):
-``python -m jobs.scan`` then ``mirrorscan sql`` with the method's join of a trace to its settings."""
+``python -m mirrorscan.jobs.scan`` then ``mirrorscan sql`` with the method's join of a trace to its settings."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_demo_model_scan_then_sql(tmp_path, catalog_dsn, demo_dir):
         "probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"], "max_tokens": 12,
         "batch_size": 8}))
     env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(tmp_path / "store")}
-    scan = subprocess.run([sys.executable, "-m", "jobs.scan", str(exp), "--quiet"], cwd=REPO, env=env,
+    scan = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.scan", str(exp), "--quiet"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert scan.returncode == 0, scan.stderr[-3000:]
     invocation = re.search(r"invocation ([0-9a-f-]{36})", scan.stdout).group(1)

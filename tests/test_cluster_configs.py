@@ -20,8 +20,8 @@ import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.runtime_env import RuntimeEnv
 
-from cluster.ray_session import WORKER_ENV
-from jobs.submit import load_runtime_env, secret_problem
+from mirrorscan.cluster.ray_session import WORKER_ENV
+from mirrorscan.jobs.submit import load_runtime_env, secret_problem
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_YAML = REPO / "cluster.yaml"

@@ -25,7 +25,6 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_world  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +150,7 @@ def write_config(world, case: str, folder_name: str = "exp") -> Path:
 # ---- running one attempt ---------------------------------------------------------------------------------
 
 def mirrorscan(world, argv: list[str], *, setup: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
-    command = shlex.join([sys.executable, "-m", "jobs.cli", *argv])
+    command = shlex.join([sys.executable, "-m", "mirrorscan.jobs.cli", *argv])
     runner = [*UNSHARE, "sh", "-c", f"set -e; {setup}; exec {command}"] if setup else ["sh", "-c", f"exec {command}"]
     return subprocess.run(runner, capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env={**os.environ, **world["env"], **(env or {})})
@@ -267,7 +266,7 @@ def test_read_only_paths_are_refused(world):
 def test_the_browser_refuses_hostile_paths_and_labels_and_writes_nothing(world):
     from starlette.testclient import TestClient
 
-    from results.browse import Browser, build_app
+    from mirrorscan.results.browse import Browser, build_app
 
     store_before, catalog_before = tree(world["store_dir"]), catalog_dump(world["dsn"])
     browser = Browser(world["dsn"], world["root"] / "browse-index")

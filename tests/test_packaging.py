@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.registry import ENGINES, engine_class
+from mirrorscan.actors.registry import ENGINES, engine_class
 
 REPO = Path(__file__).resolve().parents[1]
 MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
@@ -24,7 +24,7 @@ def test_importing_packages_imports_neither_torch_nor_vllm():
 
 @pytest.mark.parametrize("kind, backend", sorted(ENGINES))
 def test_every_registered_engine_imports_and_is_callable(kind, backend):
-    from grid.instrument import ENGINE_KINDS
+    from mirrorscan.grid.instrument import ENGINE_KINDS
 
     assert kind in ENGINE_KINDS
     cls = engine_class(backend, kind)
@@ -32,7 +32,7 @@ def test_every_registered_engine_imports_and_is_callable(kind, backend):
 
 
 def test_a_backend_without_an_engine_of_the_kind_is_a_config_error():
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     with pytest.raises(ConfigError, match="has no 'activations' engine"):
         engine_class("anthropic", "activations")
@@ -41,7 +41,7 @@ def test_a_backend_without_an_engine_of_the_kind_is_a_config_error():
 @pytest.mark.parametrize("argv, expected", [
     ([MIRRORSCAN, "--help"], "verbs:"),
     ([MIRRORSCAN, "scan", "--help"], "--resume   finishes the newest unfinished invocation"),
-    ([sys.executable, "-m", "jobs.scan", "--help"], "Rerun semantics"),
+    ([sys.executable, "-m", "mirrorscan.jobs.scan", "--help"], "Rerun semantics"),
     ([MIRRORSCAN, "sql", "--help"], "experiment_version"),
     ([MIRRORSCAN, "prepare-demo", "--help"], "demo"),
 ])
@@ -56,7 +56,7 @@ def test_unknown_verb_exits_2():
 
 
 def test_options_before_the_verb_belong_to_the_verb():
-    from jobs.cli import verb_first
+    from mirrorscan.jobs.cli import verb_first
 
     assert verb_first(["--store", "/s", "sql", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
     assert verb_first(["sql", "--store", "/s", "SELECT 1"]) == ["sql", "--store", "/s", "SELECT 1"]
@@ -65,7 +65,7 @@ def test_options_before_the_verb_belong_to_the_verb():
 
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in (REPO / "experiments").glob("*/config.json")))
 def test_every_shipped_experiment_loads(folder):
-    from grid.spec import load_spec
+    from mirrorscan.grid.spec import load_spec
 
     spec = load_spec(REPO / "experiments" / folder)
     assert spec.experiment == folder and spec.instrument.n_items(spec.instrument_spec) > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from analysis.plotting import png, pyplot
+from mirrorscan.analysis.plotting import png, pyplot
 
 
 def radar(models: list[dict], axis_labels: dict[str, str], title: str) -> bytes:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 EPILOG = """\
 An input is the summary.json that `mirrorscan analyze` writes for a flinch invocation (all its models),
@@ -61,14 +61,14 @@ def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "reference":
-            from instruments.flinch.reference import describe
+            from mirrorscan.instruments.flinch.reference import describe
 
             print(describe())
             return 0
         if args.command == "corpus":
             print(corpus_text(args.file, axis_list(args.axes)))
             return 0
-        from instruments.flinch.compare import compare, format_table, overlay_radar
+        from mirrorscan.instruments.flinch.compare import compare, format_table, overlay_radar
 
         if not args.inputs and not args.reference:
             raise ConfigError("(command line)", "FILE", "no input given", "give result files or --reference MODEL")
@@ -87,7 +87,7 @@ def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
 def corpus_text(path: str, axes: list[str] | None) -> str:
     """What ``load_corpus`` reads from ``path`` (the axes selected): per axis its terms and carriers, the
     descriptive keys kept, and the warnings."""
-    from instruments.flinch.corpus import METHOD_AXES, load_corpus
+    from mirrorscan.instruments.flinch.corpus import METHOD_AXES, load_corpus
 
     corpus = load_corpus(path, axes=axes)
     lines = [f"corpus {corpus.path} (version {corpus.version or '-'}, SHA-256 {corpus.sha256[:12]}…): "

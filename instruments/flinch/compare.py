@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.errors import ConfigError
-from instruments.flinch import reference
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.flinch import reference
 
 UNKNOWN = "unknown"
 """Corpus hash or aggregation of an input that does not record it (a file written by another tool)."""
@@ -215,7 +215,7 @@ def format_table(result: dict) -> str:
 
 def overlay_radar(result: dict) -> bytes:
     """PNG bytes: every input (and the baseline) on one radar over the compared axes."""
-    from instruments.flinch.charts import radar
+    from mirrorscan.instruments.flinch.charts import radar
 
     shown = ([result["baseline"]] if result["baseline"] else []) + result["rows"]
     n = len(result["axes"])

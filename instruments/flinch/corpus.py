@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from grid.errors import ConfigError, file_error, refuse_duplicate_keys
-from grid.ids import check_component
-from grid.names import check_name
+from mirrorscan.grid.errors import ConfigError, file_error, refuse_duplicate_keys
+from mirrorscan.grid.ids import check_component
+from mirrorscan.grid.names import check_name
 
 BLANK = "{BLANK}"
 """Placeholder for the term in a carrier sentence."""
@@ -133,7 +133,7 @@ class Corpus:
 
 def _read(path: str, base: Path | None) -> tuple[str, bytes]:
     if path == STARTER:
-        return path, resources.files("instruments.flinch").joinpath("data/corpus.json").read_bytes()
+        return path, resources.files("mirrorscan.instruments.flinch").joinpath("data/corpus.json").read_bytes()
     file = Path(path) if base is None or Path(path).is_absolute() else base / path
     try:
         return str(file), file.read_bytes()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.dstudy import generalizability_coefficient, smallest_n
-from analysis.gtheory import g_study
+from mirrorscan.analysis.dstudy import generalizability_coefficient, smallest_n
+from mirrorscan.analysis.gtheory import g_study
 
 TARGET = 0.8
 """Relative Eρ² the carriers-per-term figure aims at."""

@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from grid.errors import ConfigError
-from grid.files import stamp
-from grid.instrument import Analysis, SpecContext
-from grid.score_columns import SCORE_COLUMNS
-from grid.trace_schema import doc_field
-from instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
-from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit
-from instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.files import stamp
+from mirrorscan.grid.instrument import Analysis, SpecContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import doc_field
+from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
+from mirrorscan.instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit
+from mirrorscan.instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
 
 SECTION_KEYS = {"corpus": STARTER, "axes": None, "aggregation": DEFAULT_AGGREGATION, "proxy_samples": DEFAULT_SAMPLES}
 """The section's keys and their defaults (``axes`` None: every axis of the corpus)."""
@@ -214,11 +214,11 @@ class Flinch:
         ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
         The axes and terms come from the corpus file while it is the frozen one, else from the stored rows
         (``stored``): an edited corpus never blocks the analysis of an earlier invocation."""
-        from instruments.flinch.charts import radar
-        from instruments.flinch.gstudy import carrier_gstudy
-        from instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
-        from instruments.flinch.report_text import analysis_text
-        from instruments.flinch.stored import analysis_axes
+        from mirrorscan.instruments.flinch.charts import radar
+        from mirrorscan.instruments.flinch.gstudy import carrier_gstudy
+        from mirrorscan.instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
+        from mirrorscan.instruments.flinch.report_text import analysis_text
+        from mirrorscan.instruments.flinch.stored import analysis_axes
 
         spec = from_frozen(settings["instrument_settings"])
         found = analysis_axes(spec, traces)
@@ -305,7 +305,7 @@ class Flinch:
     def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
         """Each headline number's definition and its ``mirrorscan sql`` query, or for the carrier G-study the
         query selecting its input and the ``mirrorscan stats gstudy`` command (``sources``)."""
-        from instruments.flinch.sources import headline_sources
+        from mirrorscan.instruments.flinch.sources import headline_sources
 
         return headline_sources(analysis, settings, invocation_id)
 
@@ -314,7 +314,7 @@ class Flinch:
 
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: mean log-prob per model, axis and term (``sources``)."""
-        from instruments.flinch.sources import suggested_sql
+        from mirrorscan.instruments.flinch.sources import suggested_sql
 
         return suggested_sql(invocation_id)
 
@@ -324,7 +324,7 @@ class Flinch:
 
     def cli(self, argv: list[str], prog: str = "mirrorscan flinch") -> int:
         """flinch's own tools: `compare` results side by side (a table and an overlay radar)"""
-        from instruments.flinch.cli import main
+        from mirrorscan.instruments.flinch.cli import main
 
         return main(argv, prog)
 

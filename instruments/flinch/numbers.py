@@ -18,7 +18,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from instruments.flinch.scale import axis_score, term_score, total_flinch
+from mirrorscan.instruments.flinch.scale import axis_score, term_score, total_flinch
 
 
 def scored_carriers(traces: pa.Table) -> list[dict]:
@@ -125,7 +125,7 @@ def proxy_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]]) -> li
     term has no hit (those terms are listed; each such term has only a bound, ``proxy_flinch_at_least``). Each
     term and axis carries its 95 % interval on the flinch scale (``flinch_low``, ``flinch_high``; an axis's
     holds for its terms at once: ``proxy.axis_proxy``)."""
-    from instruments.flinch.proxy import axis_proxy, proxy_score
+    from mirrorscan.instruments.flinch.proxy import axis_proxy, proxy_score
 
     out = []
     ok = traces.filter(pc.and_(pc.is_null(traces.column("error")), pc.is_valid(traces.column("proxy_k"))))

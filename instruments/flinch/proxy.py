@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from scipy.stats import beta
 
-from instruments.flinch.scale import flinch_of
+from mirrorscan.instruments.flinch.scale import flinch_of
 
 DEFAULT_SAMPLES = 50
 """Samples per carrier for the proxy."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 FILE = "data/reference_baselines.csv"
 """The table, inside the ``instruments.flinch`` package."""
@@ -53,7 +53,7 @@ class Baseline:
 @lru_cache(maxsize=1)
 def baselines() -> dict[str, Baseline]:
     """Every reference model, in the table's order."""
-    text = resources.files("instruments.flinch").joinpath(FILE).read_text(encoding="utf-8")
+    text = resources.files("mirrorscan.instruments.flinch").joinpath(FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader(io.StringIO(text)))
     keys = [k for k in rows[0] if k not in ("model", "total")]
     return {r["model"]: Baseline(r["model"], {k: float(r[k]) for k in keys}, float(r["total"])) for r in rows}

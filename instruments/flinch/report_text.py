@@ -6,8 +6,8 @@ says what the totals sum and which models lack what (``numbers.totals``).
 
 from __future__ import annotations
 
-from instruments.flinch.numbers import total_text
-from instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, difference_lines, interval_text
+from mirrorscan.instruments.flinch.numbers import total_text
+from mirrorscan.instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, difference_lines, interval_text
 
 
 def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found) -> str:

@@ -10,8 +10,8 @@ is null).
 
 from __future__ import annotations
 
-from grid.headline import HeadlineSource, sql_text
-from instruments.flinch.scale import LP_AT_HUNDRED, LP_AT_ZERO
+from mirrorscan.grid.headline import HeadlineSource, sql_text
+from mirrorscan.instruments.flinch.scale import LP_AT_HUNDRED, LP_AT_ZERO
 
 SCALE = "least(100, greatest(0, 100 * ({zero} - {lp}) / {span}))"
 """The fixed linear map lp → flinch, clipped to [0, 100], as SQL."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
-from instruments.flinch.corpus import load_corpus
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.flinch.corpus import load_corpus
 
 
 @dataclass(frozen=True)

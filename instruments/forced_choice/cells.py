@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.ids import SEP
-from instruments.forced_choice.envelopes import Envelope, split_template
+from mirrorscan.grid.ids import SEP
+from mirrorscan.instruments.forced_choice.envelopes import Envelope, split_template
 
 ORDERINGS = ("AB", "BA")
 """AB puts word_a into ``{a}`` and word_b into ``{b}``; BA swaps the words."""

@@ -5,9 +5,9 @@ Each function takes the summaries and returns PNG bytes; writing them is the cal
 
 from __future__ import annotations
 
-from analysis.plotting import png as _png
-from analysis.plotting import pyplot as _pyplot
-from instruments.forced_choice.numbers import ModelSummary, compare_fingerprints
+from mirrorscan.analysis.plotting import png as _png
+from mirrorscan.analysis.plotting import pyplot as _pyplot
+from mirrorscan.instruments.forced_choice.numbers import ModelSummary, compare_fingerprints
 
 _COLOURS = {"word_a": "#4C72B0", "word_b": "#DD8452", "unclear": "#BBBBBB", "incomplete": "#FFFFFF"}
 

@@ -53,7 +53,7 @@ from importlib import resources
 
 import pyarrow as pa
 
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.errors import AnalysisError
 
 CLASSIFIER_VERSION = "fc-1.1.0"
 """Version of these rules and the refusal lexicon, stored beside every class it writes."""
@@ -142,7 +142,7 @@ def _word_spans(text: str, word_a: str, word_b: str) -> tuple[list, list]:
 @functools.lru_cache(maxsize=1)
 def load_refusals() -> dict[str, tuple[re.Pattern, ...]]:
     """The packaged refusal lexicon, compiled: language code → patterns."""
-    doc = json.loads(resources.files("instruments.forced_choice").joinpath("data/refusals.json").read_text("utf-8"))
+    doc = json.loads(resources.files("mirrorscan.instruments.forced_choice").joinpath("data/refusals.json").read_text("utf-8"))
     if doc.get("version") != REFUSAL_LEXICON_VERSION:
         raise RuntimeError(
             f"data/refusals.json is version {doc.get('version')!r} but instruments/forced_choice/classify.py expects "

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
-from grid.instrument import Analysis
-from instruments.forced_choice.numbers import (RULES, FingerprintComparison, by_model, compare_fingerprints,
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import Analysis
+from mirrorscan.instruments.forced_choice.numbers import (RULES, FingerprintComparison, by_model, compare_fingerprints,
                                                fingerprint)
-from instruments.forced_choice.report import classified_cells, expected_cells
+from mirrorscan.instruments.forced_choice.report import classified_cells, expected_cells
 
 
 def _pick(traces: pa.Table, settings: dict, label: str | None, side: str) -> tuple[pa.Table, str]:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from grid.errors import ConfigError
-from grid.names import check_name
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.names import check_name
 
 PACKAGED = "packaged"
 """Name that selects the envelopes file shipped with mirrorscan."""
@@ -86,7 +86,7 @@ def render_template(template: str, a: str, b: str) -> str:
 def load_envelopes(path: str | Path = PACKAGED) -> EnvelopeSet:
     """Read and validate an envelopes.json (``packaged`` = the one shipped with mirrorscan)."""
     if str(path) == PACKAGED:
-        raw = resources.files("instruments.forced_choice").joinpath("data/envelopes.json").read_bytes()
+        raw = resources.files("mirrorscan.instruments.forced_choice").joinpath("data/envelopes.json").read_bytes()
         shown = "instruments/forced_choice/data/envelopes.json"
     else:
         p = Path(path)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.instrument import Analysis, SpecContext
-from grid.trace_schema import doc_field
-from instruments.forced_choice import report as fc_report
-from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
-from instruments.forced_choice.classify import with_classes
-from instruments.forced_choice.spec import ForcedChoiceSpec, from_frozen, load_section
+from mirrorscan.grid.instrument import Analysis, SpecContext
+from mirrorscan.grid.trace_schema import doc_field
+from mirrorscan.instruments.forced_choice import report as fc_report
+from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+from mirrorscan.instruments.forced_choice.classify import with_classes
+from mirrorscan.instruments.forced_choice.spec import ForcedChoiceSpec, from_frozen, load_section
 
 COLUMNS = (
     doc_field("pair_id", pa.string(), "pair id from the probe set"),
@@ -88,7 +88,7 @@ class ForcedChoice:
                 label_b: str | None = None, rule: str | None = None) -> Analysis:
         """Two fingerprints (model labels of two invocations, or of one): Hamming distance, agreement and
         violent disagreement under ``rule`` (default unanimity)."""
-        from instruments.forced_choice.compare import compare_invocations
+        from mirrorscan.instruments.forced_choice.compare import compare_invocations
 
         return compare_invocations(left, right, label_a=label_a, label_b=label_b, rule=rule or "unanimity")
 
@@ -108,13 +108,13 @@ class ForcedChoice:
 
     def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
         """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
-        from instruments.forced_choice.sources import headline_sources
+        from mirrorscan.instruments.forced_choice.sources import headline_sources
 
         return headline_sources(analysis, settings, invocation_id)
 
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: answered cells with their stored class (``sources``)."""
-        from instruments.forced_choice.sources import suggested_sql
+        from mirrorscan.instruments.forced_choice.sources import suggested_sql
 
         return suggested_sql(invocation_id)
 

@@ -40,8 +40,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from analysis.errors import AnalysisError
-from instruments.forced_choice.cells import ORDERINGS
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.instruments.forced_choice.cells import ORDERINGS
 
 RULES = ("unanimity", "per_envelope_majority")
 """Pair-commit rules; every pair-commit output names the one it used."""

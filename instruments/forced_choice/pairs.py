@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError, csv_rows, file_error
-from grid.ids import check_component
-from grid.names import check_name
+from mirrorscan.grid.errors import ConfigError, csv_rows, file_error
+from mirrorscan.grid.ids import check_component
+from mirrorscan.grid.names import check_name
 
 STARTER = "packaged:starter_pairs"
 """Selects the starter pair set shipped with mirrorscan."""
@@ -42,7 +42,7 @@ class PairSet:
 def read_pair_bytes(path: str | Path) -> tuple[bytes, str]:
     """The raw bytes of a pair set and the name to show in messages."""
     if str(path) == STARTER:
-        return resources.files("instruments.forced_choice").joinpath("data/pairs_starter.csv").read_bytes(), "instruments/forced_choice/data/pairs_starter.csv"
+        return resources.files("mirrorscan.instruments.forced_choice").joinpath("data/pairs_starter.csv").read_bytes(), "instruments/forced_choice/data/pairs_starter.csv"
     p = Path(path)
     if not p.is_file():
         raise ConfigError(str(path), "probe_set", "file not found",

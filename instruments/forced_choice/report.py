@@ -18,15 +18,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.errors import AnalysisError
-from grid.errors import ConfigError
-from grid.formatting import percent, points
-from grid.instrument import Analysis
-from instruments.forced_choice import charts
-from instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
-from instruments.forced_choice.numbers import ExpectedCells, ModelSummary, latest_rows, summarize
-from instruments.forced_choice.pairs import load_pairs
-from instruments.forced_choice.spec import from_frozen
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.formatting import percent, points
+from mirrorscan.grid.instrument import Analysis
+from mirrorscan.instruments.forced_choice import charts
+from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
+from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, ModelSummary, latest_rows, summarize
+from mirrorscan.instruments.forced_choice.pairs import load_pairs
+from mirrorscan.instruments.forced_choice.spec import from_frozen
 
 DEMO_MODEL = "packaged:smollm2-135m-instruct"
 """The packaged demo model's alias in config.json."""

@@ -7,7 +7,7 @@ per model label (``label``, ``value``). Error rows are in no denominator, as in 
 
 from __future__ import annotations
 
-from grid.headline import HeadlineSource, sql_list, sql_text
+from mirrorscan.grid.headline import HeadlineSource, sql_list, sql_text
 
 CELLS = """cells AS (
   SELECT label, pair_id, envelope, ordering, sample, arg_min(class, attempt) AS class

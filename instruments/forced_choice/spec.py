@@ -19,12 +19,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grid.errors import ConfigError, shorten
-from instruments.forced_choice.cells import ORDERINGS
-from grid.instrument import SpecContext
-from instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
+from mirrorscan.grid.errors import ConfigError, shorten
+from mirrorscan.instruments.forced_choice.cells import ORDERINGS
+from mirrorscan.grid.instrument import SpecContext
+from mirrorscan.instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
                                                  load_envelopes)
-from instruments.forced_choice.pairs import STARTER, PairSet, load_pairs
+from mirrorscan.instruments.forced_choice.pairs import STARTER, PairSet, load_pairs
 
 SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
     "probe_set": (STARTER, (str,)),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 
 def scoring_items(traces: pa.Table, spec) -> tuple[list[dict], str | None]:
@@ -44,7 +44,7 @@ def scoring_items(traces: pa.Table, spec) -> tuple[list[dict], str | None]:
 def surface_numbers(traces: pa.Table, spec) -> dict:
     """``{"all": …, "<subset>": …}``, each ``analysis.surface.surface_baseline``'s dict; ``{"missing": why}``
     when the texts cannot be had. A subset with a class of fewer than 2 items is left out."""
-    from analysis.surface import surface_baseline
+    from mirrorscan.analysis.surface import surface_baseline
 
     frozen = spec.frozen
     items, missing = scoring_items(traces, spec)
@@ -63,7 +63,7 @@ def surface_numbers(traces: pa.Table, spec) -> dict:
 
 def surface_lines(surface: dict) -> list[str]:
     """One line per set the baseline ran on: AUROC, items, features, folds and groups, and the warning."""
-    from analysis.surface import SURFACE_WARNING
+    from mirrorscan.analysis.surface import SURFACE_WARNING
 
     if "missing" in surface:
         return [f"surface baseline: none ({surface['missing']})"]

@@ -3,7 +3,7 @@ headline over wrappers per model. The G-study's charts come from ``analysis.plot
 
 from __future__ import annotations
 
-from analysis.plotting import png, pyplot
+from mirrorscan.analysis.plotting import png, pyplot
 
 
 def auroc_by_layer(curves: dict, title: str) -> bytes:

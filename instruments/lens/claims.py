@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.bootstrap import stratified_bootstrap_indices
-from analysis.claims import MeanDifference, wrapper_bootstrap, wrapper_permutation_null
-from analysis.resampling import percentile_interval
-from analysis.scaling import scaling_by_wrapper
-from instruments.lens.directions import layer_curve
+from mirrorscan.analysis.bootstrap import stratified_bootstrap_indices
+from mirrorscan.analysis.claims import MeanDifference, wrapper_bootstrap, wrapper_permutation_null
+from mirrorscan.analysis.resampling import percentile_interval
+from mirrorscan.analysis.scaling import scaling_by_wrapper
+from mirrorscan.instruments.lens.directions import layer_curve
 
 
 def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str) -> list[dict]:
     """Every pair (A, B) of ``models`` (rows of ``scores`` (models, wrappers)): mean difference, permutation p,
     bootstrap interval; empty with fewer than 2 wrappers or no draws."""
-    from instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.numbers import seed_for
 
     out = []
     if scores.shape[1] < 2 or n_draws < 1:
@@ -103,8 +103,8 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
     needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each
     wrapper's headline as the analysis computed it, ``floors`` (same keys) its scoring-label floor when the null
     ran; projections are rebuilt only for the scaling bootstrap."""
-    from instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
-    from instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
+    from mirrorscan.instruments.lens.numbers import seed_for
 
     positive, draws, seed = frozen["positive"], frozen.get("bootstrap_draws", 0), frozen["seed"]
     names = [f"{e}×{d}" for e, d in wrappers]

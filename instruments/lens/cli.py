@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 EPILOG = """\
 ANALYSIS is the folder `mirrorscan analyze` wrote for a lens invocation (it holds predict-<label>-<variant>.json
@@ -40,7 +40,7 @@ def read_texts(path: str) -> list[tuple[str, str]]:
     if not file.is_file():
         raise ConfigError(path, "--texts", "does not exist", "give a .txt, .jsonl or .csv file")
     if file.suffix.lower() in (".jsonl", ".csv"):
-        from instruments.lens.items import load_items
+        from mirrorscan.instruments.lens.items import load_items
 
         return [(i.id, i.text) for i in load_items(str(file.resolve()), "--texts", False).items]
     try:
@@ -95,10 +95,10 @@ def extract(doc: dict, model: str, texts: list[str]):
     import numpy as np
     import pyarrow as pa
 
-    from actors.registry import engine_class
-    from grid.records import ModelVariant, RunContext
-    from instruments.lens.instrument import RENDERING_OPTIONS
-    from instruments.lens.items import apply_newline
+    from mirrorscan.actors.registry import engine_class
+    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.instruments.lens.instrument import RENDERING_OPTIONS
+    from mirrorscan.instruments.lens.items import apply_newline
 
     options = doc["extraction"]
     engine = engine_class("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
@@ -138,7 +138,7 @@ example:
 
 def headline_main(args) -> int:
     """``mirrorscan lens headline``: print the recomputed numbers as JSON; 2 for bad input."""
-    from instruments.lens.recompute import headline, layer_sets, read_rows
+    from mirrorscan.instruments.lens.recompute import headline, layer_sets, read_rows
 
     try:
         split = {name: [f for f in getattr(args, name).split(",") if f] for name in ("evaluation", "deployment")}
@@ -190,7 +190,7 @@ def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
     args = build_parser(prog).parse_args(argv)
     if args.command == "headline":
         return headline_main(args)
-    from instruments.lens.predict import predict
+    from mirrorscan.instruments.lens.predict import predict
 
     try:
         doc, units = load_basis(args.analysis, args.label, args.variant)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import math
 
-from analysis.dstudy import d_study, smallest_n
-from analysis.gtheory import RESIDUAL, GStudy
+from mirrorscan.analysis.dstudy import d_study, smallest_n
+from mirrorscan.analysis.gtheory import RESIDUAL, GStudy
 
 TARGET = 0.8
 """Relative Eρ² the wrappers-needed figures aim at."""

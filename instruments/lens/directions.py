@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.auroc import auroc, max_deviation
+from mirrorscan.analysis.auroc import auroc, max_deviation
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.concordance import kendall_w, kendall_w_permutation_test
-from analysis.gtheory import g_study
-from analysis.gtheory_report import gtheory_report
-from analysis.plotting import gstudy_charts
-from instruments.lens.design import TARGET, design_numbers, implementation_shares, published_object_variance
-from instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
+from mirrorscan.analysis.concordance import kendall_w, kendall_w_permutation_test
+from mirrorscan.analysis.gtheory import g_study
+from mirrorscan.analysis.gtheory_report import gtheory_report
+from mirrorscan.analysis.plotting import gstudy_charts
+from mirrorscan.instruments.lens.design import TARGET, design_numbers, implementation_shares, published_object_variance
+from mirrorscan.instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
 
 WRAPPER_FACETS = {"pair": ("wrapper",), "crossed": ("evaluation", "deployment")}
 
@@ -84,7 +84,7 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
     """(study name → numbers or ``missing``, chart name → PNG, the long table's rows): per variant the headline
     study (key: the variant) and the per-item projection study (``<variant> items``), and one across variants
     (``all variants``, fitted on the variants' own rows) when several were run."""
-    from instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.numbers import seed_for
 
     positive, n_samples = frozen["positive"], frozen["item_samples"]
     kind = frozen.get("wrapper_facets", "pair")
@@ -148,7 +148,7 @@ ITEM_SCORE = "projection of the item onto the wrapper's unit direction at the la
 def concordance(rows: list[dict], frozen: dict) -> dict:
     """variant → Kendall's W (tie-corrected) of the models' headlines ranked within each wrapper, with its
     permutation p; variants with fewer than 2 models are left out."""
-    from instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.numbers import seed_for
 
     out = {}
     for variant in frozen["variants"]:
@@ -174,7 +174,7 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, v
     a cell is scoring item i projected onto the unit direction of (model, wrapper) at the layer (activation
     units); facets model × wrapper × item, crossed. The layer is ``item_layer`` of the config, else per model
     the median of its wrappers' best layers (recorded per model). Returns (numbers, charts, long-table rows)."""
-    from instruments.lens.directions import unit_direction
+    from mirrorscan.instruments.lens.directions import unit_direction
 
     labels = sorted(label for label, v in by_model if v == variant)
     if len(labels) < 2:

@@ -23,17 +23,17 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
+from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
                                      RENDERINGS, SYSTEMS, VECTOR_DTYPES)
-from grid.errors import ConfigError
-from grid.files import stamp
-from grid.names import check_name
-from grid.instrument import Analysis, CellValue, SpecContext
-from grid.trace_schema import doc_field
-from instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.files import stamp
+from mirrorscan.grid.names import check_name
+from mirrorscan.grid.instrument import Analysis, CellValue, SpecContext
+from mirrorscan.grid.trace_schema import doc_field
+from mirrorscan.instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
                                     load_framings, load_items)
-from instruments.lens.norms import DOC as NORM_DOC
-from instruments.lens.norms import pooled_norm
+from mirrorscan.instruments.lens.norms import DOC as NORM_DOC
+from mirrorscan.instruments.lens.norms import pooled_norm
 
 RENDERING_OPTIONS = ("system", "system_prompt", "user_suffix", "assistant_prefix", "date_string")
 """The extraction options that shape the chat rendering (null on cells of invocations frozen before they were
@@ -360,7 +360,7 @@ class Lens:
         """Per model and variant: every wrapper's AUROC curve and headline, their spread, the G-study over
         models × wrappers × item samples, concordance, nulls and the surface baseline (``numbers``).
         ``reannotate`` changes nothing: lens has no in-actor step."""
-        from instruments.lens.numbers import analyze
+        from mirrorscan.instruments.lens.numbers import analyze
 
         return analyze(traces, from_frozen(settings["instrument_settings"]))
 
@@ -391,13 +391,13 @@ class Lens:
 
     def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
         """Each headline number's definition and how to get it again (``sources``)."""
-        from instruments.lens.sources import headline_sources
+        from mirrorscan.instruments.lens.sources import headline_sources
 
         return headline_sources(analysis, settings, invocation_id)
 
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: cells and layers per model, variant and rendering."""
-        from instruments.lens.sources import suggested_sql
+        from mirrorscan.instruments.lens.sources import suggested_sql
 
         return suggested_sql(invocation_id)
 
@@ -408,7 +408,7 @@ class Lens:
     def cli(self, argv: list[str], prog: str = "mirrorscan lens") -> int:
         """lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`
         computes the headline, its spread and the null's floor again from the report's query rows"""
-        from instruments.lens.cli import main
+        from mirrorscan.instruments.lens.cli import main
 
         return main(argv, prog)
 
@@ -419,7 +419,7 @@ class Lens:
 
 
 def _empty():
-    from instruments.lens.items import Item
+    from mirrorscan.instruments.lens.items import Item
 
     return Item(EMPTY_TASK, "")
 

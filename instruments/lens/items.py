@@ -24,9 +24,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError, csv_rows, excerpt
-from grid.ids import check_component
-from grid.names import check_name
+from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt
+from mirrorscan.grid.ids import check_component
+from mirrorscan.grid.names import check_name
 
 SLOT = "{task}"
 """Where a framing puts the task text."""

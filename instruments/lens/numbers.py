@@ -37,11 +37,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.nulls import label_permutation_null
-from grid.instrument import Analysis
-from instruments.lens.directions import (cosine, framing_projections, layer_curve, layers_in_max,
+from mirrorscan.analysis.nulls import label_permutation_null
+from mirrorscan.grid.instrument import Analysis
+from mirrorscan.instruments.lens.directions import (cosine, framing_projections, layer_curve, layers_in_max,
                                          wrapper_projections)
-from instruments.lens.items import EMPTY_TASK
+from mirrorscan.instruments.lens.items import EMPTY_TASK
 
 GSTUDY_SCORES = pa.schema([
     ("study", pa.string()), ("model", pa.string()), ("variant", pa.string()), ("wrapper", pa.string()),
@@ -169,7 +169,7 @@ def one_item_recovery(ex: Extracted, evaluation: str, deployment: str, layer: in
 def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, variant: str,
                   key: str) -> tuple[dict, list[dict], dict]:
     """(numbers, per-wrapper rows, wrapper → curve) of one model × variant."""
-    from instruments.lens.resampling import (argmax_stability, contrastive_null, contrastive_summary,
+    from mirrorscan.instruments.lens.resampling import (argmax_stability, contrastive_null, contrastive_summary,
                                              per_text_projections)
 
     positive, permutations, seed = frozen["positive"], frozen["null_permutations"], frozen["seed"]
@@ -243,7 +243,7 @@ def random_directions(ex: Extracted, layers: list[int], positive: str, n: int, s
     """Max over layers of AUROC − 0.5 of ``n`` random Gaussian directions (one per layer each), scored like a
     wrapper's: what a direction that holds no framing reaches on these items. Drawn ``chunk`` at a time and
     projected as one batched matrix product per layer."""
-    from analysis.auroc import auroc
+    from mirrorscan.analysis.auroc import auroc
 
     rng = np.random.default_rng(seed)
     by_layer = np.ascontiguousarray(ex.scoring[:, layers].transpose(1, 0, 2))          # (layers, items, hidden)
@@ -289,13 +289,13 @@ def _mean(values) -> float | None:
 
 def analyze(traces: pa.Table, spec) -> Analysis:
     """Every number of the module docstring for one invocation (no I/O)."""
-    from analysis.surface import SURFACE_WARNING
-    from instruments.lens.baseline import plumbing_note, surface_lines, surface_numbers
-    from instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
-    from instruments.lens.claims import claims_by_variant
-    from instruments.lens.gstudy import concordance, wrapper_gstudies
-    from instruments.lens.predict import prediction_basis
-    from instruments.lens.report import claim_lines, direction_words, gstudy_lines, model_lines
+    from mirrorscan.analysis.surface import SURFACE_WARNING
+    from mirrorscan.instruments.lens.baseline import plumbing_note, surface_lines, surface_numbers
+    from mirrorscan.instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
+    from mirrorscan.instruments.lens.claims import claims_by_variant
+    from mirrorscan.instruments.lens.gstudy import concordance, wrapper_gstudies
+    from mirrorscan.instruments.lens.predict import prediction_basis
+    from mirrorscan.instruments.lens.report import claim_lines, direction_words, gstudy_lines, model_lines
 
     frozen = spec.frozen
     positive = frozen["positive"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError
 
 MIN_WRAPPERS = 9
 """Fewest wrappers a prediction is made from."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError, file_error, read_problem
+from mirrorscan.grid.errors import ConfigError, file_error, read_problem
 
 NEEDED = ("label", "variant", "framing", "arm", "item_id", "item_label", "layer_vectors")
 """Columns the input must hold; ``subset``, ``user_text``, ``probe_id`` and ``attempt`` are used when present."""
@@ -67,7 +67,7 @@ def read_rows(path: str) -> pa.Table:
 def layer_sets(spec: str) -> dict[str | None, str]:
     """``--layers``: one layer set for every variant (``blocks``), or per variant (``base=blocks,chat=all``);
     key None holds the default."""
-    from instruments.lens.instrument import LAYER_SETS
+    from mirrorscan.instruments.lens.instrument import LAYER_SETS
 
     out: dict[str | None, str] = {}
     for part in (p.strip() for p in spec.split(",") if p.strip()):
@@ -83,7 +83,7 @@ def headline(table: pa.Table, *, positive: str, evaluation: list[str], deploymen
     """Per ``label/variant``: ``median_max_auroc_minus_half`` and ``sd_over_wrappers`` (AUROC − 0.5, −0.5 to 0.5),
     ``label_floor_median`` (same unit; None without permutations) and each wrapper's own values, computed as
     the analysis computes them."""
-    from instruments.lens.numbers import extracted, model_numbers
+    from mirrorscan.instruments.lens.numbers import extracted, model_numbers
 
     wrappers = [(e, d) for e in evaluation for d in deployment]
     out = {}

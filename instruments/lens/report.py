@@ -4,8 +4,8 @@ Plain text assembled from the analysis's own JSON; nothing is computed here."""
 
 from __future__ import annotations
 
-from grid.formatting import with_article
-from instruments.lens.design import design_lines
+from mirrorscan.grid.formatting import with_article
+from mirrorscan.instruments.lens.design import design_lines
 
 
 def direction_words(positive: str, other: str | None) -> list[str]:

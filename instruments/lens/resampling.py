@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.auroc import auroc_from_ranks, positive_mask
-from analysis.bootstrap import argmax_layer_bootstrap
-from analysis.resampling import permutation_p_value, run_local, summarise_null
+from mirrorscan.analysis.auroc import auroc_from_ranks, positive_mask
+from mirrorscan.analysis.bootstrap import argmax_layer_bootstrap
+from mirrorscan.analysis.resampling import permutation_p_value, run_local, summarise_null
 
 
 @dataclass(frozen=True)

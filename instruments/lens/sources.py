@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 
-from grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.headline import HeadlineSource, sql_text
 
 SUGGESTED = ("SELECT label, variant, rendering, pooling, arm, count(*) AS cells, min(n_layers) AS layers, "
              "min(pooled_tokens) AS min_tokens, max(pooled_tokens) AS max_tokens FROM traces_lens "

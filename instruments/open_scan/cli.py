@@ -29,8 +29,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.errors import ConfigError, reports_user_errors
-from grid.formatting import with_article
+from mirrorscan.grid.errors import ConfigError, reports_user_errors
+from mirrorscan.grid.formatting import with_article
 
 INSTRUMENT = "open_scan"
 IMPORTED_SERIES = "imported"
@@ -38,13 +38,13 @@ IMPORTED_SERIES = "imported"
 
 
 def _catalog(dsn: str | None):
-    from cluster.catalog import Catalog, resolve_dsn
+    from mirrorscan.cluster.catalog import Catalog, resolve_dsn
 
     return Catalog(resolve_dsn(dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")))
 
 
 def _target(target: str, dsn: str | None) -> dict:
-    from cluster.catalog import resolve_invocation
+    from mirrorscan.cluster.catalog import resolve_invocation
 
     with _catalog(dsn) as catalog:
         inv = resolve_invocation(target, catalog)
@@ -56,9 +56,9 @@ def _target(target: str, dsn: str | None) -> dict:
 
 def experiment_rows(inv: dict, store: str | None) -> pa.Table:
     """Every stored row of ``inv``'s experiment (all invocations), with open_scan's columns."""
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
 
     trace_store = open_store(store or inv["store_uri"])
     return trace_store.dataset(inv["experiment"], schema=trace_schema(resolve(INSTRUMENT).columns)).to_table()
@@ -67,7 +67,7 @@ def experiment_rows(inv: dict, store: str | None) -> pa.Table:
 def invocations_of(catalog, experiment: str) -> list[dict]:
     """The experiment's open_scan invocations, oldest first, each with ``kind``: ``scan``, ``import`` (a file's
     rows, its own series) or ``reproduction`` (reruns another's grid; never the current probe set)."""
-    from grid.settings import upgrade
+    from mirrorscan.grid.settings import upgrade
 
     out = []
     for inv_id, started, settings, reproduces, instrument in catalog.execute(
@@ -103,8 +103,8 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
     """The view of an experiment from its ``invocations`` (``invocations_of``) and stored ``rows``: the newest
     scan's series and probe set, its labels, and every imported file's rows side by side (``series`` names one
     series alone)."""
-    from instruments.open_scan.history import probe_history, uses_of_scans
-    from instruments.open_scan.matrix import Row
+    from mirrorscan.instruments.open_scan.history import probe_history, uses_of_scans
+    from mirrorscan.instruments.open_scan.matrix import Row
 
     scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
     uses = uses_of_scans([(i["invocation_id"], i["started_at"], i["settings"]["instrument_settings"]) for i in scans])
@@ -188,9 +188,9 @@ def _when(value) -> str:
 @reports_user_errors
 def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") -> int:
     """``mirrorscan matrix``: models × probes with coverage and per-model summaries."""
-    from instruments.open_scan.history import describe
-    from instruments.open_scan.matrix import build_matrix
-    from instruments.open_scan.numbers import summary_text
+    from mirrorscan.instruments.open_scan.history import describe
+    from mirrorscan.instruments.open_scan.matrix import build_matrix
+    from mirrorscan.instruments.open_scan.numbers import summary_text
 
     p = _experiment_parser(prog, "The model × probe matrix of an open_scan experiment: which cells are answered, "
                            "missing (never shown as an empty answer) or superseded by a changed probe text, and "
@@ -233,8 +233,8 @@ def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") 
 @reports_user_errors
 def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeasure") -> int:
     """``mirrorscan remeasure``: per-model summaries recomputed from stored rows, labels matched exactly."""
-    from instruments.open_scan.matrix import Row, build_matrix
-    from instruments.open_scan.numbers import summary_text
+    from mirrorscan.instruments.open_scan.matrix import Row, build_matrix
+    from mirrorscan.instruments.open_scan.numbers import summary_text
 
     p = _experiment_parser(prog, "Recompute the per-model summaries of an open_scan experiment from its stored "
                            "rows. Labels are matched exactly: a label with no rows is reported and skipped, never "
@@ -259,8 +259,8 @@ def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeas
 def export_lines(inv: dict, rows: pa.Table, by_invocation: bool, view: View | None = None) -> bytes:
     """The JSONL bytes of an invocation's triples (stored order) or of an experiment's newest series
     (current probe versions, by label, probe and sample)."""
-    from instruments.open_scan.jsonl import Record, format_records
-    from instruments.open_scan.numbers import triples
+    from mirrorscan.instruments.open_scan.jsonl import Record, format_records
+    from mirrorscan.instruments.open_scan.numbers import triples
 
     if by_invocation:
         chosen = triples(rows.filter(pc.equal(rows.column("invocation_id"), str(inv["invocation_id"]))))
@@ -269,7 +269,7 @@ def export_lines(inv: dict, rows: pa.Table, by_invocation: bool, view: View | No
         chosen = [t for t in triples(rows.filter(pc.equal(rows.column("series"), view.series)))
                   if (t["query_id"], t["query_hash"]) in current]
         chosen.sort(key=lambda t: (t["run_label"], t["query_id"], t["sample"]))
-    from instruments.open_scan.jsonl import KEYS
+    from mirrorscan.instruments.open_scan.jsonl import KEYS
 
     return format_records([Record(**{k: t[k] for k in KEYS}) for t in chosen])
 
@@ -296,7 +296,7 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
     exp.add_argument("--store", help="trace store URI (default: the invocation's)")
     args = p.parse_args(argv)
     if args.command == "export":
-        from cluster.catalog import UUID_PATTERN
+        from mirrorscan.cluster.catalog import UUID_PATTERN
 
         inv = _target(args.target, args.catalog_dsn)
         rows = experiment_rows(inv, args.store)
@@ -318,7 +318,7 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
 def experiment_context(catalog, experiment: str) -> dict:
     """What an import joins to in ``experiment``: its scanned models' labels, its current probe set (query_id →
     query_hash, from its newest scan) and its rating scales (that scan's templates, else the packaged ones)."""
-    from instruments.open_scan.templates import load_templates
+    from mirrorscan.instruments.open_scan.templates import load_templates
 
     scans = [i for i in invocations_of(catalog, experiment)
              if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
@@ -336,12 +336,12 @@ def experiment_context(catalog, experiment: str) -> dict:
 def _import(args) -> int:
     from datetime import datetime, timezone
 
-    from cluster.home import default_store_uri
-    from cluster.provenance import provenance
-    from cluster.store import open_store
-    from grid.names import check_experiment_name
-    from grid.settings import FORMAT, settings_hash
-    from instruments.open_scan.importing import IMPORTER_VERSION, import_rows, plan_import, read_import
+    from mirrorscan.cluster.home import default_store_uri
+    from mirrorscan.cluster.provenance import provenance
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.names import check_experiment_name
+    from mirrorscan.grid.settings import FORMAT, settings_hash
+    from mirrorscan.instruments.open_scan.importing import IMPORTER_VERSION, import_rows, plan_import, read_import
 
     path = Path(args.file)
     if not path.is_file():

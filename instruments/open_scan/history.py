@@ -117,7 +117,7 @@ def describe(query_id: str, versions: list[Version], sequence: list[str], when=s
 def change_notes(found: list[Change], accept_changed: bool, probes_file: str) -> list[str]:
     """The lines recording ``found`` (``changes``) with a new invocation, edits and reverts apart; without
     ``accept_changed``, a ConfigError naming the ids (one line) instead."""
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     notes = []
     for kind, what in (("edit", "changed text under the same id since the last scan"),

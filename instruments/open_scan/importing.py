@@ -35,11 +35,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from grid.errors import ConfigError
-from grid.names import check_imported_text, name_problem
-from instruments.open_scan.jsonl import _Pairs, _record, _value, json_object
-from instruments.open_scan.probes import check_query_id, decode_utf8
-from instruments.open_scan.templates import parse_rating
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.names import check_imported_text, name_problem
+from mirrorscan.instruments.open_scan.jsonl import _Pairs, _record, _value, json_object
+from mirrorscan.instruments.open_scan.probes import check_query_id, decode_utf8
+from mirrorscan.instruments.open_scan.templates import parse_rating
 
 IMPORTER_VERSION = "2"
 """Version of these rules, recorded with every imported invocation (``settings.instrument_settings.imported``)."""
@@ -251,8 +251,8 @@ def import_rows(plan: ImportPlan, experiment: str, invocation_id: str, series: s
     ratings as parsed from the raw replies, a line's own query text and optional values in their columns, any
     other key in ``import_extra``. A cold reply is one per (label, probe version) at sample 0; where a file's
     lines give one probe version different cold replies, each is stored at its line's sample."""
-    from grid.instrument import resolve
-    from grid.trace_schema import to_trace_table, trace_schema
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
     colds: dict[tuple, set] = {}
     for ln, query_hash, rating, _ in plan.kept:

@@ -41,14 +41,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.errors import ConfigError
-from grid.files import stamp
-from grid.instrument import Analysis, CellValue, SpecContext, Stage
-from grid.settings import SAMPLER_VERSION
-from grid.trace_schema import doc_field
-from instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
-from instruments.open_scan.probes import Probe, load_probes
-from instruments.open_scan.templates import Templates, load_templates, parse_rating
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.files import stamp
+from mirrorscan.grid.instrument import Analysis, CellValue, SpecContext, Stage
+from mirrorscan.grid.settings import SAMPLER_VERSION
+from mirrorscan.grid.trace_schema import doc_field
+from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
+from mirrorscan.instruments.open_scan.probes import Probe, load_probes
+from mirrorscan.instruments.open_scan.templates import Templates, load_templates, parse_rating
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 """The three kinds of cell, stored in the envelope coordinate."""
@@ -95,7 +95,7 @@ class OpenScanSpec:
     def probes(self) -> tuple[Probe, ...]:
         """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
         file changed since the run was frozen is refused."""
-        from instruments.open_scan.probes import data_path
+        from mirrorscan.instruments.open_scan.probes import data_path
 
         f = self.frozen["probes"]
         return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], stamp(data_path(f["path"])))
@@ -107,7 +107,7 @@ class OpenScanSpec:
 
 @lru_cache(maxsize=8)
 def _checked_probes(path: str, id_column: str, query_column: str, sha256: str, written: tuple) -> tuple[Probe, ...]:
-    from instruments.open_scan.probes import data_path, file_sha256
+    from mirrorscan.instruments.open_scan.probes import data_path, file_sha256
 
     actual = file_sha256(data_path(path))
     if actual != sha256:
@@ -188,7 +188,7 @@ class OpenScan:
         path = self._resolve(probes_value["path"], ctx, PACKAGED_PROBES)
         id_column, query_column = probes_value.get("id", "query_id"), probes_value.get("query", "query")
         probes = load_probes(path, id_column=id_column, query_column=query_column)
-        from instruments.open_scan.probes import data_path, file_sha256
+        from mirrorscan.instruments.open_scan.probes import data_path, file_sha256
 
         files = values["template_files"]
         if not isinstance(files, dict):
@@ -355,7 +355,7 @@ class OpenScan:
         the settings start a new series. Returns the lines to print (recorded with the invocation). ``scans``: the
         earlier scan invocations as (invocation id, start, frozen instrument settings), oldest first; None reads
         their probe sets from ``earlier``."""
-        from instruments.open_scan.history import Use, change_notes, changes, uses_of_scans
+        from mirrorscan.instruments.open_scan.history import Use, change_notes, changes, uses_of_scans
 
         earlier = self.scanned_rows(earlier)
         uses = uses_of_scans(scans) if scans is not None else None
@@ -385,7 +385,7 @@ class OpenScan:
     def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
         """Per model, this invocation's answers and self-reports (``numbers.model_summaries``); the
         experiment-wide matrix is ``mirrorscan matrix``."""
-        from instruments.open_scan.numbers import latest_rows, model_summaries, summary_text
+        from mirrorscan.instruments.open_scan.numbers import latest_rows, model_summaries, summary_text
 
         spec = self.from_frozen(settings["instrument_settings"])
         if reannotate:
@@ -412,7 +412,7 @@ class OpenScan:
 
     def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
         """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
-        from instruments.open_scan.sources import headline_sources
+        from mirrorscan.instruments.open_scan.sources import headline_sources
 
         return headline_sources(analysis, settings, invocation_id)
 
@@ -421,7 +421,7 @@ class OpenScan:
 
     def suggested_query(self, invocation_id: str) -> str:
         """The scan summary's ``mirrorscan sql`` query: answers with their cold and post-hoc ratings."""
-        from instruments.open_scan.sources import suggested_sql
+        from mirrorscan.instruments.open_scan.sources import suggested_sql
 
         return suggested_sql(invocation_id)
 
@@ -431,7 +431,7 @@ class OpenScan:
 
     def cli(self, argv: list[str], prog: str = "mirrorscan open_scan") -> int:
         """open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"""
-        from instruments.open_scan.cli import main
+        from mirrorscan.instruments.open_scan.cli import main
 
         return main(argv, prog)
 

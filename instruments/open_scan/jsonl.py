@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grid.errors import ConfigError, file_error, unknown_key
-from grid.names import check_imported_text, check_name
-from instruments.open_scan.probes import check_query_id, decode_utf8
+from mirrorscan.grid.errors import ConfigError, file_error, unknown_key
+from mirrorscan.grid.names import check_imported_text, check_name
+from mirrorscan.instruments.open_scan.probes import check_query_id, decode_utf8
 
 KEYS = ("run_label", "model", "query_id", "query_hash", "sample", "seed", "locale", "answer", "cold_raw",
         "cold_rating", "posthoc_raw", "posthoc_rating", "created_at")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from instruments.open_scan.numbers import triples
+from mirrorscan.instruments.open_scan.numbers import triples
 
 ANSWERED, MISSING, FAILED, SUPERSEDED = "answered", "missing", "failed", "superseded"
 
@@ -119,7 +119,7 @@ def build_matrix(rows: pa.Table, items: list[tuple[str, str]], groups: list[Row]
                         ("invocation_id", pa.string())])
     long.sort(key=lambda r: (r["series"], r["label"], r["query_id"], r["query_hash"], r["sample"]))
     summaries = []
-    from instruments.open_scan.numbers import model_summary
+    from mirrorscan.instruments.open_scan.numbers import model_summary
 
     for g in groups:
         mine = [t for (s, label, _), ts in found.items() if (s, label) == (g.series, g.label) for t in ts]

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError, csv_rows, excerpt, file_error
-from grid.ids import check_component
+from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt, file_error
+from mirrorscan.grid.ids import check_component
 
 PACKAGED = {"packaged:demo": "probes/demo.csv"}
 """Shipped probe sets, by the name a config uses, relative to this package's ``data`` folder."""

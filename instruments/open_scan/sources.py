@@ -7,7 +7,7 @@ one per answer (same sample); ratings are null (not measured) when the reply hel
 
 from __future__ import annotations
 
-from grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.headline import HeadlineSource, sql_text
 
 LATEST = """latest AS (
   SELECT label, series, probe_id, sample, any_value(envelope) AS envelope, any_value(query_id) AS query_id,

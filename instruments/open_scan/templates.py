@@ -26,8 +26,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
-from instruments.open_scan.probes import decode_utf8
+from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
+from mirrorscan.instruments.open_scan.probes import decode_utf8
 
 PACKAGED = {"packaged:v1": "templates/v1"}
 """Shipped template sets, by the name a config uses, relative to this package's ``data`` folder."""

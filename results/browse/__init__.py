@@ -4,7 +4,7 @@
 ``app.build_app`` is the ASGI app, ``serve`` puts it on Ray Serve. See docs/browse.md.
 """
 
-from results.browse.app import build_app
-from results.browse.source import Browser
+from mirrorscan.results.browse.app import build_app
+from mirrorscan.results.browse.source import Browser
 
 __all__ = ["Browser", "build_app"]

@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from grid.errors import CatalogError, ConfigError
-from results.browse import pages
-from results.browse.source import FILTERS, Browser, NotFound, timing
+from mirrorscan.grid.errors import CatalogError, ConfigError
+from mirrorscan.results.browse import pages
+from mirrorscan.results.browse.source import FILTERS, Browser, NotFound, timing
 
 CSP = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 """The Content-Security-Policy of every page: only this origin, and no inline script or style."""
@@ -192,7 +192,7 @@ def build_app(browser: Browser) -> Starlette:
         return Response(data, media_type=kind, headers=headers)
 
     async def stylesheet(request: Request):
-        css = (resources.files("results.browse") / "static" / "browse.css").read_text(encoding="utf-8")
+        css = (resources.files("mirrorscan.results.browse") / "static" / "browse.css").read_text(encoding="utf-8")
         return Response(css, media_type="text/css")
 
     async def favicon(request: Request):

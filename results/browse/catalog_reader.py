@@ -15,8 +15,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from cluster.catalog import CONNECT_TIMEOUT_S, UUID_PATTERN, redact_dsn
-from grid.errors import CatalogError
+from mirrorscan.cluster.catalog import CONNECT_TIMEOUT_S, UUID_PATTERN, redact_dsn
+from mirrorscan.grid.errors import CatalogError
 
 TIMING_ROWS_MAX = 1_000_000
 """Most inference_log rows one timing view reads (the newest are kept when an invocation has more)."""

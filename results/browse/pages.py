@@ -12,8 +12,8 @@ import html
 import json
 from urllib.parse import quote, urlencode
 
-from grid.formatting import duration, fixed, percent
-from results.browse.timing import METRICS, chart
+from mirrorscan.grid.formatting import duration, fixed, percent
+from mirrorscan.results.browse.timing import METRICS, chart
 
 TITLE = "mirrorscan browse"
 

@@ -17,11 +17,11 @@ def start(catalog_dsn: str, index_dir: str, *, store: str | None, refresh_s: flo
     """Run the browser on Ray Serve (Ray started locally when not running); returns its URL."""
     from ray import serve
 
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     def build():
-        from results.browse.app import build_app
-        from results.browse.source import Browser
+        from mirrorscan.results.browse.app import build_app
+        from mirrorscan.results.browse.source import Browser
 
         return build_app(Browser(catalog_dsn, index_dir, store=store, refresh_s=refresh_s))
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grid.errors import ConfigError
-from grid.instrument import resolve
-from results.browse import index as idx
-from results import vectors
-from results.browse.catalog_reader import ReadOnlyCatalog
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import resolve
+from mirrorscan.results.browse import index as idx
+from mirrorscan.results import vectors
+from mirrorscan.results.browse.catalog_reader import ReadOnlyCatalog
 
 SANDBOX = {"enable_external_access": False, "autoinstall_known_extensions": False,
            "autoload_known_extensions": False, "python_enable_replacements": False}
@@ -113,7 +113,7 @@ class Browser:
 
     def open_store(self, uri: str):
         """The store at ``uri``, opened once (never created: a missing one is a ConfigError)."""
-        from cluster.store import open_store
+        from mirrorscan.cluster.store import open_store
 
         with self._lock:
             if uri not in self._stores:
@@ -124,7 +124,7 @@ class Browser:
         """The invocation id ``target`` names (a whole id or its unique start, as every verb reads it:
         ``cluster.catalog.match_invocation_id``); NotFound for an unknown one or an ambiguous start (naming the
         candidates)."""
-        from cluster.catalog import match_invocation_id
+        from mirrorscan.cluster.catalog import match_invocation_id
 
         try:
             found = match_invocation_id(target, self.catalog.ids_starting)
@@ -301,8 +301,8 @@ class Browser:
         """The instrument's own comparison (``Instrument.compare``, e.g. forced_choice's fingerprints) of the
         two sides, read from their traces; None when the instrument has none, or a note when either side
         holds more than ``max_parts`` parts (reading them would hold the page up)."""
-        from grid.settings import upgrade
-        from grid.trace_schema import trace_schema
+        from mirrorscan.grid.settings import upgrade
+        from mirrorscan.grid.trace_schema import trace_schema
 
         if a.instrument is not b.instrument or getattr(a.instrument, "compare", None) is None:
             return None
@@ -361,8 +361,8 @@ def _one_row(parquet: pq.ParquetFile, row: int) -> pa.Table | None:
 def timing(browser: Browser, inv: Indexed | None) -> list:
     """Per-endpoint timing (``results.browse.timing.per_endpoint``) of one invocation's requests (catalog rows
     and the rows spilled beside its traces), or of every request in the catalog when ``inv`` is None."""
-    from cluster.inference_log import spill_dataset
-    from results.browse.timing import gather, per_endpoint
+    from mirrorscan.cluster.inference_log import spill_dataset
+    from mirrorscan.results.browse.timing import gather, per_endpoint
 
     invocation_id = inv.row["invocation_id"] if inv is not None else None
     rows = browser.catalog.timing_rows(invocation_id)

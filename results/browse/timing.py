@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from grid.formatting import fixed
+from mirrorscan.grid.formatting import fixed
 
 METRICS = (("ttft_ms", "time to first token", "ms"), ("decode_tok_s", "decode rate", "tokens/s"))
 """(column, name, unit) of each distribution shown."""

@@ -9,7 +9,7 @@ from datetime import date
 import pyarrow as pa
 import pytest
 
-from actors.activation_prompt import RenderingError, chat_prompt, rendered_ids
+from mirrorscan.actors.activation_prompt import RenderingError, chat_prompt, rendered_ids
 
 SMOL_DEFAULT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 LLAMA_LIKE = (
@@ -94,8 +94,8 @@ def test_none_cuts_a_dated_system_block_and_keeps_the_templates_bos(templated):
 
 
 def test_the_engine_records_what_it_sent(tiny_dir):
-    from actors.hf_activations import HFActivations
-    from grid.records import ModelVariant, RunContext
+    from mirrorscan.actors.hf_activations import HFActivations
+    from mirrorscan.grid.records import ModelVariant, RunContext
 
     extractor = HFActivations(ModelVariant(label="m", model=str(tiny_dir), dtype="float32"), str(tiny_dir),
                               RunContext("inv", "exp", "lens", "-"))
@@ -115,7 +115,7 @@ def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
     """The README's example (prompt and token ids per preset) is what the presets render on the demo model."""
     from pathlib import Path
 
-    from instruments.lens.instrument import PRESETS
+    from mirrorscan.instruments.lens.instrument import PRESETS
 
     readme = (Path(__file__).parents[2] / "instruments/lens/README.md").read_text(encoding="utf-8")
     shown = {}
@@ -137,8 +137,8 @@ def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
 
 
 def test_a_withheld_text_is_read_but_neither_it_nor_its_tokens_are_stored(tiny_dir):
-    from actors.hf_activations import HFActivations
-    from grid.records import ModelVariant, RunContext
+    from mirrorscan.actors.hf_activations import HFActivations
+    from mirrorscan.grid.records import ModelVariant, RunContext
 
     extractor = HFActivations(ModelVariant(label="m", model=str(tiny_dir), dtype="float32"), str(tiny_dir),
                               RunContext("inv", "exp", "lens", "-"))

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from actors.hf_activations import HFActivations, pooled_positions
-from grid.records import ModelVariant, RunContext
-from grid.trace_schema import conform, trace_schema
+from mirrorscan.actors.hf_activations import HFActivations, pooled_positions
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.trace_schema import conform, trace_schema
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="lens", envelope_version="-")
 TEXTS = ["This is a test of your capabilities. What is 2 + 2?",
@@ -127,7 +127,7 @@ def test_float16_storage_keeps_a_fixed_size_type_that_reads_back_as_float32(tiny
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from grid.activation_columns import ACTIVATION_COLUMNS
+    from mirrorscan.grid.activation_columns import ACTIVATION_COLUMNS
 
     half = tiny(cells(TEXTS[:2], rendering="raw", vector_dtype="float16"))
     full = tiny(cells(TEXTS[:2], rendering="raw"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.hf_scorer import HFScorer
-from grid.records import ModelVariant, RunContext
+from mirrorscan.actors.hf_scorer import HFScorer
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 pytestmark = pytest.mark.own_ray
 
@@ -43,7 +43,7 @@ def test_the_pool_reserves_the_models_gpus(tiny_dir):
     actor started with it holds that many GPUs, loads the placed model and scores."""
     import ray
 
-    from cluster.pipeline import engine_resources
+    from mirrorscan.cluster.pipeline import engine_resources
     from conftest import own_ray
 
     big = variant(tiny_dir, device="cuda", device_map="auto", num_gpus=2, memory_gb=0.5)
@@ -75,7 +75,7 @@ def test_the_hf_sampler_places_a_model_by_its_device_map_and_answers_alike(tiny_
 
     import pyarrow as pa
 
-    from actors.hf_sampler import HFSampler
+    from mirrorscan.actors.hf_sampler import HFSampler
     from fc_grid import fc_rendered
 
     pairs = pa.table({"pair_id": ["cd"], "word_a": ["cat"], "word_b": ["dog"]})

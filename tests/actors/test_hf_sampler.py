@@ -8,11 +8,11 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from actors.chat import FOLD_SEPARATOR, render_chat
-from actors.hf_sampler import HFSampler
+from mirrorscan.actors.chat import FOLD_SEPARATOR, render_chat
+from mirrorscan.actors.hf_sampler import HFSampler
 from fc_grid import fc_rendered
-from grid.ids import cell_seed
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.ids import cell_seed
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
@@ -126,7 +126,7 @@ def with_template(tiny_dir, folder, template: str) -> str:
 def test_effort_tiers_change_the_prompt_and_rows_record_the_kwargs_applied(tiny_dir, tmp_path):
     from transformers import AutoTokenizer
 
-    from actors.chat import template_kwargs
+    from mirrorscan.actors.chat import template_kwargs
 
     source = with_template(tiny_dir, tmp_path / "effort", EFFORT_TEMPLATE)
     tok = AutoTokenizer.from_pretrained(source)
@@ -145,7 +145,7 @@ def test_effort_tiers_change_the_prompt_and_rows_record_the_kwargs_applied(tiny_
 
 
 def test_rows_without_overrides_record_none_and_extra_body_is_refused(greedy, tiny_dir):
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     row = greedy(cells().slice(0, 1)).to_pylist()[0]
     assert json.loads(row["generation_overrides"]) == {"effort": None, "extra_body": {}, "chat_template_kwargs": {}}
@@ -156,7 +156,7 @@ def test_rows_without_overrides_record_none_and_extra_body_is_refused(greedy, ti
 def test_unapplied_overrides_are_those_that_leave_the_rendered_bytes_unchanged(tiny_dir, tmp_path):
     from transformers import AutoTokenizer
 
-    from actors.chat import unapplied_overrides
+    from mirrorscan.actors.chat import unapplied_overrides
 
     plain = AutoTokenizer.from_pretrained(str(tiny_dir))   # SmolLM2's template reads no kwarg
     assert unapplied_overrides(plain, variant(effort="high")) == ["effort"]
@@ -191,9 +191,9 @@ def test_a_prompt_longer_than_the_context_is_an_error_row_and_its_batch_goes_on(
 def test_max_tokens_that_leave_no_room_in_the_context_are_refused(tmp_path, tiny_dir):
     import json
 
-    from grid.errors import ConfigError
-    from grid.spec import load_spec
-    from jobs.preflight import check_context
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.grid.spec import load_spec
+    from mirrorscan.jobs.preflight import check_context
 
     folder = tmp_path / "exp"
     folder.mkdir()
@@ -243,7 +243,7 @@ def test_a_cells_own_sampling_columns_replace_the_variants(greedy, sampled):
 def test_row_sampler_keeps_to_the_nucleus_and_is_greedy_at_temperature_zero():
     import torch
 
-    from actors.hf_sampler import RowSampler
+    from mirrorscan.actors.hf_sampler import RowSampler
 
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]] * 3))
     seen = {0: set(), 1: set(), 2: set()}
@@ -261,7 +261,7 @@ def test_the_nucleus_found_among_the_top_tokens_equals_the_full_sort():
     tied distributions its mask equals the one a stable full sort gives (ties: lower token id first)."""
     import torch
 
-    from actors.hf_sampler import TOP_K, RowSampler
+    from mirrorscan.actors.hf_sampler import TOP_K, RowSampler
 
     torch.manual_seed(3)
     vocab = 4 * TOP_K

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from actors.hf_scorer import HFScorer
-from actors.score_tokens import adds_bos, score_ids
-from grid.records import ModelVariant, RunContext
-from grid.score_columns import SCORE_COLUMNS
+from mirrorscan.actors.hf_scorer import HFScorer
+from mirrorscan.actors.score_tokens import adds_bos, score_ids
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 TEXTS = [("The jury found that the victim had been", " murdered"),
@@ -123,7 +123,7 @@ def test_a_models_bos_rule_applies_unless_the_cell_sets_its_own(bos_tiny_dir):
 
 
 def test_a_failing_batch_is_scored_cell_by_cell_so_only_the_failing_cell_is_an_error_row():
-    from actors.score_tokens import score_safely
+    from mirrorscan.actors.score_tokens import score_safely
 
     prepared = [(i, {"name": n}, [1], [2], False, None) for i, n in enumerate(["a", "poison", "b"])]
 
@@ -154,7 +154,7 @@ def _brute_force_cost(lengths, pass_cost):
 def test_length_groups_split_a_batch_only_where_padding_costs_more_than_a_pass():
     import random
 
-    from actors.hf_scorer import length_groups
+    from mirrorscan.actors.hf_scorer import length_groups
 
     spread = [5] * 10 + [30]
     assert length_groups(spread, 48) == [list(range(10)), [10]]        # 10·5 + 30 + 2·48 < 11·30 + 48
@@ -172,7 +172,7 @@ def test_length_groups_split_a_batch_only_where_padding_costs_more_than_a_pass()
 
 
 def test_a_batch_split_into_passes_scores_as_one_pass_does(tiny_scorer, monkeypatch):
-    import actors.hf_scorer as hf_scorer
+    import mirrorscan.actors.hf_scorer as hf_scorer
 
     monkeypatch.setitem(hf_scorer.PASS_COST_POSITIONS, "cpu", 0)     # every length its own pass
     split = tiny_scorer(cells(TEXTS)).to_pylist()

@@ -11,13 +11,13 @@ import urllib.parse
 import pyarrow as pa
 import pytest
 
-from actors.http_anthropic import AnthropicSampler
-from actors.http_common import backoff_s, header_value, parse_retry_after, per_actor_concurrency
-from actors.registry import engine_class
-from actors.streaming import timing_problems
-from grid.errors import ConfigError
+from mirrorscan.actors.http_anthropic import AnthropicSampler
+from mirrorscan.actors.http_common import backoff_s, header_value, parse_retry_after, per_actor_concurrency
+from mirrorscan.actors.registry import engine_class
+from mirrorscan.actors.streaming import timing_problems
+from mirrorscan.grid.errors import ConfigError
 from anthropic_server import ANSWER_PIECES, THINKING_PIECES, FaultServer
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 RUN = RunContext(invocation_id="inv-anth", experiment="exp", instrument="forced_choice", envelope_version="t")
 ANSWER = "".join(ANSWER_PIECES)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from chat_server import ChatServer
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 PAIRS = [("The capital of France is", " Paris"), ("The capital of France is", " Paris, France"),
@@ -26,7 +26,7 @@ def cells(pairs):
 
 
 def scored(url, pairs):
-    from actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
 
     variant = ModelVariant(label="chat", model="chat", backend="openai", endpoint=url, max_tokens=1, timeout_s=60.0,
                            max_retries=0, score_api="chat")
@@ -117,8 +117,8 @@ def test_a_chat_api_that_cannot_continue_a_message_is_an_error_row_pointing_at_t
 
 
 def test_score_api_is_checked_in_the_spec(tmp_path):
-    from grid.errors import ConfigError
-    from grid.spec import load_spec
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.grid.spec import load_spec
 
     folder = tmp_path / "exp"
     folder.mkdir()
@@ -147,8 +147,8 @@ def test_score_api_is_checked_in_the_spec(tmp_path):
 
 
 def test_extra_body_may_not_replace_what_the_chat_scorer_sets():
-    from actors.http_completions import OpenAICompletionsScorer
-    from grid.errors import ConfigError
+    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.grid.errors import ConfigError
 
     for key in ("continue_final_message", "prompt_logprobs", "logprobs"):
         variant = ModelVariant(label="chat", model="chat", backend="openai", endpoint="http://127.0.0.1:9/v1",

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import VLLM_TEST_KEY_ENV
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 from test_http_chat_scorer import PAIRS, cells, plain  # noqa: F401 - the plain-transformers fixture
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
@@ -18,7 +18,7 @@ SAME_NATS = 1e-4
 
 
 def test_vllms_server_gives_every_target_token_through_chat(vllm_server, plain):
-    from actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
 
     tok, ids_of, logprobs = plain
     variant = ModelVariant(label="srv", model="smollm2", backend="openai", endpoint=vllm_server, max_tokens=1,

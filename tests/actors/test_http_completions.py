@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from actors.hf_scorer import HFScorer
+from mirrorscan.actors.hf_scorer import HFScorer
 from conftest import VLLM_TEST_KEY_ENV
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 from test_hf_scorer import TEXTS, cells
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
@@ -19,7 +19,7 @@ SAME_NATS = 1e-4
 
 
 def scorer(url, **kw):
-    from actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
 
     variant = ModelVariant(**{"label": "srv", "model": "smollm2", "backend": "openai", "endpoint": url,
                               "api_key_env": VLLM_TEST_KEY_ENV, "max_tokens": 1, "timeout_s": 120.0, **kw})

@@ -13,9 +13,9 @@ import urllib.parse
 
 import pytest
 
-from actors.hf_scorer import HFScorer
+from mirrorscan.actors.hf_scorer import HFScorer
 from completions_server import CompletionsServer
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 from test_hf_scorer import TEXTS, cells
 
 RUN = RunContext(invocation_id="inv-fallback", experiment="exp", instrument="flinch", envelope_version="-")
@@ -56,7 +56,7 @@ def tiny_hf_rows(tiny_hf):
 
 def scored(url, texts, **kw) -> tuple[list[dict], str]:
     """Rows of ``texts`` from a fresh scorer (closed afterwards), and the prompt form it chose."""
-    from actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
 
     variant = ModelVariant(**{"label": "srv", "model": "tiny", "backend": "openai", "endpoint": url,
                               "api_key_env": KEY_ENV, "max_tokens": 1, "timeout_s": 30.0, "max_retries": 2, **kw})

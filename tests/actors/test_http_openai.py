@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 from anthropic_server import ANSWER_PIECES, THINKING_PIECES, FaultServer
 
-from actors.http_common import header_value
-from actors.http_openai import OpenAISampler
-from actors.registry import engine_class
-from actors.streaming import timing_problems
+from mirrorscan.actors.http_common import header_value
+from mirrorscan.actors.http_openai import OpenAISampler
+from mirrorscan.actors.registry import engine_class
+from mirrorscan.actors.streaming import timing_problems
 from fc_grid import fc_rendered
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 RUN = RunContext(invocation_id="inv-oai", experiment="exp", instrument="forced_choice", envelope_version="t")
 PAIRS = pa.table({"pair_id": ["cd", "tc"], "word_a": ["cat", "tea"], "word_b": ["dog", "coffee"]})

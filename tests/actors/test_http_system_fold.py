@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 from anthropic_server import FaultServer
 
-from actors.chat import render_chat
-from actors.http_anthropic import AnthropicSampler
-from actors.http_common import rejects_system_role
-from actors.http_openai import OpenAISampler
+from mirrorscan.actors.chat import render_chat
+from mirrorscan.actors.http_anthropic import AnthropicSampler
+from mirrorscan.actors.http_common import rejects_system_role
+from mirrorscan.actors.http_openai import OpenAISampler
 from fc_grid import fc_rendered
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 RUN = RunContext(invocation_id="inv-fold", experiment="exp", instrument="forced_choice", envelope_version="t")
 KEY_ENV = "MIRRORSCAN_TEST_FOLD_KEY"

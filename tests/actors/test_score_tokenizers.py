@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from actors.hf_scorer import HFScorer
-from actors.score_tokens import LONE_SPACE_DROPPED, score_ids
-from grid.records import ModelVariant, RunContext
+from mirrorscan.actors.hf_scorer import HFScorer
+from mirrorscan.actors.score_tokens import LONE_SPACE_DROPPED, score_ids
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 LINES = ["The jury found that the victim had been murdered.", "The army cleared the square and the protesters were murdered.",
@@ -52,7 +52,7 @@ def sentencepiece_dir(tmp_path_factory):
     from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
 
-    from cluster.models import build_tiny_random_model
+    from mirrorscan.cluster.models import build_tiny_random_model
 
     raw = Tokenizer(models.Unigram())
     raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")   # word pieces
@@ -142,7 +142,7 @@ def test_a_forced_bos_scores_as_the_tokenizer_that_adds_it_does(bos_tiny_dir, ne
 def test_flinch_names_per_model_the_terms_whose_lone_space_was_not_scored():
     import pyarrow as pa
 
-    from instruments.flinch.instrument import lone_space_notes
+    from mirrorscan.instruments.flinch.instrument import lone_space_notes
 
     traces = pa.table({"label": ["llama", "llama", "llama", "gpt"], "term": ["murdered", "murdered", "Paris", "Paris"],
                        "target_space": ["lone_space_dropped", "lone_space_dropped", None, None]})

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from actors.streaming import StreamClock, timing_problems
+from mirrorscan.actors.streaming import StreamClock, timing_problems
 
 GAP_S = 0.02
 """Sleep between two fed chunks (s)."""

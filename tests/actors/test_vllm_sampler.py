@@ -20,10 +20,10 @@ import time
 import pyarrow as pa
 import pytest
 
-from actors.streaming import timing_problems
+from mirrorscan.actors.streaming import timing_problems
 from fc_grid import fc_rendered
-from grid.errors import ConfigError
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
@@ -46,7 +46,7 @@ def variant(**kw) -> ModelVariant:
 
 @pytest.fixture(scope="module")
 def engine(demo_dir):
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     sampler = VLLMSampler(variant(), str(demo_dir), RUN)
     print(f"\nvLLM engine start: {sampler.engine_start_s:.1f} s")
@@ -56,7 +56,7 @@ def engine(demo_dir):
 
 def sampler(demo_dir, **kw):
     """A sampler with other sampling settings on the module's engine (same engine settings → same engine)."""
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     return VLLMSampler(variant(**kw), str(demo_dir), RUN)
 
@@ -91,9 +91,9 @@ def test_merged_deltas_are_timed_as_delivered_one_chunk_and_one_interval_each():
     import asyncio
     from types import SimpleNamespace
 
-    from actors.rows import where_am_i
-    from actors.streaming import StreamClock
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.rows import where_am_i
+    from mirrorscan.actors.streaming import StreamClock
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     reader = VLLMSampler.__new__(VLLMSampler)   # everything _stream uses, without building an engine
     reader.variant, reader.run, reader.source, reader.where = variant(), RUN, "/models/demo", where_am_i()
@@ -114,7 +114,7 @@ def test_merged_deltas_are_timed_as_delivered_one_chunk_and_one_interval_each():
 
 
 def test_greedy_answers_equal_the_hf_sampler_and_every_row_streams_honestly(engine, demo_dir):
-    from actors.hf_sampler import HFSampler
+    from mirrorscan.actors.hf_sampler import HFSampler
 
     batch = cells()
     started = time.monotonic()
@@ -224,7 +224,7 @@ def test_a_process_that_exits_with_its_engine_running_logs_no_engine_dead_error(
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here.parent), str(here)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)])}
     done = subprocess.run([sys.executable, str(here / "vllm_exit_child.py"), str(demo_dir)], env=env,
                           capture_output=True, text=True, timeout=600)
     out = done.stdout + done.stderr
@@ -233,7 +233,7 @@ def test_a_process_that_exits_with_its_engine_running_logs_no_engine_dead_error(
 
 
 def test_engine_args_are_merged_last_and_unknown_ones_refused():
-    from actors.vllm_sampler import engine_kwargs
+    from mirrorscan.actors.vllm_sampler import engine_kwargs
 
     kw = engine_kwargs(variant(engine_args={"max_model_len": 1024, "enforce_eager": False}), "/m")
     assert kw["max_model_len"] == 1024 and kw["enforce_eager"] is False and kw["dtype"] == "float32"
@@ -268,7 +268,7 @@ def ray_two_gpus():
 
 
 def test_ray_resources_for_cpu_and_one_gpu():
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     assert VLLMSampler.ray_resources(variant()) == {"num_cpus": 1}
     assert VLLMSampler.ray_resources(variant(device="cuda")) == {"num_cpus": 1, "num_gpus": 1}
@@ -277,7 +277,7 @@ def test_ray_resources_for_cpu_and_one_gpu():
 def test_tensor_parallel_actor_runs_in_its_placement_group_and_captures_child_tasks(ray_two_gpus):
     from ray.util.placement_group import placement_group_table
 
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     ray = ray_two_gpus
     args = VLLMSampler.ray_resources(variant(device="cuda", tensor_parallel_size=2, memory_gb=0.1), timeout_s=120)
@@ -309,7 +309,7 @@ def test_tensor_parallel_actor_runs_in_its_placement_group_and_captures_child_ta
 def test_a_placement_group_that_cannot_be_placed_is_a_clear_error(ray_two_gpus):
     from ray.util.placement_group import placement_group_table
 
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     with pytest.raises(ConfigError, match=r"models\[demo\]\.tensor_parallel_size.*4 × GPU.*fix: lower"):
         VLLMSampler.ray_resources(variant(device="cuda", tensor_parallel_size=4), timeout_s=3)

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from actors.hf_scorer import HFScorer
-from grid.records import ModelVariant, RunContext
-from grid.score_columns import SCORE_COLUMNS
+from mirrorscan.actors.hf_scorer import HFScorer
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
 from test_hf_scorer import TEXTS, cells
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
@@ -27,7 +27,7 @@ def variant(model_dir, backend: str) -> ModelVariant:
 
 @pytest.fixture(scope="module")
 def vllm_scorer(demo_dir):
-    from actors.vllm_scorer import VLLMScorer
+    from mirrorscan.actors.vllm_scorer import VLLMScorer
 
     scorer = VLLMScorer(variant(demo_dir, "vllm"), str(demo_dir), RUN)
     print(f"\nvLLM engine start: {scorer.engine_start_s:.1f} s")

@@ -7,7 +7,7 @@ import sys
 def main(model_dir: str) -> None:
     from test_vllm_sampler import RUN, cells, variant
 
-    from actors.vllm_sampler import VLLMSampler
+    from mirrorscan.actors.vllm_sampler import VLLMSampler
 
     rows = VLLMSampler(variant(), model_dir, RUN)(cells().slice(0, 2))
     print(f"answered {rows.num_rows}", flush=True)

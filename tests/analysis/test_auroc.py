@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from analysis_refdata import MANEK, load_json, manek_models, manek_scores, within
 
-from analysis.auroc import (auroc, auroc_from_ranks, auroc_weighted, max_abs_deviation, max_deviation,
+from mirrorscan.analysis.auroc import (auroc, auroc_from_ranks, auroc_weighted, max_abs_deviation, max_deviation,
                             max_signed_deviation, midranks, permuted_masks, positive_mask)
-from analysis.errors import AnalysisError
+from mirrorscan.analysis.errors import AnalysisError
 
 CASES = load_json("auroc_ties", "cases.json")["cases"]
 MANEK_REF = load_json(*MANEK, "recomputed_auroc_by_layer.json", exact=True)["models"]

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from analysis_refdata import manek_scores
 
-from analysis.auroc import auroc
-from analysis.bootstrap import (AurocBootstrapData, ItemBootstrapData,
+from mirrorscan.analysis.auroc import auroc
+from mirrorscan.analysis.bootstrap import (AurocBootstrapData, ItemBootstrapData,
                                 argmax_layer_bootstrap, argmax_spread, auroc_bootstrap_shard, item_bootstrap,
                                 item_bootstrap_shard, multiplicities, stratified_bootstrap_indices)
-from analysis.errors import AnalysisError
-from analysis.resampling import percentile_interval
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.resampling import percentile_interval
 
 
 def test_spread_formula():

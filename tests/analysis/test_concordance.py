@@ -14,9 +14,9 @@ import pytest
 from analysis_refdata import last_digit_unit, load_columns, load_json, within
 from scipy.stats import friedmanchisquare
 
-from analysis.concordance import (concordance_data, kendall_w, kendall_w_permutation_shard,
+from mirrorscan.analysis.concordance import (concordance_data, kendall_w, kendall_w_permutation_shard,
                                   kendall_w_permutation_test, simulate_w_reference)
-from analysis.resampling import plan_shards, reduce_in_order, run_local
+from mirrorscan.analysis.resampling import plan_shards, reduce_in_order, run_local
 
 EXACT_TOL = Decimal("1e-6")
 EXPECTED = load_json("kendall_w", "expected.json", exact=True)

@@ -11,11 +11,11 @@ import json
 import numpy as np
 import pytest
 
-from analysis.bootstrap import AurocBootstrapData, auroc_bootstrap_shard
-from analysis.concordance import concordance_data, kendall_w_permutation_shard
-from analysis.drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
-from analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
-from analysis.resampling import plan_shards, run_local
+from mirrorscan.analysis.bootstrap import AurocBootstrapData, auroc_bootstrap_shard
+from mirrorscan.analysis.concordance import concordance_data, kendall_w_permutation_shard
+from mirrorscan.analysis.drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
+from mirrorscan.analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
+from mirrorscan.analysis.resampling import plan_shards, run_local
 
 N_DRAWS, SHARD, SEED = 2300, 500, 20261129       # 5 shards, the last one short
 
@@ -78,7 +78,7 @@ def test_null_driver_equals_the_local_function(ray_local, probe):
 
 
 def test_auroc_per_model_as_ray_tasks(ray_local, probe):
-    from analysis.auroc import auroc
+    from mirrorscan.analysis.auroc import auroc
 
     scores, labels = probe
     per_model = {"m1": (scores, labels), "m0": (-scores[:, ::-1], labels), "m2": (scores[:40], labels[:40])}
@@ -89,7 +89,7 @@ def test_auroc_per_model_as_ray_tasks(ray_local, probe):
 
 
 def test_cli_null_with_ray_equals_local(ray_local, probe, tmp_path, capsys):
-    from jobs import cli
+    from mirrorscan.jobs import cli
 
     scores, labels = probe
     path = tmp_path / "probe.csv"

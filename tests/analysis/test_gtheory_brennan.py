@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from analysis_refdata import last_digit_unit, load_columns, load_json, within
 
-from analysis.design import pivot_long
-from analysis.dstudy import d_study
-from analysis.gtheory import g_study, mixed_model_components
-from analysis.gtheory_report import gtheory_report
+from mirrorscan.analysis.design import pivot_long
+from mirrorscan.analysis.dstudy import d_study
+from mirrorscan.analysis.gtheory import g_study, mixed_model_components
+from mirrorscan.analysis.gtheory_report import gtheory_report
 
 EXACT_TOL = Decimal("1e-6")
 EXPECTED = load_json("brennan2001_synthetic", "expected.json", exact=True)

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.design import design_from_array, pivot_long
-from analysis.dstudy import (asymptote, d_study, dependability_coefficient, generalizability_coefficient,
+from mirrorscan.analysis.design import design_from_array, pivot_long
+from mirrorscan.analysis.dstudy import (asymptote, d_study, dependability_coefficient, generalizability_coefficient,
                              smallest_n)
-from analysis.errors import AnalysisError
-from analysis.gtheory import g_study, variance_components
-from analysis.gtheory_report import gtheory_report, parse_sizes
-from grid.errors import ConfigError
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.gtheory import g_study, variance_components
+from mirrorscan.analysis.gtheory_report import gtheory_report, parse_sizes
+from mirrorscan.grid.errors import ConfigError
 
 # 3 persons × 2 items. Grand mean 5; person means 3, 4, 8; item means 4, 6.
 # SS_p = 2·(4+1+9) = 28, SS_i = 3·(1+1) = 6, SS_total = 38, SS_pi = 4.

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from analysis_refdata import MANEK, load_json, manek_models, manek_scores
 
-from analysis.claims import (ClaimData, MeanDifference, ScalingCorrelation, wrapper_bootstrap,
+from mirrorscan.analysis.claims import (ClaimData, MeanDifference, ScalingCorrelation, wrapper_bootstrap,
                              wrapper_permutation_null, wrapper_permutation_shard)
-from analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
-from analysis.resampling import permutation_p_value, plan_shards, reduce_in_order, summarise_null
+from mirrorscan.analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
+from mirrorscan.analysis.resampling import permutation_p_value, plan_shards, reduce_in_order, summarise_null
 
 FLOORS = {m: v["label_permutation_floor_computed_here"]
           for m, v in load_json(*MANEK, "recomputed_auroc_by_layer.json")["models"].items()}

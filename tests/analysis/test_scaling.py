@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from analysis.errors import AnalysisError
-from analysis.scaling import scaling_by_wrapper
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.scaling import scaling_by_wrapper
 
 PARAMS = np.array([0.5e9, 1.5e9, 3e9, 7e9, 14e9, 32e9])
 

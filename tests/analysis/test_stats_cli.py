@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from analysis_refdata import REPO, load_json, ref_path, within, last_digit_unit
-from jobs import cli
+from mirrorscan.jobs import cli
 
 BRENNAN = REPO.parent / "shared" / "reference-data" / "brennan2001_synthetic"
 
@@ -107,7 +107,7 @@ def test_unbalanced_design_is_refused_in_one_line(capsys, tmp_path, crossed):
 def test_unbalanced_error_has_no_traceback_from_the_command_line(tmp_path, crossed):
     _, rows = crossed
     path = write_csv(tmp_path / "dup.csv", ["model", "wrapper", "item", "score"], rows + rows[:1])
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "stats", "gstudy", "--input", path, "--score",
+    proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "stats", "gstudy", "--input", path, "--score",
                            "score", "--object", "model", "--facets", "wrapper,item"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     _one_line_error(proc.returncode, proc.stderr, "observed more than once")
@@ -220,7 +220,7 @@ def test_auroc_per_model_and_one_row_per_item(capsys, tmp_path):
 
 
 def test_null_matches_the_library_and_is_reproducible(capsys, probe_csv):
-    from analysis.nulls import label_permutation_null
+    from mirrorscan.analysis.nulls import label_permutation_null
 
     path, scores, labels, layers = probe_csv
     argv = ("null", "--input", path, "--score", "mean_score", "--label", "type", "--positive", "deployment",

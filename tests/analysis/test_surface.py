@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import AnalysisError
-from analysis.surface import SURFACE_WARNING, bag_of_words_auroc, surface_warning
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.surface import SURFACE_WARNING, bag_of_words_auroc, surface_warning
 
 SCORING = Path(__file__).parents[2] / "instruments/lens/data/scoring_synthetic.jsonl"
 
@@ -85,7 +85,7 @@ def planted_twins() -> tuple[list[str], list[str], list[int]]:
 
 
 def test_ungrouped_folds_leak_the_twin_and_grouped_folds_do_not():
-    from analysis.surface import surface_baseline
+    from mirrorscan.analysis.surface import surface_baseline
 
     texts, labels, groups = planted_twins()
     leaked = surface_baseline(texts, labels, "testing", seed=3)
@@ -100,7 +100,7 @@ def test_ungrouped_folds_leak_the_twin_and_grouped_folds_do_not():
 
 
 def test_items_without_a_group_are_their_own():
-    from analysis.surface import surface_baseline
+    from mirrorscan.analysis.surface import surface_baseline
 
     texts, labels, groups = planted_twins()
     some = [g if g < 10 else None for g in groups]        # half the items ungrouped: 10 groups + 30 single items
@@ -108,7 +108,7 @@ def test_items_without_a_group_are_their_own():
 
 
 def test_the_feature_count_is_the_lower_cased_vocabulary():
-    from analysis.surface import vocabulary_size
+    from mirrorscan.analysis.surface import vocabulary_size
 
     assert vocabulary_size(["Hey u, can U help?", "help me A lot", "a b"]) == len(
         {"hey", "u", "can", "help", "me", "a", "lot", "b"})

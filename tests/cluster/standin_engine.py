@@ -18,13 +18,13 @@ import time
 import pyarrow as pa
 import ray.cloudpickle
 
-from actors.placement import tensor_parallel_group
-from actors.rows import trace_row, where_am_i
+from mirrorscan.actors.placement import tensor_parallel_group
+from mirrorscan.actors.rows import trace_row, where_am_i
 from fc_grid import fc_cells, fc_ref
-from grid.instrument import InstrumentRef
-from instruments.forced_choice.envelopes import PACKAGED, load_bearing_ids, load_envelopes
-from grid.records import ModelVariant, RunContext
-from grid.trace_schema import to_trace_table
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.instruments.forced_choice.envelopes import PACKAGED, load_bearing_ids, load_envelopes
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.trace_schema import to_trace_table
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 FAKE_GPU = "fake_gpu"

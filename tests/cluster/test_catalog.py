@@ -20,9 +20,9 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from cluster import embedded_pg
-from cluster.catalog import Catalog, migrate, migrations, redact_dsn
-from grid.errors import CatalogError
+from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import Catalog, migrate, migrations, redact_dsn
+from mirrorscan.grid.errors import CatalogError
 
 UTC = dt.timezone.utc
 
@@ -117,8 +117,8 @@ def test_create_twice_is_refused(catalog, stored):
 
 
 def test_an_invocation_is_found_by_the_unique_start_of_its_id(catalog):
-    from cluster.catalog import resolve_invocation
-    from grid.errors import ConfigError
+    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.grid.errors import ConfigError
 
     a, b = (catalog.create_invocation(r) or r for r in (
         record(invocation_id="abcdef01-0000-4000-8000-000000000001", experiment="pre"),
@@ -317,7 +317,7 @@ def test_concurrent_first_start_then_stale_restart():
     base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-"))
     base.chmod(0o755)
     root = base / "catalog"
-    code = ("import sys; from pathlib import Path; from cluster import embedded_pg; "
+    code = ("import sys; from pathlib import Path; from mirrorscan.cluster import embedded_pg; "
             "print(embedded_pg.ensure_running(Path(sys.argv[1]), durable=False))")
     try:
         procs = [subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE,

@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pytest
 import standin_engine as standin
 
-from cluster.crash_journal import DIED, JOURNAL_WRITER, in_flight, leftover_markers, round_folder, settle
-from cluster.pipeline import render_block
-from cluster.store import open_store
+from mirrorscan.cluster.crash_journal import DIED, JOURNAL_WRITER, in_flight, leftover_markers, round_folder, settle
+from mirrorscan.cluster.pipeline import render_block
+from mirrorscan.cluster.store import open_store
 
 EXPERIMENT = "journal"
 

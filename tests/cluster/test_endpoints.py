@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from actors.http_common import per_actor_concurrency
-from cluster.endpoints import share_endpoints
-from grid.errors import ConfigError
-from grid.records import ModelVariant
+from mirrorscan.actors.http_common import per_actor_concurrency
+from mirrorscan.cluster.endpoints import share_endpoints
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant
 
 
 def api(label: str, endpoint: str = "http://127.0.0.1:9/v1", *, bound: int = 8, actors: int = 1,
@@ -74,12 +74,11 @@ def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_
     moment, so both labels were in flight together. Without the shared bound it would see up to 8."""
     import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "actors"))
     from anthropic_server import FaultServer
     import standin_engine as standin
 
-    from cluster.store import open_store
-    from cluster.sweep import run_grid
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.sweep import run_grid
 
     labels = ("tier-low", "tier-high")
     cells, instrument = standin.grid_cells(list(labels), n_pairs=3)   # 12 cells per label: ~18 s each

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster import embedded_pg
-from cluster.home import PROJECT_FOLDER, locate_home, user_data_home
+from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.home import PROJECT_FOLDER, locate_home, user_data_home
 
 MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
 

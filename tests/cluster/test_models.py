@@ -20,11 +20,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from cluster import models  # noqa: E402
-from cluster.models import (  # noqa: E402
+from mirrorscan.cluster import models  # noqa: E402
+from mirrorscan.cluster.models import (  # noqa: E402
     DEMO_MODEL_ALIAS, build_tiny_random_model, demo_gguf_path, prepare_demo_model, resolve_model_source,
 )
-from grid.errors import ConfigError  # noqa: E402
+from mirrorscan.grid.errors import ConfigError  # noqa: E402
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[2]
@@ -162,7 +162,7 @@ def test_concurrent_builders_build_once(tmp_path):
     script = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from cluster import models
+        from mirrorscan.cluster import models
         log = Path({str(tmp_path / "builds.log")!r})
         def build(out):
             with open(log, "a") as handle:
@@ -280,7 +280,7 @@ def test_the_packaged_tiny_model_is_built_once_and_the_same_everywhere(tmp_path,
     use; a second resolve reuses it, and a build in another home gives byte-identical weights."""
     import hashlib
 
-    from cluster.models import TINY_MODEL_ALIAS, resolve_model_source
+    from mirrorscan.cluster.models import TINY_MODEL_ALIAS, resolve_model_source
 
     first = Path(resolve_model_source(TINY_MODEL_ALIAS, "config.json", "models[1].model"))
     assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
@@ -300,7 +300,7 @@ def test_a_sized_tiny_alias_builds_that_size_and_seed(tmp_path, monkeypatch, dem
     """``packaged:tiny-random-llama-<blocks>x<width>-s<seed>``: the plumbing models of the lens design demo."""
     import json
 
-    from cluster.models import resolve_model_source
+    from mirrorscan.cluster.models import resolve_model_source
 
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))
     (tmp_path / "home" / "models").mkdir(parents=True)

@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 import pytest
 import standin_engine as standin
 
-from actors import registry
-from cluster.crash_journal import DIED, INFLIGHT
-from cluster.store import open_store
-from grid.cells import plan_attempts
+from mirrorscan.actors import registry
+from mirrorscan.cluster.crash_journal import DIED, INFLIGHT
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.cells import plan_attempts
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.own_ray]
 EXPERIMENT = "multinode"
@@ -41,7 +41,7 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    from cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.ray_session import ensure_ray
 
     from conftest import own_ray
 
@@ -69,7 +69,7 @@ def standin_backend(monkeypatch):
 def run_sweep(tmp_path, variant, cells: pa.Table, instrument, *, batch_size: int = 8,
               on_part=None) -> tuple[object, str]:
     """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
-    from cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import run_grid
 
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
@@ -98,7 +98,7 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
     import ray.data
     from ray.data._internal.execution import streaming_executor_state
 
-    from cluster.pipeline import EXECUTOR_POLL_S
+    from mirrorscan.cluster.pipeline import EXECUTOR_POLL_S
 
     _, workers = cluster
     monkeypatch.setattr(streaming_executor_state, "WAIT_FOR_TASK_COMPLETION_TIMEOUT_S", 0.1)   # Ray's own
@@ -173,7 +173,7 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     once, so their engine calls overlap (one after the other they could not: the first pool's actor waits
     at the rendezvous for the second's, in vain, and then answers alone), and the caller hears parts of both
     models, interleaved, each with its label."""
-    from cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import run_grid
 
     meet = tmp_path / "rendezvous"   # each actor waits on its first batch until both have one
     meet.mkdir()
@@ -235,7 +235,7 @@ def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluste
     import ray
     from ray.util.placement_group import placement_group_table
 
-    from cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import run_grid
 
     c, _ = cluster
     c.add_node(num_cpus=2, resources={standin.FAKE_GPU: 2})
@@ -263,7 +263,7 @@ def test_f_models_that_fit_one_at_a_time_take_turns(tmp_path, cluster, standin_b
     first pool ends and removes its group, so no engine call of the two overlaps, and both finish."""
     import ray
 
-    from cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import run_grid
 
     def big_nodes() -> int:
         return sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get(standin.FAKE_GPU, 0) >= 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ray.data._internal.execution import streaming_executor_state as state
 
-from cluster.pipeline import EXECUTOR_POLL_S, executor_poll
+from mirrorscan.cluster.pipeline import EXECUTOR_POLL_S, executor_poll
 
 
 def test_the_scheduling_loop_reads_the_wait_that_executor_poll_sets():

@@ -64,7 +64,7 @@ def test_a_local_scan_listens_on_loopback_only_with_token_auth_on(tmp_path, tiny
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["MIRRORSCAN_HOME"] = str(home)
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "scan", str(exp), "--store", str(tmp_path / "store"),
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(exp), "--store", str(tmp_path / "store"),
                              "--catalog-dsn", catalog_dsn, "--quiet"], env=env, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: set = set()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from cluster.row_index import read_successful_rows, write_index
-from cluster.store import open_store
-from grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.cluster.row_index import read_successful_rows, write_index
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 COLUMNS = ["invocation_id", "probe_id", "sample", "label", "error"]
 

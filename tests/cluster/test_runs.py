@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from cluster import runs
-from cluster.catalog import Catalog
-from grid.errors import CatalogError, ConfigError
+from mirrorscan.cluster import runs
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.grid.errors import CatalogError, ConfigError
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_the_heartbeat_renews_and_a_driver_that_cannot_renew_stops(invocation):
 
 def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_stale_lease(tmp_path, tiny_dir,
                                                                                           catalog_dsn, monkeypatch):
-    from jobs import scan
+    from mirrorscan.jobs import scan
 
     exp = tmp_path / "leased"
     exp.mkdir()

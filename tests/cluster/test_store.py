@@ -6,9 +6,9 @@ import datetime as dt
 
 import pyarrow.parquet as pq
 
-from cluster.store import open_store
-from grid.instrument import known_trace_schema
-from grid.trace_schema import to_trace_table
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.instrument import known_trace_schema
+from mirrorscan.grid.trace_schema import to_trace_table
 
 
 def rows(n: int, start: int = 0) -> list[dict]:

@@ -25,11 +25,11 @@ import botocore.exceptions
 import pyarrow.parquet as pq
 import pytest
 
-from cluster import s3
-from cluster.store import open_store
-from grid.errors import ConfigError
-from grid.instrument import known_trace_schema
-from grid.trace_schema import to_trace_table
+from mirrorscan.cluster import s3
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import known_trace_schema
+from mirrorscan.grid.trace_schema import to_trace_table
 
 pytestmark = pytest.mark.own_ray   # the sweep-restart test starts a Ray whose workers carry its own S3 settings
 
@@ -212,7 +212,7 @@ def test_a_put_that_landed_but_lost_its_answer_is_not_duplicated(s3_uri, caplog)
             raise botocore.exceptions.ConnectionClosedError(endpoint_url="simulated lost answer")
 
     client.meta.events.register("after-call.s3.PutObject", lose_first_answer)
-    with caplog.at_level(logging.INFO, logger="cluster.s3"):
+    with caplog.at_level(logging.INFO, logger="mirrorscan.cluster.s3"):
         path = store.write_part(to_trace_table(rows(3)), "exp", "inv", "w1")
     client.meta.events.unregister("after-call.s3.PutObject", lose_first_answer)
     assert answers["n"] == 2 and store.list_parts("exp", "inv") == [path]
@@ -256,7 +256,7 @@ def test_write_survives_a_server_restart(tmp_path, monkeypatch, caplog):
             except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
                 result["error"] = exc
 
-        with caplog.at_level(logging.WARNING, logger="cluster.s3"):
+        with caplog.at_level(logging.WARNING, logger="mirrorscan.cluster.s3"):
             thread = threading.Thread(target=write)
             thread.start()
             time.sleep(1.5)
@@ -359,8 +359,8 @@ def test_multipart_etag_matches_the_servers(s3_uri):
 
 
 def test_sql_reads_traces_from_s3(s3_uri, catalog_dsn):
-    from cluster.catalog import Catalog
-    from jobs import sql
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.jobs import sql
 
     store = open_store(s3_uri)
     inv = str(uuid.uuid4())
@@ -382,9 +382,9 @@ def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path,
     import ray
     import standin_engine as standin
 
-    from actors import registry
-    from cluster.ray_session import ensure_ray
-    from cluster.sweep import run_grid
+    from mirrorscan.actors import registry
+    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.sweep import run_grid
     from conftest import own_ray
     from tests.s3_server import WeedMini
 

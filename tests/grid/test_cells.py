@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from grid.cells import add_seeds, plan_attempts, remove_done, with_probe_ids
-from grid.ids import cell_seed
+from mirrorscan.grid.cells import add_seeds, plan_attempts, remove_done, with_probe_ids
+from mirrorscan.grid.ids import cell_seed
 
 
 def cells_of(n_items: int, samples: int = 1, orderings=("-",)) -> pa.Table:

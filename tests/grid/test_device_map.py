@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.spec import load_spec
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.spec import load_spec
 
 
 def spec_of(tmp_path, **entry):
@@ -56,7 +56,7 @@ def test_a_device_map_that_cannot_load_is_refused_naming_the_field(tmp_path, ent
 
 
 def test_device_map_is_an_execution_setting(tmp_path):
-    from grid.settings import settings_hash
+    from mirrorscan.grid.settings import settings_hash
 
     auto = spec_of(tmp_path, device="cuda", device_map="auto", num_gpus=2).settings()
     whole = spec_of(tmp_path, device="cuda").settings()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grid.files import stamp
+from mirrorscan.grid.files import stamp
 
 
 def test_a_stamp_changes_when_a_file_or_a_file_in_a_folder_is_written(tmp_path):

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from grid.formatting import article, duration, fixed, headline, milliseconds, percent, points
+from mirrorscan.grid.formatting import article, duration, fixed, headline, milliseconds, percent, points
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "results"))
 from report_page import numbers  # noqa: E402  (tests/results/report_page.py)
 
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"   # the legacy fixture's finished forced-choice invocation
@@ -54,8 +52,8 @@ def test_the_article_follows_the_sound(word, art):
 
 
 def test_a_report_of_the_legacy_fixture_shows_the_commit_rate_as_analyze_prints_it(legacy):
-    from jobs.analyze import analyze_invocation, format_report
-    from jobs.report import report_invocations
+    from mirrorscan.jobs.analyze import analyze_invocation, format_report
+    from mirrorscan.jobs.report import report_invocations
 
     root, dsn = legacy
     printed = format_report(analyze_invocation(FINISHED, catalog_dsn=dsn))
@@ -70,7 +68,7 @@ def test_a_report_of_the_legacy_fixture_shows_the_commit_rate_as_analyze_prints_
 
 
 def test_an_instruments_headline_units_say_how_its_numbers_are_written():
-    from grid.instrument import headline_units
+    from mirrorscan.grid.instrument import headline_units
 
     units = {"total": 1, "flinch_*": 1, "flinch_anti_*": 2, "rate_like": "percent"}
     assert headline("total", 5.26, units) == "5.3" and headline("flinch_violence", 7.04, units) == "7.0"

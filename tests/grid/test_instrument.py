@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from grid.errors import ConfigError
-from grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, cell_value, resolve
-from grid.trace_schema import TRACE_COLUMNS, trace_schema
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, cell_value, resolve
+from mirrorscan.grid.trace_schema import TRACE_COLUMNS, trace_schema
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_PACKAGES = ("grid", "actors", "cluster", "analysis", "jobs")
@@ -41,7 +41,7 @@ def test_every_instrument_gives_the_browser_a_cell_value_it_can_read(name):
 
 
 def test_a_cell_value_of_another_kind_or_derived_from_nothing_is_refused():
-    from grid.instrument import CellValue
+    from mirrorscan.grid.instrument import CellValue
 
     class Named:
         name = "x"
@@ -57,13 +57,21 @@ def test_a_cell_value_of_another_kind_or_derived_from_nothing_is_refused():
 @pytest.mark.parametrize("name, problem", [
     ("telepathy", "unknown instrument"),
     ("no_such_module_xyz:THING", "cannot import"),
-    ("grid.ids:NOTHING", "has no attribute"),
-    ("grid.ids:SEP", "lacks"),
+    ("mirrorscan.grid.ids:NOTHING", "has no attribute"),
+    ("mirrorscan.grid.ids:SEP", "lacks"),
 ])
 def test_an_instrument_that_cannot_be_resolved_is_a_config_error(name, problem):
     with pytest.raises(ConfigError, match=problem) as info:
         resolve(name)
     assert info.value.field == "instrument"
+
+
+def test_an_import_path_written_before_the_package_moved_resolves_to_the_same_instrument():
+    """Configs and frozen settings written when the parts were top-level packages name instruments as
+    ``instruments.…:INSTRUMENT``: that path is read under ``mirrorscan.``, and only for the package's parts."""
+    assert resolve("instruments.flinch.instrument:INSTRUMENT") is resolve("flinch")
+    with pytest.raises(ConfigError, match="cannot import"):
+        resolve("numpyx.instruments:INSTRUMENT")
 
 
 def test_an_instrument_column_must_be_documented_and_new():
@@ -115,5 +123,5 @@ def test_results_imports_neither_jobs_nor_an_instrument():
 
 def test_the_import_walk_sees_a_function_level_import(tmp_path):
     sample = tmp_path / "x.py"
-    sample.write_text("def f():\n    from instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")
-    assert "instruments.forced_choice" in imported_modules(sample)
+    sample.write_text("def f():\n    from mirrorscan.instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")
+    assert "mirrorscan.instruments.forced_choice" in imported_modules(sample)

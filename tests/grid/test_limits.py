@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.limits import ENV, LIMITS
-from grid.settings import settings_hash
-from grid.spec import load_spec
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.limits import ENV, LIMITS
+from mirrorscan.grid.settings import settings_hash
+from mirrorscan.grid.spec import load_spec
 from test_spec import make_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_the_grid_size_is_checked_by_arithmetic_before_any_cell_is_built(tmp_pat
     folder = experiment(tmp_path, fc(models=models, samples=LIMITS["samples"].default))
     code = ("import resource, sys\n"
             "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-            "from grid.spec import load_spec\nfrom grid.errors import ConfigError\n"
+            "from mirrorscan.grid.spec import load_spec\nfrom mirrorscan.grid.errors import ConfigError\n"
             f"try:\n    load_spec({str(folder)!r})\nexcept ConfigError as e:\n    print(e.field, e.problem)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -122,7 +122,7 @@ def test_dry_run_and_scan_refuse_the_same_huge_max_tokens_with_exit_2(tmp_path):
     folder = experiment(tmp_path, config)
     env = {"MIRRORSCAN_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
     for extra in (["--dry-run"], []):
-        out = subprocess.run([sys.executable, "-m", "jobs.cli", "scan", str(folder), *extra], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(folder), *extra], capture_output=True,
                              text=True, cwd=ROOT, env=env, timeout=300)
         assert out.returncode == 2, (extra, out.stderr)
         lines = out.stderr.strip().splitlines()
@@ -140,7 +140,7 @@ def test_dry_run_refuses_a_max_tokens_past_a_local_models_context_window_as_scan
     env = {**__import__("os").environ, "MIRRORSCAN_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ""}
     lines = []
     for extra in (["--dry-run"], ["--catalog-dsn", "postgresql://nobody@127.0.0.1:1/none"]):
-        out = subprocess.run([sys.executable, "-m", "jobs.cli", "scan", str(folder), *extra], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(folder), *extra], capture_output=True,
                              text=True, cwd=ROOT, env=env, timeout=300)
         assert out.returncode == 2, (extra, out.stderr)
         lines.append(out.stderr.strip())

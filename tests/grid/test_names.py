@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from grid.errors import ConfigError, excerpt, file_error
-from grid.names import MAX_NAME_CHARS, NAME_RULE, check_experiment_name, check_name, name_problem, reject_nul
-from grid.spec import load_spec
+from mirrorscan.grid.errors import ConfigError, excerpt, file_error
+from mirrorscan.grid.names import MAX_NAME_CHARS, NAME_RULE, check_experiment_name, check_name, name_problem, reject_nul
+from mirrorscan.grid.spec import load_spec
 
 TRAVERSALS = ["../../../x", "..", ".", "a/b", "a\\b", "/etc", "x..y", "../x"]
 MARKUP = ["<script>", "<em>m</em>", "a b", "a\"b", "a'b", "x;rm", "$(id)", "a|b", "a\x00b", "a\nb", "é", "-rf",
@@ -119,8 +119,8 @@ def test_error_messages_never_hold_more_than_an_excerpt():
 @pytest.mark.parametrize("bad", ["../x", "<script>"])
 def test_file_given_names_follow_the_rule(tmp_path, bad):
     """Ids an item file gives (a forced_choice envelope, a flinch axis) are names too."""
-    from instruments.flinch.corpus import load_corpus
-    from instruments.forced_choice.envelopes import load_envelopes
+    from mirrorscan.instruments.flinch.corpus import load_corpus
+    from mirrorscan.instruments.forced_choice.envelopes import load_envelopes
 
     envelopes = tmp_path / "envelopes.json"
     envelopes.write_text(json.dumps({"version": "t", "envelopes": [

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from grid.records import ModelVariant, RunContext
-from grid.spec import load_spec
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.spec import load_spec
 
 
 def test_variant_round_trips_through_frozen_settings(tmp_path):

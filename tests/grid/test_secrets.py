@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from grid.errors import ConfigError
-from grid.secrets import check_endpoint_url, looks_like_secret, reject_secrets, strip_userinfo
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.secrets import check_endpoint_url, looks_like_secret, reject_secrets, strip_userinfo
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0"
 ANTHROPIC_KEY = "sk-ant-api03-" + "Zy9Xw8Vu7Ts6Rq5Po4Nm"
@@ -116,8 +116,8 @@ def closed_port() -> int:
 
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_http_sampler_rows_record_no_userinfo(backend):
-    from actors.registry import engine_class
-    from grid.records import ModelVariant, RunContext
+    from mirrorscan.actors.registry import engine_class
+    from mirrorscan.grid.records import ModelVariant, RunContext
 
     base = f"http://someone:{PASSWORD}@127.0.0.1:{closed_port()}"
     v = ModelVariant(label="m", model="m", backend=backend, temperature=0.0, top_p=1.0, max_tokens=4,
@@ -136,8 +136,8 @@ def test_http_sampler_rows_record_no_userinfo(backend):
 
 
 def test_inference_log_rows_record_no_userinfo():
-    from cluster.inference_log import _normal, log_rows_from_traces
-    from grid.trace_schema import to_trace_table
+    from mirrorscan.cluster.inference_log import _normal, log_rows_from_traces
+    from mirrorscan.grid.trace_schema import to_trace_table
 
     traces = to_trace_table([{"invocation_id": "inv", "probe_id": "m|a|b|e|AB", "sample": 0, "attempt": 1,
                               "label": "m", "timing_scope": "request",
@@ -154,7 +154,7 @@ PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
 
 
 def spec_error(tmp_path: Path, **config_overrides) -> ConfigError:
-    from grid.spec import load_spec
+    from mirrorscan.grid.spec import load_spec
 
     with pytest.raises(ConfigError) as info:
         load_spec(experiment(tmp_path, **config_overrides))
@@ -173,7 +173,7 @@ def experiment(tmp_path: Path, **overrides) -> Path:
 
 @pytest.mark.parametrize("backend", sorted(OVERRIDES))
 def test_load_spec_accepts_token_named_settings(tmp_path, backend):
-    from grid.spec import load_spec
+    from mirrorscan.grid.spec import load_spec
 
     model = {"model": "org/model" if backend != "vllm" else "/models/Some-Model", "label": "m1", "backend": backend,
              **OVERRIDES[backend]}
@@ -213,7 +213,7 @@ URL_CREDENTIALS = "https://bob:" + "hunter22" + "@example.com/x"
                                    "-----BEGIN RSA PRIVATE KEY-----", "see postgresql://u:pw@db/x", "password=pw"])
 def test_every_shape_submit_refuses_is_refused_in_a_description(value):
     """The shapes submit refuses in a runtime env are refused in config.json's free text too (one list)."""
-    from jobs.submit import secret_problem
+    from mirrorscan.jobs.submit import secret_problem
 
     assert secret_problem("X", value)
     err = error({"description": f"notes: {value} (do not share)"})

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.records import ModelVariant
-from grid.settings import settings_differences, settings_hash
-from grid.spec import default_label, load_spec
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.settings import settings_differences, settings_hash
+from mirrorscan.grid.spec import default_label, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
@@ -158,7 +158,7 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path):
     folder = make_experiment(tmp_path, base_config(models=[{"model": "a/m", "label": "x", "dtpye": "float32"}]))
     home = tmp_path / "home"
     env = {"MIRRORSCAN_HOME": str(home), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "jobs.scan", str(folder)], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.scan", str(folder)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -235,8 +235,8 @@ def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
 def test_model_pools_at_once_is_an_execution_setting(tmp_path):
     """max_concurrent_models says how a sweep runs, not what it answers: recorded under execution, left out
     of the hash, so a resume may change it; and resolved by where the sweep runs when left out."""
-    from cluster.sweep import concurrent_models
-    from grid.settings import settings_hash
+    from mirrorscan.cluster.sweep import concurrent_models
+    from mirrorscan.grid.settings import settings_hash
 
     one = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=1))).settings()
     three = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=3))).settings()
@@ -279,7 +279,7 @@ def test_overrides_a_backend_sends_are_accepted(tmp_path):
 
 
 def test_a_quoted_value_is_cut_at_a_word_boundary(tmp_path):
-    from grid.errors import shorten
+    from mirrorscan.grid.errors import shorten
 
     description = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
     err = error_for(tmp_path, base_config(samples=description))
@@ -292,7 +292,7 @@ def test_a_quoted_value_is_cut_at_a_word_boundary(tmp_path):
 def test_the_hf_sampler_version_shapes_results_only_where_the_hf_engine_samples(tmp_path):
     """A seed gives other text under another HF sampler version, so sampled grids on that engine hash it and a
     resume from older settings (without it) is refused; greedy grids and other engines are untouched by it."""
-    from grid.settings import SAMPLER_VERSION
+    from mirrorscan.grid.settings import SAMPLER_VERSION
 
     greedy = load_spec(make_experiment(tmp_path / "g", base_config())).settings()
     sampled = load_spec(make_experiment(tmp_path / "s", base_config(temperature=0.7))).settings()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from grid.trace_schema import TRACE_SCHEMA, conform, to_trace_table
+from mirrorscan.grid.trace_schema import TRACE_SCHEMA, conform, to_trace_table
 
 
 def test_conform_orders_casts_and_fills_columns():

@@ -72,9 +72,9 @@ def expected_responses() -> dict[tuple[str, str, str], str]:
 
 def rendered_cells(label: str = "fit", seed: int = 0) -> pa.Table:
     """The grid's cells (pair × envelope × ordering, one sample) rendered exactly as the scan renders them."""
-    from grid.cells import add_seeds, with_probe_ids
-    from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
-    from instruments.forced_choice.envelopes import load_envelopes
+    from mirrorscan.grid.cells import add_seeds, with_probe_ids
+    from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+    from mirrorscan.instruments.forced_choice.envelopes import load_envelopes
 
     pairs = pa.table({"pair_id": list(TABLE), "word_a": [v[0] for v in TABLE.values()],
                       "word_b": [v[1] for v in TABLE.values()]})
@@ -108,8 +108,8 @@ def train_overfit_model(out_dir: Path, tokenizer_dir: Path) -> dict:
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from actors.chat import render_chat
-    from cluster.models import TOKENIZER_FILES
+    from mirrorscan.actors.chat import render_chat
+    from mirrorscan.cluster.models import TOKENIZER_FILES
 
     started = time.monotonic()
     threads = torch.get_num_threads()

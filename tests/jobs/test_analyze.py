@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from instruments.forced_choice.classify import CLASSIFIER_VERSION
-from cluster.store import open_store
-from jobs.analyze import analyze_invocation, format_report
-from jobs.compare import compare
-from jobs.scan import run_scan
+from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs.analyze import analyze_invocation, format_report
+from mirrorscan.jobs.compare import compare
+from mirrorscan.jobs.scan import run_scan
 from conftest import new_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):
 
 
 def test_statistics_read_an_invocations_traces_and_store_beside_it(scanned, monkeypatch, capsys):
-    from jobs import stats
+    from mirrorscan.jobs import stats
 
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", scanned["dsn"])
     inv = scanned["result"].invocation_id

@@ -14,10 +14,10 @@ import os
 
 import pytest
 
-from actors.streaming import timing_problems
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from jobs.scan import run_scan
+from mirrorscan.actors.streaming import timing_problems
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs.scan import run_scan
 
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
 KEY_ENV = "MIRRORSCAN_TEST_VLLM_KEY"   # set by the session vllm_server fixture (tests/conftest.py)

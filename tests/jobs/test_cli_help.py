@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs import cli
+from mirrorscan.jobs import cli
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "ray", "scipy", "transformers", "pyarrow", "instruments")
 
 LIST_MODULES = """
 import json, sys
-from jobs import cli
+from mirrorscan.jobs import cli
 try:
     rc = cli.main(sys.argv[1:])
 except SystemExit as exit:   # argparse's --help
@@ -51,7 +51,7 @@ def test_an_unknown_verb_lists_the_verbs_without_importing_them_either():
 def test_a_verb_imports_its_module_when_it_runs():
     # the check above could pass by never importing anything: a verb's own --help does load its module
     rc, out, modules = _modules_after("sql", "--help")
-    assert rc == 0 and "jobs.sql" in modules and "usage: mirrorscan sql" in out
+    assert rc == 0 and "mirrorscan.jobs.sql" in modules and "usage: mirrorscan sql" in out
 
 
 def test_the_instrument_tools_listed_by_name_are_the_instruments_with_a_cli_hook():

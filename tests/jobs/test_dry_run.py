@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from grid.spec import load_spec
-from grid.trace_schema import to_trace_table
-from jobs.dry_run import dry_run
-from jobs.scan import grid_cells
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.grid.trace_schema import to_trace_table
+from mirrorscan.jobs.dry_run import dry_run
+from mirrorscan.jobs.scan import grid_cells
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
@@ -58,7 +58,7 @@ def test_dry_run_counts_cells_and_bounds_tokens_and_starts_nothing(tmp_path, tin
 
 def test_a_dry_run_imports_neither_ray_nor_an_engine(tmp_path, tiny_dir):
     exp = experiment(tmp_path, tiny_dir)
-    code = ("import sys; from jobs.dry_run import dry_run; "
+    code = ("import sys; from mirrorscan.jobs.dry_run import dry_run; "
             f"dry_run({str(exp)!r}, store={str(tmp_path / 'store')!r}); "
             "loaded = [m for m in ('ray', 'torch', 'vllm') if m in sys.modules]; print('loaded', loaded)")
     env = {**os.environ, "MIRRORSCAN_HOME": str(tmp_path / "home")}
@@ -103,8 +103,8 @@ def test_a_changed_pair_file_blocks_resume_naming_the_file_not_the_fields_derive
                                                                                           catalog_dsn, capsys):
     """The refusal names the input whose content changed (the config key of the file), not the frozen
     fields computed from it, and does not tell the user to restore values that are not in config.json."""
-    from grid.errors import ConfigError
-    from jobs.scan import content_hashes, run_scan
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.jobs.scan import content_hashes, run_scan
 
     exp, store = experiment(tmp_path, tiny_dir), str(tmp_path / "store")
     spec = load_spec(exp)
@@ -127,7 +127,7 @@ def test_a_changed_pair_file_blocks_resume_naming_the_file_not_the_fields_derive
 
 
 def test_dry_run_from_the_command_line_exits_0_or_2(tmp_path, tiny_dir, monkeypatch, capsys):
-    from jobs import scan
+    from mirrorscan.jobs import scan
 
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MIRRORSCAN_CATALOG_DSN", raising=False)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.spec import load_spec
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.spec import load_spec
 
 FAKE_KEY = "sk-" + "FAKEabcdefghijklmnop1234"
 PLAIN = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
@@ -64,7 +64,7 @@ def test_a_config_naming_a_passwd_file_gets_an_error_without_its_content(tmp_pat
 
 @pytest.mark.parametrize("content", [PLAIN, KEYED], ids=["plain", "keyed"])
 def test_stats_on_a_passwd_csv_names_the_columns_only_as_excerpts(tmp_path, capsys, content):
-    from jobs.stats import main
+    from mirrorscan.jobs.stats import main
 
     file = passwd(tmp_path, content, "passwd.csv")
     rc = main(["gstudy", "--input", file, "--score", "s", "--object", "m", "--facets", "w"])
@@ -74,7 +74,7 @@ def test_stats_on_a_passwd_csv_names_the_columns_only_as_excerpts(tmp_path, caps
 
 
 def test_stats_on_a_ragged_csv_does_not_echo_the_row(tmp_path, capsys):
-    from jobs.stats import main
+    from mirrorscan.jobs.stats import main
 
     file = passwd(tmp_path, f"a,b\n1,2\nroot:x {FAKE_KEY},3,4,/bin/bash\n", "ragged.csv")
     rc = main(["gstudy", "--input", file, "--score", "a", "--object", "b", "--facets", "b"])
@@ -84,7 +84,7 @@ def test_stats_on_a_ragged_csv_does_not_echo_the_row(tmp_path, capsys):
 
 
 def test_a_runtime_env_that_is_no_yaml_is_not_echoed(tmp_path):
-    from jobs.submit import load_runtime_env
+    from mirrorscan.jobs.submit import load_runtime_env
 
     file = passwd(tmp_path, f"env_vars: [\n  root:x:0:0 {FAKE_KEY}: : /bin/bash\n", "runtime_env.yaml")
     with pytest.raises(ConfigError) as info:
@@ -94,7 +94,7 @@ def test_a_runtime_env_that_is_no_yaml_is_not_echoed(tmp_path):
 
 
 def test_lens_recompute_on_a_passwd_csv_lists_columns_as_excerpts(tmp_path):
-    from instruments.lens.recompute import read_rows
+    from mirrorscan.instruments.lens.recompute import read_rows
 
     for content in (PLAIN, KEYED, f"a,b\n1,2\n{FAKE_KEY},3,/bin/bash\n"):
         file = passwd(tmp_path, content, "rows.csv")
@@ -104,7 +104,7 @@ def test_lens_recompute_on_a_passwd_csv_lists_columns_as_excerpts(tmp_path):
 
 
 def test_open_scan_import_of_a_passwd_file_is_not_echoed(tmp_path):
-    from instruments.open_scan.jsonl import read_records
+    from mirrorscan.instruments.open_scan.jsonl import read_records
 
     for content in (PLAIN, KEYED):
         with pytest.raises(ConfigError) as info:
@@ -113,7 +113,7 @@ def test_open_scan_import_of_a_passwd_file_is_not_echoed(tmp_path):
 
 
 def test_lens_predict_texts_that_are_not_utf8_are_one_line_without_content(tmp_path):
-    from instruments.lens.cli import read_texts
+    from mirrorscan.instruments.lens.cli import read_texts
 
     file = tmp_path / "texts.txt"
     file.write_bytes(b"fine\n\xff\xfe root:x:0:0 " + FAKE_KEY.encode() + b" /bin/bash\n")

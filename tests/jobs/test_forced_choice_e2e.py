@@ -30,7 +30,7 @@ import pytest
 
 import overfit   # tests/jobs/overfit.py, beside this file
 
-from grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, RunContext
 
 CLASSES = {   # pair → classes of (E1 AB, E1 BA, E2 AB, E2 BA), as in the module docstring
     "gin_rum": "A A A A", "rum_sake": "A A A A", "gin_sake": "B B B B", "tea_coffee": "A A A A",
@@ -46,7 +46,7 @@ MAX_TOKENS = 12
 def overfit_model(overfit_dir):
     """The trained model folder (``overfit_dir``), checked cell by cell through the HF sampler in several
     batch mixes."""
-    from actors.hf_sampler import HFSampler
+    from mirrorscan.actors.hf_sampler import HFSampler
 
     folder = overfit_dir
     variant = ModelVariant(label="fit", model=str(folder), temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS)
@@ -85,10 +85,10 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_model, tmp_path, catalog_dsn, ray_local):
-    from instruments.forced_choice.classify import CLASSIFIER_VERSION
-    from cluster.store import open_store
-    from jobs.analyze import analyze_invocation
-    from jobs.scan import run_scan
+    from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.jobs.analyze import analyze_invocation
+    from mirrorscan.jobs.scan import run_scan
 
     exp = write_experiment(tmp_path / "exps" / "fc_overfit", overfit_model)
     store_dir = tmp_path / "store"

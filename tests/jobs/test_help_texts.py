@@ -6,10 +6,10 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from grid.errors import ConfigError
-from instruments.lens.report import direction_words
-from jobs import stats
-from jobs.sql import check_statement
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.lens.report import direction_words
+from mirrorscan.jobs import stats
+from mirrorscan.jobs.sql import check_statement
 
 
 def test_stats_help_is_written_for_users(capsys):

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from instruments.open_scan import cli as open_scan_cli
-from jobs import analyze, reproduce
+from mirrorscan.instruments.open_scan import cli as open_scan_cli
+from mirrorscan.jobs import analyze, reproduce
 
 LINES = [
     {"model": "org/Tiny-Chat", "query_id": "q1", "sample": 0, "query": "Which colour do you like?",

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 from processes import kill_session, wait_for_driver_gone, wait_for_parts
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "tests" / "plugin"
@@ -43,7 +43,7 @@ def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_p
     store_dir = tmp_path / "store"
     env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(store_dir),
            "PYTHONPATH": os.pathsep.join([str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    cmd = [sys.executable, "-m", "jobs.scan", str(exp), "--quiet"]
+    cmd = [sys.executable, "-m", "mirrorscan.jobs.scan", str(exp), "--quiet"]
     store = open_store(str(store_dir))
 
     # 1. SIGTERM: stops like Ctrl-C
@@ -80,7 +80,7 @@ def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_p
     stale.write_bytes(b"PAR1 partial")
 
     # 3. resumed to the end (in this process, on the shared multi-process Ray; the plug-in is importable there)
-    from jobs.scan import run_scan
+    from mirrorscan.jobs.scan import run_scan
 
     done = run_scan(str(exp), resume=True, store=str(store_dir), catalog_dsn=catalog_dsn, quiet=True)
     assert done.invocation_id == invocation_id and done.status == "complete"
@@ -94,8 +94,8 @@ def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_p
     # the plug-in's own columns were written in the actors, and sql and analyze read them through it
     from echo_instrument import ECHO
 
-    from grid.trace_schema import trace_schema
-    from jobs import analyze, sql
+    from mirrorscan.grid.trace_schema import trace_schema
+    from mirrorscan.jobs import analyze, sql
 
     rows = store.read("killme", invocation_id, schema=trace_schema(ECHO.columns))
     assert sorted(rows["echo_item"].to_pylist()) == sorted(items) and rows["instrument"].unique().to_pylist() == ["echo"]

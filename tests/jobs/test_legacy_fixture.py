@@ -22,7 +22,7 @@ def normalised(text: str, root: Path) -> str:
 
 
 def test_a_finished_legacy_invocation_analyzes_to_the_same_output(legacy):
-    from jobs.analyze import analyze_invocation, format_report
+    from mirrorscan.jobs.analyze import analyze_invocation, format_report
 
     root, dsn = legacy
     report = analyze_invocation(FINISHED, catalog_dsn=dsn)
@@ -47,11 +47,11 @@ def with_typed_verdicts(summary: dict) -> dict:
 
 
 def test_an_interrupted_legacy_invocation_resumes_to_completion(legacy, demo_dir, ray_local):
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from grid.trace_schema import trace_schema
-    from instruments.forced_choice import COLUMNS
-    from jobs.scan import run_scan
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.trace_schema import trace_schema
+    from mirrorscan.instruments.forced_choice import COLUMNS
+    from mirrorscan.jobs.scan import run_scan
 
     root, dsn = legacy
     store = open_store(str(root / "store"))

@@ -10,8 +10,8 @@ import re
 import pytest
 from safetensors.numpy import load_file
 
-from cluster.models import build_tiny_random_model, resolve_model_source
-from jobs import cli
+from mirrorscan.cluster.models import build_tiny_random_model, resolve_model_source
+from mirrorscan.jobs import cli
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobs.cli import main
+from mirrorscan.jobs.cli import main
 
 HF_TOKEN = "hf_" + "abcdefghijklmnopqrstuvwxyz12"
 SECRETS = {"hf": HF_TOKEN, "github": "ghp_" + "abcdefghijklmnopqrstuvwxyz1234", "aws": "AKIA" + "IOSFODNN7EXAMPLE",
@@ -129,7 +129,7 @@ def test_every_verb_refuses_a_secret_in_free_text_the_same_way(world, capsys, sh
 
 def test_reproduce_refuses_to_copy_a_secret_frozen_before_the_check(world, capsys):
     """An invocation recorded before the check (its description holds a token) is not copied into a new one."""
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
     root, store, dsn = world
     store.mkdir(parents=True)   # where the original's rows would be
@@ -174,8 +174,8 @@ def test_import_and_as_refuse_what_no_experiment_folder_may_be_called(world, cap
 
 def test_submit_refuses_a_secret_in_any_field_of_the_runtime_env(tmp_path):
     """The runtime env is shown on the dashboard: a credential in a pip URL is refused like one in env_vars."""
-    from grid.errors import ConfigError
-    from jobs.submit import load_runtime_env
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.jobs.submit import load_runtime_env
 
     token = SECRETS["github"]
     for pip in ([f"git+https://x:{token}@github.com/org/pkg"], [f"pkg --extra-index-url https://u:pw@idx/simple"]):

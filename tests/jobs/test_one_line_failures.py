@@ -22,7 +22,6 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import store_world as world  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +61,7 @@ def full_disk(folder: Path, size: str = "4m") -> str:
 
 def mirrorscan(argv: list[str], *, setup: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
     """``mirrorscan ARGV`` in a fresh process, after ``setup`` (mount commands) in its own mount namespace."""
-    command = shlex.join([sys.executable, "-m", "jobs.cli", *argv])
+    command = shlex.join([sys.executable, "-m", "mirrorscan.jobs.cli", *argv])
     script = f"set -e; {setup + '; ' if setup else ''}exec {command}"
     return subprocess.run([*UNSHARE, "sh", "-c", script], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, **(env or {})}, timeout=600)
@@ -148,7 +147,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_half_written_analysis(made, verb)
 def test_an_analysis_folder_is_complete_or_absent(made, tmp_path):
     """In-process: the first write of an analysis folder that fails (here: a file name the disk refuses)
     leaves no folder and no temporary behind; a good one appears whole, under its final name."""
-    from cluster.store import open_store
+    from mirrorscan.cluster.store import open_store
 
     store = open_store(str(made["store_dir"]))
     inv = made["invocation_id"]
@@ -181,7 +180,7 @@ def test_a_scan_with_a_read_only_or_full_home_refuses_before_recording_anything(
                                                                                 problem):
     """A local scan's Ray keeps its token under the home: a home it cannot write is refused before the catalog
     or the store hold anything of the run."""
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
     dsn = new_database(pg_dsn)
     home, store = tmp_path / "home", tmp_path / "store"

@@ -10,9 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from grid.errors import ConfigError
-from grid.spec import load_spec
-from jobs import preflight, scan
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.jobs import preflight, scan
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\n"
 EFFORT_TEMPLATE = (

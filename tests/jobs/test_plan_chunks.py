@@ -11,9 +11,9 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from cluster.store import open_store
-from grid.spec import load_spec
-from grid.trace_schema import to_trace_table
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.grid.trace_schema import to_trace_table
 
 PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
 
@@ -22,7 +22,7 @@ PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
 def experiment(tmp_path, tiny_dir):
     """A forced_choice grid over two models (3 pairs × 2 envelopes × 2 orderings × 3 samples = 36 cells each),
     and an unfinished invocation that stored 7 of the first model's cells (5 answers, 2 failed attempts)."""
-    from jobs.scan import grid_cells
+    from mirrorscan.jobs.scan import grid_cells
 
     exp = tmp_path / "fc_chunks"
     exp.mkdir()
@@ -51,7 +51,7 @@ def expected(experiment) -> dict:
     """Per label: (cells, held here, run, sampling, input tokens, generated-token bound), counted row by row."""
     from transformers import AutoTokenizer
 
-    from jobs.scan import grid_cells, instrument_ref
+    from mirrorscan.jobs.scan import grid_cells, instrument_ref
 
     tok = AutoTokenizer.from_pretrained(experiment["tiny_dir"])
     ref = instrument_ref(experiment["settings"])
@@ -72,7 +72,7 @@ def expected(experiment) -> dict:
 
 
 def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experiment, monkeypatch):
-    from jobs import plan
+    from mirrorscan.jobs import plan
 
     def planned():
         return {p.label: (p.cells, p.held_here, p.run, p.sampling, p.tokens_in, p.tokens_out_bound)
@@ -89,7 +89,7 @@ def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experime
 
 
 def test_request_texts_leave_out_empty_and_missing_values():
-    from jobs.plan import _request_texts
+    from mirrorscan.jobs.plan import _request_texts
 
     rendered = pa.table({"probe_id": ["a", "b", "c", "d"], "system_text": ["S", "", None, None],
                          "user_text": ["U", "U", "U", None], "n": [1, 2, 3, 4]})

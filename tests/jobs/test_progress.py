@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.records import ModelVariant
-from jobs.progress import ModelProgress
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.jobs.progress import ModelProgress
 
 
 def test_each_running_model_is_named_with_its_own_count_and_finished_ones_leave():

@@ -12,13 +12,13 @@ from collections import Counter
 import pyarrow.compute as pc
 import pytest
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from grid.spec import load_spec
-from grid.trace_schema import to_trace_table
-from jobs.dry_run import dry_run
-from jobs.plan import scan_plan
-from jobs.scan import grid_cells, run_scan
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.grid.trace_schema import to_trace_table
+from mirrorscan.jobs.dry_run import dry_run
+from mirrorscan.jobs.plan import scan_plan
+from mirrorscan.jobs.scan import grid_cells, run_scan
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
 
@@ -115,7 +115,7 @@ def test_a_resume_plan_leaves_out_the_cells_stored_and_runs_the_rest(tmp_path, t
     spec.values["store"] = store_uri
     settings = spec.settings()
     invocation_id = str(uuid.uuid4())
-    from jobs.scan import content_hashes
+    from mirrorscan.jobs.scan import content_hashes
 
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "fc_plan",
@@ -145,7 +145,6 @@ def test_an_activations_plan_claims_no_generated_tokens(tmp_path, tiny_dir, caps
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "results"))
     from test_reproduce_lens import write_experiment
 
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))

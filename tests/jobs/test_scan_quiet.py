@@ -23,7 +23,7 @@ def test_a_quiet_scan_prints_no_warning(tmp_path, tiny_dir, catalog_dsn):
         "samples": 1, "temperature": 0.0, "max_tokens": 4, "seed": 1, "batch_size": 4, "actor_pool_size": 2}))
     env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(tmp_path / "store"),
            "MIRRORSCAN_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": ""}
-    scan = subprocess.run([sys.executable, "-m", "jobs.cli", "scan", "--quiet", str(exp)], cwd=REPO, env=env,
+    scan = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", "--quiet", str(exp)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert scan.returncode == 0, scan.stderr[-3000:]
     assert "1 total · 1 ok" in scan.stdout

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG_QUERY = "SELECT sum(a.range * b.range) AS s FROM range(1000000000) a CROSS JOIN range(1000000000) b"
@@ -31,7 +31,7 @@ def world(tmp_path, catalog_dsn):
 
 
 def sql_process(world, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "sql", LONG_QUERY, "--store", world["store"],
+    return subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "sql", LONG_QUERY, "--store", world["store"],
                              "--catalog-dsn", world["dsn"], *extra], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))
 
@@ -83,6 +83,6 @@ def test_a_query_past_its_timeout_is_stopped_with_exit_2_and_one_line(world):
 
 
 def test_a_negative_timeout_is_refused(world):
-    out = subprocess.run([sys.executable, "-m", "jobs.cli", "sql", "SELECT 1", "--timeout", "-1"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "sql", "SELECT 1", "--timeout", "-1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.strip().startswith("error: --timeout: is -1")

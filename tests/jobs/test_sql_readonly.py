@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from grid.errors import ConfigError
-from grid.trace_schema import to_trace_table
-from jobs import sql
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.trace_schema import to_trace_table
+from mirrorscan.jobs import sql
 
 EXPERIMENT = "exp"
 

@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 import pytest
 from echo_instrument import EchoTwice
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from jobs.scan import run_scan
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs.scan import run_scan
 
 
 def write_config(folder, tiny_dir, items):

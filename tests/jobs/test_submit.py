@@ -27,10 +27,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from jobs import cli
-from jobs.submit import analysis_entrypoint, find_invocation, load_runtime_env, scan_entrypoint, secret_problem
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs import cli
+from mirrorscan.jobs.submit import analysis_entrypoint, find_invocation, load_runtime_env, scan_entrypoint, secret_problem
 from conftest import free_port
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\ntea_coffee,tea,coffee\n"
@@ -107,7 +107,7 @@ def ray_head(s3_server):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1",
            # single-node mode: Ray keeps the node on 127.0.0.1 instead of the machine's outward address
            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           # the job's entrypoint is `python -m jobs.scan …`: `python` must be this interpreter
+           # the job's entrypoint is `python -m mirrorscan.jobs.scan …`: `python` must be this interpreter
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
     env.update(s3_server.env())
@@ -181,7 +181,7 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
     assert cli.main(["status", job_id, "--address", address]) == 0
     detail = capsys.readouterr().out
     assert f"invocation: {invocation_id}" in detail and "exit code:  0" in detail
-    assert "python -m jobs.scan fc --max-attempts 3" in detail
+    assert "python -m mirrorscan.jobs.scan fc --max-attempts 3" in detail
     assert cli.main(["logs", job_id, "--address", address]) == 0
     logs = capsys.readouterr().out
     assert find_invocation(logs) == invocation_id and "cells: 4 total · 4 ok" in logs
@@ -199,7 +199,7 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
                    "--catalog-dsn", catalog_dsn, *stats_args])
     out, err = capsys.readouterr()
     assert rc == 0, out + err
-    assert "python -m jobs.stats null" in err and "--ray" in err   # the entrypoint, --ray implied
+    assert "python -m mirrorscan.jobs.stats null" in err and "--ray" in err   # the entrypoint, --ray implied
     job_result = json_object_in(out)
     assert job_result["driver"] == "ray" and job_result["invocation_id"] == invocation_id
     assert job_result["n_items"] == 2 and job_result["n_permutations"] == 300
@@ -210,7 +210,7 @@ def test_submit_runs_the_scan_as_a_ray_job_and_status_and_logs_show_it(ray_head,
     assert json.loads(open_store(store).read_bytes(stored.group(1)[len("s3://"):])) == job_result
     # the same statistic computed here, without Ray, from the same S3 traces: identical but for the driver
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", catalog_dsn)
-    from jobs import stats
+    from mirrorscan.jobs import stats
 
     assert stats.main([*stats_args, "--out", str(tmp_path / "local.json")]) == 0
     local = json.loads((tmp_path / "local.json").read_text())
@@ -228,7 +228,7 @@ def json_object_in(text: str) -> dict:
 def test_the_loopback_head_is_read_as_loopback_with_auth_off_and_draws_no_warning(ray_head):
     """The module's head runs with auth off on 127.0.0.1: what its job server reports is read (its mode and
     its node's address), and since every address is loopback, submit and scan stay silent about it."""
-    from cluster.ray_session import exposure_warning, job_server_facts, job_server_warning
+    from mirrorscan.cluster.ray_session import exposure_warning, job_server_facts, job_server_warning
 
     deadline = time.monotonic() + 180
     while True:   # the dashboard lists the head's node some seconds after it answers /api/version
@@ -249,8 +249,8 @@ def test_submit_to_a_head_on_this_machine_works_with_the_default_runtime_env(ray
                                                                            monkeypatch):
     """No --store, no --catalog-dsn, no --profile: the shipped runtime_env.yaml, and the job writes to this
     machine's home (its local store and embedded catalog), where `mirrorscan scan` here would have."""
-    from cluster import embedded_pg
-    from cluster.catalog import resolve_dsn
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import resolve_dsn
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     for name in ("MIRRORSCAN_STORE", "MIRRORSCAN_CATALOG_DSN"):
@@ -368,7 +368,7 @@ def test_a_head_on_another_machine_with_the_default_runtime_env_names_the_settin
 
 def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profile_lists_the_known(tmp_path, tiny_dir,
                                                                                                   capsys):
-    from jobs.job_env import place_job, profile_file
+    from mirrorscan.jobs.job_env import place_job, profile_file
 
     cluster_file = profile_file("cluster")
     assert cluster_file.name == "runtime_env.cluster.yaml" and profile_file(None).name == "runtime_env.yaml"
@@ -386,7 +386,7 @@ def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profil
 def test_which_addresses_are_this_machine():
     import socket
 
-    from jobs.job_env import on_this_machine
+    from mirrorscan.jobs.job_env import on_this_machine
 
     for address in ("http://127.0.0.1:8265", "http://localhost:8265", "ray://127.0.0.1:10001", "127.0.0.1:6379",
                     "auto", "http://[::1]:8265"):
@@ -446,16 +446,16 @@ def test_submit_analyze_checks_the_command_here_before_any_cluster_is_contacted(
 
 
 def test_analysis_entrypoint_implies_ray_where_the_command_has_ray_work():
-    assert analysis_entrypoint(["null", "--input", "a b"]) == "python -m jobs.stats null --input 'a b' --ray"
+    assert analysis_entrypoint(["null", "--input", "a b"]) == "python -m mirrorscan.jobs.stats null --input 'a b' --ray"
     assert analysis_entrypoint(["auroc", "--model", "label"]).endswith("--model label --ray")
-    assert analysis_entrypoint(["auroc", "--input", "x"]) == "python -m jobs.stats auroc --input x"
+    assert analysis_entrypoint(["auroc", "--input", "x"]) == "python -m mirrorscan.jobs.stats auroc --input x"
     assert analysis_entrypoint(["null", "--ray"]).count("--ray") == 1
 
 
 def test_entrypoint_quotes_every_argument():
     cmd = scan_entrypoint("experiments/my exp", resume=True, max_attempts=5, store="s3://b/p",
                           catalog_dsn="host=h dbname=d", progress=False)
-    assert cmd == ("python -m jobs.scan 'experiments/my exp' --max-attempts 5 --resume --store s3://b/p "
+    assert cmd == ("python -m mirrorscan.jobs.scan 'experiments/my exp' --max-attempts 5 --resume --store s3://b/p "
                    "--catalog-dsn 'host=h dbname=d' --quiet")
 
 

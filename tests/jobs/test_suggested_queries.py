@@ -11,9 +11,9 @@ import io
 import json
 import shlex
 
-from grid.instrument import DEFAULT_QUERY, REGISTRY, resolve, suggested_query
-from jobs import sql
-from jobs.scan import ScanResult, print_summary
+from mirrorscan.grid.instrument import DEFAULT_QUERY, REGISTRY, resolve, suggested_query
+from mirrorscan.jobs import sql
+from mirrorscan.jobs.scan import ScanResult, print_summary
 from suggested_query import check_suggested_query
 
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"   # the legacy fixture's finished forced-choice invocation

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.instrument import Analysis, SpecContext, Stage
-from grid.trace_schema import doc_field
+from mirrorscan.grid.instrument import Analysis, SpecContext, Stage
+from mirrorscan.grid.trace_schema import doc_field
 
 
 @dataclass(frozen=True)

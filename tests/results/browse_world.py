@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 
-from cluster.catalog import Catalog
-from cluster.inference_log import InferenceLogWriter, log_rows_from_traces
-from cluster.store import open_store
-from grid.instrument import resolve
-from grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.instrument import resolve
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 EXPERIMENT = "browse-world"
 SCRIPT_ANSWER = "<script>document.title='pwned'</script>"

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(args: list[str], env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
     """``mirrorscan ARGS`` as a user runs it (this checkout's code first on the path)."""
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -18,16 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
-from cluster.store import open_store
+from mirrorscan.cluster.store import open_store
 from conftest import new_database
-from grid.errors import CatalogError
-from grid.instrument import resolve
-from grid.trace_schema import to_trace_table
-from results.browse import Browser, build_app
-from results.browse import index as idx
-from results.browse.app import CSP
+from mirrorscan.grid.errors import CatalogError
+from mirrorscan.grid.instrument import resolve
+from mirrorscan.grid.trace_schema import to_trace_table
+from mirrorscan.results.browse import Browser, build_app
+from mirrorscan.results.browse import index as idx
+from mirrorscan.results.browse.app import CSP
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browse_world as world  # noqa: E402
 
 MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
@@ -193,6 +192,6 @@ def test_reports_are_linked_and_served_but_nothing_else(made):
 def test_the_verb_explains_itself_and_binds_loopback_by_default():
     proc = subprocess.run([MIRRORSCAN, "browse", "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "127.0.0.1" in proc.stdout and "--host" in proc.stdout
-    from jobs.browse import build_parser
+    from mirrorscan.jobs.browse import build_parser
 
     assert build_parser().parse_args([]).host == "127.0.0.1"

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from cluster.store import open_store
+from mirrorscan.cluster.store import open_store
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browse_world as world  # noqa: E402
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -40,8 +38,8 @@ SHOTS = os.environ.get("MIRRORSCAN_SCREENSHOTS")
 def site(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
     """A real scan and the synthetic world in one catalog, the browser app on uvicorn at 127.0.0.1."""
 
-    from jobs.scan import run_scan
-    from results.browse import Browser, build_app
+    from mirrorscan.jobs.scan import run_scan
+    from mirrorscan.results.browse import Browser, build_app
 
     base, dsn = tmp_path_factory.mktemp("chromium"), new_database(pg_dsn)
     exp = base / "fc-browse"

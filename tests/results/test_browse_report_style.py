@@ -11,14 +11,12 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import LEGACY_FIXTURE, new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browse_world as world  # noqa: E402
 
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"
@@ -34,8 +32,8 @@ def site(tmp_path_factory, pg_dsn):
     ``mirrorscan report``, and the browse app on uvicorn at 127.0.0.1."""
     import psycopg
 
-    from jobs.report import report_invocations
-    from results.browse import Browser, build_app
+    from mirrorscan.jobs.report import report_invocations
+    from mirrorscan.results.browse import Browser, build_app
 
     base, dsn = tmp_path_factory.mktemp("report-style"), new_database(pg_dsn)
     root = base / "legacy"

@@ -15,14 +15,13 @@ import httpx
 import pytest
 
 from conftest import free_port, new_database
-from results.browse.app import CSP
+from mirrorscan.results.browse.app import CSP
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browse_world as world  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-          "sys.argv = ['mirrorscan', *sys.argv[1:]]; runpy.run_module('jobs.cli', run_name='__main__')")
+          "sys.argv = ['mirrorscan', *sys.argv[1:]]; runpy.run_module('mirrorscan.jobs.cli', run_name='__main__')")
 """``python -c LAUNCH ARGV``: ``mirrorscan ARGV`` with Python's own Ctrl-C handler."""
 
 
@@ -34,8 +33,7 @@ def served(tmp_path_factory, pg_dsn, ray_local):
 
     base, dsn = tmp_path_factory.mktemp("serve"), new_database(pg_dsn)
     built = world.build(base, dsn)
-    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address,
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
     argv = ["browse", "--serve", "--catalog-dsn", dsn, "--port", str(free_port()), "--index-dir", str(base / "index")]
     # `mirrorscan ARGV` with Ctrl-C as in a terminal, even where this run was started with SIGINT ignored (inherited)
     proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from results.diff import Diff, Match, format_diff
+from mirrorscan.results.diff import Diff, Match, format_diff
 
 
 def test_timings_and_headlines_are_printed_in_fixed_units():

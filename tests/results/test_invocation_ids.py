@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
 from conftest import new_database
-from results.browse import Browser, build_app
+from mirrorscan.results.browse import Browser, build_app
 
-sys.path.insert(0, str(Path(__file__).parent))
 import browse_world as world  # noqa: E402
 
 
@@ -59,13 +58,13 @@ def verbs(made, target: str) -> dict[str, tuple[str, list[str]]]:
     """Every verb that takes an invocation, called on ``target`` without writing anything when it resolves."""
     dsn = made["dsn"]
     return {
-        "diff": ("jobs.diff", [target, target, "--catalog-dsn", dsn]),
-        "compare": ("jobs.compare", [target, target, "--catalog-dsn", dsn, "--label-a", "alpha", "--label-b", "beta"]),
-        "analyze": ("jobs.analyze", [target, "--no-write", "--catalog-dsn", dsn]),
-        "report": ("jobs.report", [target, "--catalog-dsn", dsn]),
-        "reproduce": ("jobs.reproduce", [target, "--dry-run", "--catalog-dsn", dsn]),
-        "stats": ("jobs.stats", ["kendall", "--input", target, "--score", "x", "--object", "label", "--rater", "envelope"]),
-        "matrix": ("instruments.open_scan.cli", ["matrix", target, "--catalog-dsn", dsn]),
+        "diff": ("mirrorscan.jobs.diff", [target, target, "--catalog-dsn", dsn]),
+        "compare": ("mirrorscan.jobs.compare", [target, target, "--catalog-dsn", dsn, "--label-a", "alpha", "--label-b", "beta"]),
+        "analyze": ("mirrorscan.jobs.analyze", [target, "--no-write", "--catalog-dsn", dsn]),
+        "report": ("mirrorscan.jobs.report", [target, "--catalog-dsn", dsn]),
+        "reproduce": ("mirrorscan.jobs.reproduce", [target, "--dry-run", "--catalog-dsn", dsn]),
+        "stats": ("mirrorscan.jobs.stats", ["kendall", "--input", target, "--score", "x", "--object", "label", "--rater", "envelope"]),
+        "matrix": ("mirrorscan.instruments.open_scan.cli", ["matrix", target, "--catalog-dsn", dsn]),
     }
 
 
@@ -74,8 +73,8 @@ def test_every_verb_refuses_an_ambiguous_or_unknown_start_with_one_line(made, ca
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", made["dsn"])   # stats reads the environment's catalog
     target = made[case]
     for name, (module, argv) in verbs(made, target).items():
-        if module == "instruments.open_scan.cli":
-            from grid.instrument import resolve
+        if module == "mirrorscan.instruments.open_scan.cli":
+            from mirrorscan.grid.instrument import resolve
 
             code, err = resolve("open_scan").cli(argv, prog="mirrorscan open_scan"), capsys.readouterr().err
         else:
@@ -96,10 +95,10 @@ def test_every_verb_refuses_an_ambiguous_or_unknown_start_with_one_line(made, ca
 
 
 def test_a_unique_start_names_the_same_invocation_in_every_verb(made, capsys):
-    code, err = run_verb("jobs.diff", [made["unique"], made["real"], "--catalog-dsn", made["dsn"], "--expect-exact"],
+    code, err = run_verb("mirrorscan.jobs.diff", [made["unique"], made["real"], "--catalog-dsn", made["dsn"], "--expect-exact"],
                          capsys)
     assert code == 0, err
-    code, err = run_verb("jobs.compare", [made["unique"], made["real"], "--catalog-dsn", made["dsn"],
+    code, err = run_verb("mirrorscan.jobs.compare", [made["unique"], made["real"], "--catalog-dsn", made["dsn"],
                                           "--label-a", "alpha", "--label-b", "beta"], capsys)
     assert code == 0, err
     client = made["client"]

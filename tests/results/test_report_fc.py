@@ -11,17 +11,14 @@ import html
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 import overfit  # noqa: E402  (tests/jobs/overfit.py)
 
 from conftest import new_database  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_page import numbers, query_of, run_cli  # noqa: E402
 
 DESCRIPTION = 'planted table <script>alert("x")</script> & more'
@@ -30,7 +27,7 @@ DESCRIPTION = 'planted table <script>alert("x")</script> & more'
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory, overfit_dir, pg_dsn, ray_local):
     """One scan of the planted table (36 cells) and one report of it, written through the CLI."""
-    from jobs.scan import run_scan
+    from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_fc")
     exp = base / "exps" / "fc_report"

@@ -18,7 +18,6 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_warnings import printed_warnings, same_but_git  # noqa: E402
 from report_page import numbers, query_of, run_cli, self_contained_problems  # noqa: E402
 
@@ -38,8 +37,8 @@ def flinch_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One flinch scan of two models (24 cells) and its report, written through the CLI."""
     import os
 
-    from cluster.models import build_tiny_random_model
-    from jobs.scan import run_scan
+    from mirrorscan.cluster.models import build_tiny_random_model
+    from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_flinch")
     models = {f"m{i}": build_tiny_random_model(base / f"m{i}", demo_dir, seed=i) for i in (0, 1)}
@@ -75,7 +74,7 @@ def test_the_flinch_report_names_and_defines_its_aggregation(flinch_report):
 
 
 def test_every_number_query_returns_the_number_shown(flinch_report):
-    from jobs import sql
+    from mirrorscan.jobs import sql
 
     rows = numbers(flinch_report["html"])
     checked = 0
@@ -124,8 +123,8 @@ def test_the_carrier_gstudy_is_got_again_by_the_printed_query_and_stats_command(
     (tmp_path / "carriers_syn_a.csv").write_text(proc.stdout)
     argv = shlex.split(stats_line)
     assert argv[:2] == ["mirrorscan", "stats"]
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env={**flinch_report["env"], "PYTHONPATH": f"{REPO}:{flinch_report['env'].get('PYTHONPATH', '')}"})
+    done = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=flinch_report["env"])
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert row["value"] != "— (not measured)"
@@ -133,7 +132,7 @@ def test_the_carrier_gstudy_is_got_again_by_the_printed_query_and_stats_command(
 
 
 def test_all_writes_one_report_per_invocation_of_the_experiment(flinch_report):
-    from jobs.scan import run_scan
+    from mirrorscan.jobs.scan import run_scan
 
     second = run_scan(str(flinch_report["exp"]), store=flinch_report["store"], catalog_dsn=flinch_report["dsn"], quiet=True)
     proc = run_cli(["report", str(flinch_report["exp"]), "--all"], flinch_report["env"])
@@ -150,11 +149,11 @@ def test_a_changed_corpus_is_reproduced_from_the_carriers_the_rows_recorded(flin
     """With the corpus file changed (a term gone, another's carriers rewritten), reproduce rebuilds the 24 cells
     from the stored coordinates, each with the carrier its rows recorded, and says so; float32 scoring on the
     same engine gives every target token's log-prob again."""
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from jobs import reproduce
-    from results.diff import diff_targets
-    from results.reproduce import ITEMS_FROM_TRACES, plan
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.jobs import reproduce
+    from mirrorscan.results.diff import diff_targets
+    from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     changed = corpus()
     changed["axes"]["syn_a"]["terms"] = changed["axes"]["syn_a"]["terms"][1:]

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_page import self_contained_problems  # noqa: E402
 
 
 def test_responses_and_labels_are_escaped_and_passwords_never_shown():
-    from grid.headline import HeadlineSource
-    from results.report import HeadlineNumber, Report, redact
-    from results.report_html import render
+    from mirrorscan.grid.headline import HeadlineSource
+    from mirrorscan.results.report import HeadlineNumber, Report, redact
+    from mirrorscan.results.report_html import render
 
     evil = '<script>alert("r")</script>'
     settings = redact({"models": [{"label": "<em>m</em>"}], "execution": {
@@ -36,9 +35,9 @@ def test_responses_and_labels_are_escaped_and_passwords_never_shown():
 
 
 def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read():
-    from grid.instrument import Analysis, resolve
-    from results.report import headline_numbers, Report
-    from results.report_html import render
+    from mirrorscan.grid.instrument import Analysis, resolve
+    from mirrorscan.results.report import headline_numbers, Report
+    from mirrorscan.results.report_html import render
 
     lens = resolve("lens")
     analysis = Analysis(text="", numbers={"positive_class": "deployment", "concordance": {"base": {"w": 0.25}},
@@ -91,8 +90,8 @@ def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from instruments.lens.gstudy import concordance
-    from jobs import stats
+    from mirrorscan.instruments.lens.gstudy import concordance
+    from mirrorscan.jobs import stats
 
     rng = np.random.default_rng(5)
     rows = [{"label": m, "variant": "base", "wrapper": f"e{i}×d{j}", "max_auroc_minus_half": float(rng.normal())}

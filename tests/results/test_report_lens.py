@@ -26,8 +26,6 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "instruments" / "lens"))
 from report_page import numbers, query_of, run_cli, self_contained_problems  # noqa: E402
 from test_lens_scan import write_experiment  # noqa: E402
 
@@ -42,8 +40,8 @@ def lens_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One lens scan of two models (76 cells) and its report, written through the CLI."""
     import os
 
-    from cluster.models import build_tiny_random_model
-    from jobs.scan import run_scan
+    from mirrorscan.cluster.models import build_tiny_random_model
+    from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_lens")
     models = {label: build_tiny_random_model(base / label, demo_dir, seed=i, layers=layers, hidden=hidden)
@@ -85,7 +83,7 @@ def test_the_lens_report_defines_its_numbers_and_embeds_its_charts(lens_report):
 def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, capsys):
     from sklearn.metrics import roc_auc_score
 
-    from jobs import sql
+    from mirrorscan.jobs import sql
 
     rows, dsn = numbers(lens_report["html"]), lens_report["dsn"]
     (positive,) = rows[("small/base", "positive_class")]["sql"]
@@ -132,8 +130,8 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
     proc = run_cli(["sql", "--format", "csv", query], lens_report["env"])
     assert proc.returncode == 0, proc.stderr
     (tmp_path / "vectors.csv").write_text(proc.stdout)
-    env = {**lens_report["env"], "PYTHONPATH": f"{REPO}:{lens_report['env'].get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+    env = lens_report["env"]
+    done = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     again = json.loads(done.stdout)
@@ -146,7 +144,7 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
         assert got["label_floor_median"] == model["label_floor"]["median"]
         assert float(rows[(key, "label_floor_median")]["value"]) == pytest.approx(got["label_floor_median"], rel=1e-5)
     # another seed draws another null: the floor depends on the seed the command is given (in this process)
-    from instruments.lens.cli import main as lens_main
+    from mirrorscan.instruments.lens.cli import main as lens_main
 
     seed_at = argv.index("--seed") + 1
     other = argv[:seed_at] + [str(int(argv[seed_at]) + 1)] + argv[seed_at + 1:]
@@ -161,8 +159,8 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
                                .split('<pre class="stats">', 1)[1].split("</pre>", 1)[0])
     argv = shlex.split(stats_line)
     assert argv[:3] == ["mirrorscan", "stats", "kendall"] and str(lens_report["analysis"] / "wrappers.parquet") in argv
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env={**lens_report["env"], "PYTHONPATH": f"{REPO}:{lens_report['env'].get('PYTHONPATH', '')}"})
+    done = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=lens_report["env"])
     assert done.returncode == 0, done.stderr
     w = json.loads(done.stdout)["kendall_w"]["w_tie_corrected"]
     assert float(rows[("small/base", "kendall_w")]["value"]) == pytest.approx(w, rel=1e-5)
@@ -171,11 +169,11 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
 def test_the_browser_shows_a_lens_cell_as_its_pooled_norm_and_never_its_vectors(lens_report):
     from starlette.testclient import TestClient
 
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
-    from results.browse import Browser, build_app
-    from results.browse import index as idx
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
+    from mirrorscan.results.browse import Browser, build_app
+    from mirrorscan.results.browse import index as idx
 
     lens, inv_id = resolve("lens"), lens_report["inv"]
     traces = open_store(lens_report["store"]).read("lens_report", inv_id, schema=trace_schema(lens.columns)).to_pylist()

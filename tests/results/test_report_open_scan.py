@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_page import numbers, query_of  # noqa: E402
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\nq3,<script>x</script>\n'
 
 
 def test_open_scan_numbers_are_got_again_by_their_queries(tmp_path, tiny_dir, catalog_dsn, ray_local):
-    from jobs import sql
-    from jobs.report import report_invocations
-    from jobs.scan import run_scan
+    from mirrorscan.jobs import sql
+    from mirrorscan.jobs.report import report_invocations
+    from mirrorscan.jobs.scan import run_scan
 
     exp = tmp_path / "os_report"
     exp.mkdir()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,10 +14,8 @@ import pytest
 
 from conftest import new_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import store_world as world  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browse_world  # noqa: E402
 from report_page import numbers  # noqa: E402
 
@@ -38,7 +35,7 @@ def folders(made) -> list[Path]:
 
 def report(made, **kw) -> tuple[Path, list[str]]:
     """(page written, lines said) of one ``report`` of the invocation."""
-    from jobs.report import report_invocations
+    from mirrorscan.jobs.report import report_invocations
 
     said: list[str] = []
     (path,) = report_invocations(made["invocation_id"], catalog_dsn=made["dsn"], say=said.append, **kw)
@@ -79,9 +76,9 @@ def reported_anew(made, **kw) -> Path:
 
 
 def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
-    from cluster.store import open_store
-    from grid.instrument import resolve
-    from grid.trace_schema import to_trace_table, trace_schema
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
     report(made)
     # another analysis setting: a new analysis, then reused under that setting; the plain one is still there
@@ -124,7 +121,7 @@ def test_an_incomplete_or_foreign_folder_is_not_reused(made):
 
 
 def test_the_code_fingerprint_follows_every_file_of_the_analysis_code(tmp_path):
-    from results.analyses import tree_sha256
+    from mirrorscan.results.analyses import tree_sha256
 
     for name in ("grid/a.py", "analysis/b.py", "instruments/x/data/t.csv", "results/analyses.py", "docs/d.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

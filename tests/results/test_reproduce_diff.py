@@ -36,9 +36,9 @@ def write_experiment(folder: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """The greedy scan and its reproduction (through the verb, which must exit 0 with --expect-exact)."""
-    from cluster.catalog import Catalog
-    from jobs import reproduce
-    from jobs.scan import run_scan
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.jobs import reproduce
+    from mirrorscan.jobs.scan import run_scan
 
     base, dsn = tmp_path_factory.mktemp("repro"), new_database(pg_dsn)
     store = str(base / "store")
@@ -54,8 +54,8 @@ def scanned(tmp_path_factory, demo_dir, pg_dsn, ray_local):
 
 
 def test_a_greedy_float32_reproduction_matches_every_response_and_class(scanned):
-    from cluster.catalog import Catalog
-    from results.diff import diff_targets
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.results.diff import diff_targets
 
     assert scanned["code"] == 0   # the verb's own verdict: complete, and an exact match
     d = diff_targets(scanned["original"], scanned["copy"], dsn=scanned["dsn"])
@@ -79,7 +79,7 @@ def test_a_greedy_float32_reproduction_matches_every_response_and_class(scanned)
 
 
 def test_the_diff_verb_prints_the_match(scanned):
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "diff", scanned["original"], scanned["copy"],
+    proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "diff", scanned["original"], scanned["copy"],
                            "--catalog-dsn", scanned["dsn"], "--expect-exact"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -89,8 +89,8 @@ def test_the_diff_verb_prints_the_match(scanned):
 
 
 def test_a_run_at_temperature_above_zero_differs_and_diff_says_where(scanned, ray_local):
-    from jobs.scan import run_scan
-    from results.diff import diff_targets, format_diff
+    from mirrorscan.jobs.scan import run_scan
+    from mirrorscan.results.diff import diff_targets, format_diff
 
     hot = run_scan(str(write_experiment(scanned["base"] / "exps" / "repro_fc_hot", temperature=1.5)),
                    store=scanned["store"], catalog_dsn=scanned["dsn"], quiet=True)
@@ -106,9 +106,9 @@ def test_a_run_at_temperature_above_zero_differs_and_diff_says_where(scanned, ra
 
 
 def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scanned, ray_local):
-    from cluster.store import open_store
-    from jobs.scan import Reproduction, run_spec
-    from results.reproduce import ITEMS_FROM_TRACES, plan
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.jobs.scan import Reproduction, run_spec
+    from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     pairs = scanned["base"] / "exps" / "repro_fc" / "pairs.csv"
     pairs.write_text(PAIRS + "sun_moon,sun,moon\n")

@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_legacy_spec_is_rebuilt_with_what_cannot_be_restored(legacy, demo_dir):
-    from grid.settings import shaping_differences, upgrade
-    from results.reproduce import ITEMS_FROM_FILES, plan
+    from mirrorscan.grid.settings import shaping_differences, upgrade
+    from mirrorscan.results.reproduce import ITEMS_FROM_FILES, plan
 
     root, dsn = legacy
     p = plan(FINISHED, dsn=dsn)
@@ -38,7 +38,7 @@ def test_the_legacy_spec_is_rebuilt_with_what_cannot_be_restored(legacy, demo_di
 
 
 def test_a_changed_pair_file_makes_the_legacy_plan_use_the_stored_coordinates(legacy, demo_dir):
-    from results.reproduce import ITEMS_FROM_TRACES, plan
+    from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     root, dsn = legacy
     pairs = root / "experiments" / "legacy_fc" / "pairs.csv"
@@ -55,7 +55,7 @@ def test_a_changed_pair_file_makes_the_legacy_plan_use_the_stored_coordinates(le
 
 def test_the_cli_dry_run_prints_the_rebuilt_spec(legacy, demo_dir):
     root, dsn = legacy
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "reproduce", FINISHED[:8], "--dry-run", "--catalog-dsn", dsn],
+    proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "reproduce", FINISHED[:8], "--dry-run", "--catalog-dsn", dsn],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

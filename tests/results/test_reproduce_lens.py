@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_warnings import printed_warnings, same_but_git  # noqa: E402
 
 
@@ -44,12 +43,12 @@ def batches(store, invocation_id: str) -> set[frozenset]:
 @pytest.mark.timeout(900)
 def test_changed_lens_inputs_are_reproduced_from_the_framed_texts_the_rows_recorded(tmp_path, tiny_dir, catalog_dsn,
                                                                                    ray_local, capsys):
-    from cluster.catalog import Catalog
-    from cluster.store import open_store
-    from jobs import reproduce
-    from jobs.scan import run_scan
-    from results.diff import diff_targets
-    from results.reproduce import ITEMS_FROM_TRACES, plan
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.jobs import reproduce
+    from mirrorscan.jobs.scan import run_scan
+    from mirrorscan.results.diff import diff_targets
+    from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     exp = tmp_path / "exps" / "lens_repro"
     write_experiment(exp)

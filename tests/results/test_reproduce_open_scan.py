@@ -16,7 +16,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_warnings import printed_warnings, same_but_git  # noqa: E402
 
 PROBES = "query_id,query\nq1,Tea or coffee?\nq2,Which season do you like best?\n"
@@ -27,7 +26,7 @@ CHANGED = "query_id,query\nq1,Tea or coffee or juice?\nq3,A new probe?\n"
 def scanned(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
     """The original scan: its folder, store, catalog and invocation id."""
     from conftest import new_database
-    from jobs.scan import run_scan
+    from mirrorscan.jobs.scan import run_scan
 
     base, dsn = tmp_path_factory.mktemp("os_repro"), new_database(pg_dsn)
     folder = base / "exps" / "os_repro"
@@ -44,14 +43,14 @@ def scanned(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
 
 
 def cell_keys(store_uri: str, invocation_id: str) -> list[tuple[str, int]]:
-    from cluster.store import open_store
+    from mirrorscan.cluster.store import open_store
 
     rows = open_store(store_uri).read("os_repro", invocation_id, columns=["probe_id", "sample"])
     return sorted(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist()))
 
 
 def reproductions(dsn: str, original: str) -> list[dict]:
-    from cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import Catalog
 
     with Catalog(dsn) as catalog:
         ids = [r[0] for r in catalog.execute("SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s "
@@ -61,11 +60,11 @@ def reproductions(dsn: str, original: str) -> list[dict]:
 
 @pytest.mark.timeout(900)
 def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
-    from cluster.stages import earlier_rows
-    from cluster.store import open_store
-    from jobs.scan import NO_INVOCATION, Reproduction, instrument_ref, run_scan, run_spec
-    from results.diff import diff_targets
-    from results.reproduce import ITEMS_FROM_FILES, plan
+    from mirrorscan.cluster.stages import earlier_rows
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.jobs.scan import NO_INVOCATION, Reproduction, instrument_ref, run_scan, run_spec
+    from mirrorscan.results.diff import diff_targets
+    from mirrorscan.results.reproduce import ITEMS_FROM_FILES, plan
 
     dsn, store_uri, original = scanned["dsn"], scanned["store"], scanned["original"]
     again = run_scan(str(scanned["folder"]), store=store_uri, catalog_dsn=dsn, quiet=True)
@@ -91,8 +90,8 @@ def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
 
 @pytest.mark.timeout(900)
 def test_a_changed_probe_file_is_reproduced_from_the_stored_queries(scanned, capsys):
-    from jobs import reproduce
-    from results.reproduce import ITEMS_FROM_TRACES, plan
+    from mirrorscan.jobs import reproduce
+    from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     dsn, original = scanned["dsn"], scanned["original"]
     (scanned["folder"] / "probes.csv").write_text(CHANGED)
@@ -118,9 +117,9 @@ def test_a_changed_probe_file_is_reproduced_from_the_stored_queries(scanned, cap
 def test_an_interrupted_reproduction_is_finished_by_reproduce_resume(scanned, monkeypatch, capsys):
     """Stopped (as by Ctrl-C) after its first stage's batches, before its post-hoc stage: ``--resume`` runs the
     2 post-hoc cells alone in the same invocation, which stays a reproduction of the original."""
-    from cluster.store import open_store
-    from grid.instrument import Stage, resolve
-    from jobs import reproduce
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.instrument import Stage, resolve
+    from mirrorscan.jobs import reproduce
 
     dsn, store_uri, original = scanned["dsn"], scanned["store"], scanned["original"]
     (scanned["folder"] / "probes.csv").write_text(CHANGED)   # the cells come from the stored queries
@@ -167,9 +166,9 @@ def test_rows_stored_before_the_queries_were_recorded_keep_the_refusal(scanned):
 
     import pyarrow as pa
 
-    from grid.errors import ConfigError
-    from results.invocations import load
-    from results.reproduce import _cells, spec_from_settings
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.results.invocations import load
+    from mirrorscan.results.reproduce import _cells, spec_from_settings
 
     (scanned["folder"] / "probes.csv").write_text(CHANGED)
     original = load(scanned["original"], dsn=scanned["dsn"])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import uuid
 
-from cluster.catalog import Catalog
-from cluster.store import open_store
-from grid.spec import load_spec
-from jobs import reproduce
-from jobs.scan import content_hashes
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.jobs import reproduce
+from mirrorscan.jobs.scan import content_hashes
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
 

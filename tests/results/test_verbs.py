@@ -21,7 +21,7 @@ def test_importing_reproduce_and_diff_imports_neither_torch_nor_vllm():
 
 @pytest.mark.parametrize("verb, expected", [("reproduce", "frozen settings"), ("diff", "cell by cell")])
 def test_help_explains(verb, expected):
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", verb, "--help"], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", verb, "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and expected in proc.stdout, proc.stdout + proc.stderr
 
@@ -29,7 +29,7 @@ def test_help_explains(verb, expected):
 def test_an_unknown_invocation_is_one_line_and_exit_2(catalog_dsn):
     missing = "00000000-0000-4000-8000-000000000000"
     for argv in (["reproduce", missing, "--dry-run"], ["diff", missing, missing]):
-        proc = subprocess.run([sys.executable, "-m", "jobs.cli", *argv, "--catalog-dsn", catalog_dsn], cwd=REPO,
+        proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", *argv, "--catalog-dsn", catalog_dsn], cwd=REPO,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.strip().splitlines() == [f"error: invocation: no invocation {missing} in the catalog — fix: "

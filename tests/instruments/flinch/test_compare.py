@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.flinch.compare import compare, format_table
-from jobs.cli import main as cli
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.flinch.compare import compare, format_table
+from mirrorscan.jobs.cli import main as cli
 
 
 def result(model: str, flinch: dict, corpus: str = "c" * 64, aggregation: str = "axis_lp_mean") -> dict:
@@ -113,7 +113,7 @@ def reference_csv() -> dict:
     import csv
     from importlib import resources
 
-    text = resources.files("instruments.flinch").joinpath("data/reference_baselines.csv").read_text(encoding="utf-8")
+    text = resources.files("mirrorscan.instruments.flinch").joinpath("data/reference_baselines.csv").read_text(encoding="utf-8")
     return {r["model"]: r for r in csv.DictReader(text.splitlines())}
 
 
@@ -124,7 +124,7 @@ def test_the_shipped_reference_table_is_the_methods_published_one():
     if shared.is_file():
         from importlib import resources
 
-        assert resources.files("instruments.flinch").joinpath("data/reference_baselines.csv").read_bytes() \
+        assert resources.files("mirrorscan.instruments.flinch").joinpath("data/reference_baselines.csv").read_bytes() \
             == shared.read_bytes()
     table = reference_csv()
     assert {m: float(r["total"]) for m, r in table.items()} == {
@@ -136,8 +136,8 @@ def test_the_shipped_reference_table_is_the_methods_published_one():
 
 
 def test_the_reference_delta_is_the_tables_difference_axis_by_axis(capsys):
-    from instruments.flinch.reference import delta
-    from jobs.cli import main as cli
+    from mirrorscan.instruments.flinch.reference import delta
+    from mirrorscan.jobs.cli import main as cli
 
     table = reference_csv()
     axes = ["anti_china", "anti_america", "anti_europe", "slurs", "sexual", "violence"]
@@ -157,7 +157,7 @@ def test_the_reference_delta_is_the_tables_difference_axis_by_axis(capsys):
 
 
 def test_a_run_beside_the_reference_is_compared_axis_by_axis_and_marked_indicative(tmp_path, capsys):
-    from jobs.cli import main as cli
+    from mirrorscan.jobs.cli import main as cli
 
     table = reference_csv()
     # an older run of the starter corpus: five axes, one under the old key clinical_sexual

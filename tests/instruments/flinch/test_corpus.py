@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.flinch.corpus import METHOD_AXES, STARTER, load_corpus
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.flinch.corpus import METHOD_AXES, STARTER, load_corpus
 
 METHOD_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "flinch" / "method_corpus.json"
 """A corpus in the method's documented shape with descriptive keys (top-level notes and source, per-axis and
@@ -122,7 +122,7 @@ def test_a_corpus_in_the_methods_shape_with_descriptive_keys_loads_unchanged_and
 
 
 def test_axes_select_the_methods_keys_comma_separated_as_the_method_takes_them(capsys):
-    from jobs.cli import main as cli
+    from mirrorscan.jobs.cli import main as cli
 
     assert load_corpus(str(METHOD_FILE), axes=["slurs", "sexual"]).axis_keys == ("slurs", "sexual")
     assert cli(["flinch", "corpus", str(METHOD_FILE), "--axes", "slurs,sexual"]) == 0

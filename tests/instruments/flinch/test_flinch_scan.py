@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.spec import load_spec
-from instruments.flinch.scale import flinch_of
-from jobs import sql
-from jobs.analyze import analyze_invocation
-from jobs.scan import run_scan
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.spec import load_spec
+from mirrorscan.instruments.flinch.scale import flinch_of
+from mirrorscan.jobs import sql
+from mirrorscan.jobs.analyze import analyze_invocation
+from mirrorscan.jobs.scan import run_scan
 from suggested_query import check_suggested_query
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "actors"))
 from anthropic_server import FaultServer  # noqa: E402
-from instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
+from mirrorscan.instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
 
 PROXY_KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
 os.environ.setdefault(PROXY_KEY_ENV, "sk-ant-test-0123456789abcdef-secret")   # set at collection, before the
@@ -166,7 +165,7 @@ def test_the_starter_corpus_is_the_default_and_axes_select_a_subset(tmp_path, ti
 
 def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenizer_adds_no_bos(tmp_path, tiny_dir,
                                                                                             bos_tiny_dir):
-    from jobs.preflight import check_empty_prefixes
+    from mirrorscan.jobs.preflight import check_empty_prefixes
 
     exp = tmp_path / "blank"
     write_experiment(exp, tiny_dir)
@@ -193,7 +192,7 @@ def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenize
 
 
 def test_a_forced_bos_the_tokenizer_cannot_give_is_refused_before_the_scan(tmp_path, tiny_dir):
-    from jobs.preflight import check_empty_prefixes
+    from mirrorscan.jobs.preflight import check_empty_prefixes
 
     exp = tmp_path / "forced"
     write_experiment(exp, tiny_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from instruments.flinch.gstudy import carrier_gstudy
+from mirrorscan.instruments.flinch.gstudy import carrier_gstudy
 
 MODELS, TERMS = ["m0", "m1", "m2"], ["t0", "t1", "t2"]
 A = [0.0, -2.0, -4.0]                            # model effects: sample variance 4

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "actors"))
 
 from anthropic_server import FaultServer  # noqa: E402
-from grid.records import ModelVariant, RunContext  # noqa: E402
-from instruments.flinch.instrument import INSTRUMENT  # noqa: E402
-from instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.instruments.flinch.instrument import INSTRUMENT  # noqa: E402
+from mirrorscan.instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
 
 KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-test-0123456789abcdef-secret"
@@ -35,7 +33,7 @@ def server(monkeypatch):
 
 
 def proxy(url: str, **kw):
-    from actors.score_proxy import AnthropicProxyScorer
+    from mirrorscan.actors.score_proxy import AnthropicProxyScorer
 
     variant = ModelVariant(**{"label": "claude", "model": "claude-test", "backend": "anthropic", "temperature": 0.0,
                               "max_tokens": 64, "endpoint": url, "api_key_env": KEY_ENV, "max_concurrency": 8,
@@ -66,7 +64,7 @@ def test_n_continuations_per_carrier_and_the_hits_at_k_n_and_k_0(server):
     assert all(b["messages"][0]["content"].endswith("The jury found that the victim had been") for b in sent)
     params = json.loads(hit["request_params"])
     assert params["samples"] == 7 and params["temperature"] == 1.0 and len(params["template_sha256"]) == 64
-    from instruments.flinch.proxy import proxy_score
+    from mirrorscan.instruments.flinch.proxy import proxy_score
 
     full, none = proxy_score(hit["proxy_k"], 7), proxy_score(miss["proxy_k"], 7)
     assert full.p_hat == 1.0 and full.proxy_lp == 0.0 and full.proxy_flinch == 0.0 and full.ci_high == 1.0

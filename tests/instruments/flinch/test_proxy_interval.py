@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from instruments.flinch.proxy import RESOLUTION, axis_proxy, difference_text, interval_text, proxy_score
+from mirrorscan.instruments.flinch.proxy import RESOLUTION, axis_proxy, difference_text, interval_text, proxy_score
 
 
 def tail_le(k: int, n: int, p: float) -> float:
@@ -94,7 +94,7 @@ def test_each_proxy_flinch_prints_with_its_interval_and_each_difference_with_the
 def test_the_proxy_models_numbers_carry_each_flinch_with_its_interval():
     import pyarrow as pa
 
-    from instruments.flinch.numbers import proxy_scores
+    from mirrorscan.instruments.flinch.numbers import proxy_scores
 
     hits = {("a", "x"): [(2, 10), (3, 10)], ("a", "y"): [(0, 10), (1, 10)], ("b", "z"): [(0, 10), (0, 10)]}
     rows = [{"label": "api", "probe_id": f"api|{axis}|{term}|{c}|-|-", "sample": 0, "axis": axis, "term": term,
@@ -115,7 +115,7 @@ def test_the_proxy_models_numbers_carry_each_flinch_with_its_interval():
 
 
 def test_differences_between_proxy_models_print_with_the_resolution_beside_each():
-    from instruments.flinch.proxy import difference_lines
+    from mirrorscan.instruments.flinch.proxy import difference_lines
 
     def model(name, **axes):
         return {"model": name, "axes": {k: {"proxy_flinch": v} for k, v in axes.items()}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from instruments.flinch.report_text import analysis_text
+from mirrorscan.instruments.flinch.report_text import analysis_text
 
 
 def test_a_long_axis_key_is_printed_whole_and_its_values_align_under_it():

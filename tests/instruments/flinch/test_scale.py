@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from instruments.flinch.proxy import clopper_pearson, is_hit, max_proxy_flinch, proxy_score
-from instruments.flinch.scale import axis_score, flinch_of, term_score, total_flinch
+from mirrorscan.instruments.flinch.proxy import clopper_pearson, is_hit, max_proxy_flinch, proxy_score
+from mirrorscan.instruments.flinch.scale import axis_score, flinch_of, term_score, total_flinch
 
 
 @pytest.mark.parametrize("lp, expected", [(-1.0, 0.0), (-16.0, 100.0), (-8.5, 50.0), (-4.0, 20.0),
@@ -89,7 +89,7 @@ def test_the_proxy_at_k_zero_is_a_bound_and_at_k_n_is_zero():
 
 
 def test_two_runs_give_the_same_answer_only_with_the_same_tokens_and_log_probs_within_1e_4():
-    from instruments.flinch.instrument import INSTRUMENT
+    from mirrorscan.instruments.flinch.instrument import INSTRUMENT
 
     row = {"target_token_ids": [5, 9], "target_logprobs": [-1.0, -2.0]}
     assert INSTRUMENT.same_answer(row, {**row, "target_logprobs": [-1.00005, -2.0]})
@@ -101,13 +101,13 @@ def test_two_runs_give_the_same_answer_only_with_the_same_tokens_and_log_probs_w
 def test_a_spec_reads_its_corpus_once_per_process_and_still_refuses_a_changed_file(tmp_path):
     import json as _json
 
-    from grid.errors import ConfigError
-    from instruments.flinch import instrument as fl
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.instruments.flinch import instrument as fl
 
     path = tmp_path / "c.json"
     axis = {"label": "S", "terms": [{"word": f"w{i}", "carriers": ["It was all {BLANK}."]} for i in range(2)]}
     path.write_text(_json.dumps({"axes": {"s": axis}}))
-    from instruments.flinch.corpus import load_corpus
+    from mirrorscan.instruments.flinch.corpus import load_corpus
 
     first = load_corpus(str(path))
     spec = fl.from_frozen({"corpus": str(path), "corpus_sha256": first.sha256, "axes": ["s"],

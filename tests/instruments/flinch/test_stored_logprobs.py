@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from jobs import sql
-from jobs.scan import run_scan
+from mirrorscan.jobs import sql
+from mirrorscan.jobs.scan import run_scan
 
 AGREE_NATS = 1e-3
 

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from instruments.flinch.corpus import load_corpus
-from instruments.flinch.instrument import INSTRUMENT, from_frozen
+from mirrorscan.instruments.flinch.corpus import load_corpus
+from mirrorscan.instruments.flinch.instrument import INSTRUMENT, from_frozen
 
 WORDS = {"syn_a": ["zorbed", "blue", "gone"], "syn_b": ["home", "late", "fine"]}
 

@@ -7,12 +7,12 @@ from importlib import resources
 import pyarrow as pa
 import pytest
 
-from instruments.forced_choice.classify import (CLASSIFIER_VERSION, CLASSES, REFUSAL_LEXICON_VERSION, classify, classify_table,
+from mirrorscan.instruments.forced_choice.classify import (CLASSIFIER_VERSION, CLASSES, REFUSAL_LEXICON_VERSION, classify, classify_table,
                                find_word, leading_sentence, load_refusals, normalize, with_classes)
-from instruments.forced_choice.envelopes import load_envelopes
-from grid.errors import ConfigError
-from grid.trace_schema import to_trace_table, trace_schema
-from instruments.forced_choice import COLUMNS
+from mirrorscan.instruments.forced_choice.envelopes import load_envelopes
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.instruments.forced_choice import COLUMNS
 
 ENVELOPES = load_envelopes()
 EXAMPLES = [(env, i, ex) for env in ENVELOPES.envelopes.values() for i, ex in enumerate(env.examples)]
@@ -274,7 +274,7 @@ def test_unknown_envelope_is_a_config_error():
 
 
 def test_refusal_lexicon_is_versioned_and_pinned():
-    raw = resources.files("instruments.forced_choice").joinpath("data/refusals.json").read_bytes()
+    raw = resources.files("mirrorscan.instruments.forced_choice").joinpath("data/refusals.json").read_bytes()
     doc = json.loads(raw)
     assert doc["version"] == REFUSAL_LEXICON_VERSION
     assert set(doc["languages"]) >= {"en", "fr", "zh", "de", "es", "pt", "ja", "ru", "ar", "hi", "ko"}

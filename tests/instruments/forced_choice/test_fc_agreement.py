@@ -3,8 +3,8 @@
 import pyarrow as pa
 import pytest
 
-from instruments.forced_choice import compare
-from instruments.forced_choice.numbers import ExpectedCells, Fingerprint, compare_fingerprints, fingerprint
+from mirrorscan.instruments.forced_choice import compare
+from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, Fingerprint, compare_fingerprints, fingerprint
 
 E1 = ("e1",)
 PAIRS = (("xy", "x", "y"), ("yz", "y", "z"), ("zx", "z", "x"))

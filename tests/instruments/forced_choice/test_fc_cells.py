@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grid.cells import with_probe_ids
-from grid.ids import make_probe_id
-from instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
-from instruments.forced_choice.envelopes import load_envelopes, render_template
+from mirrorscan.grid.cells import with_probe_ids
+from mirrorscan.grid.ids import make_probe_id
+from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
+from mirrorscan.instruments.forced_choice.envelopes import load_envelopes, render_template
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "ab"], "word_a": ["vodka", "cat", "x{b}"], "word_b": ["whiskey", "dog", "y"]})
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.errors import AnalysisError
-from grid.settings import upgrade
-from instruments.forced_choice.classify import CLASSIFIER_VERSION
-from instruments.forced_choice.report import analysis, format_report, report
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.grid.settings import upgrade
+from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
+from mirrorscan.instruments.forced_choice.report import analysis, format_report, report
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_fc"
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"

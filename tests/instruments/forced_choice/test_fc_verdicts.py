@@ -6,9 +6,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from instruments.forced_choice.numbers import (VERDICTS, ExpectedCells, FingerprintEntry, PairVerdict,
+from mirrorscan.instruments.forced_choice.numbers import (VERDICTS, ExpectedCells, FingerprintEntry, PairVerdict,
                                                compare_fingerprints, fingerprint, intransitive_cycles, summarize)
-from instruments.forced_choice.report import pair_rows
+from mirrorscan.instruments.forced_choice.report import pair_rows
 
 E1 = ("e1",)
 

@@ -5,8 +5,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from analysis.errors import AnalysisError
-from instruments.forced_choice.numbers import (ExpectedCells, by_model, compare_fingerprints, fingerprint,
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.instruments.forced_choice.numbers import (ExpectedCells, by_model, compare_fingerprints, fingerprint,
                                     intransitive_cycles, latest_rows, pair_commit, per_cell_commit_rate,
                                     position_bias, sharpness, summarize)
 

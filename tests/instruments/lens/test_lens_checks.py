@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from instruments.lens.numbers import analyze
+from mirrorscan.instruments.lens.numbers import analyze
 from test_lens_numbers import (TRACE_SCHEMA, charts_not_rendered,  # noqa: F401 (fixture)
                                lens_ref, planted_direction_vectors, write_experiment)
 
@@ -24,7 +24,7 @@ from test_lens_numbers import (TRACE_SCHEMA, charts_not_rendered,  # noqa: F401 
 def table(frozen: dict, models: list[str], vector, variants=("base",), parameters: dict | None = None) -> pa.Table:
     """One row per (model, variant, framing × (task + empty task) or scoring item); ``vector(model, variant, arm,
     framing, item_id, item_label)`` gives the (layers, hidden) array."""
-    from instruments.lens.items import load_items
+    from mirrorscan.instruments.lens.items import load_items
 
     tasks = [f"t{i}" for i in range(frozen["tasks"]["n"])] + ["_empty"]
     scoring = load_items(frozen["scoring_set"]["source"], "scoring_set", True).items
@@ -232,7 +232,7 @@ def test_the_argmax_bootstrap_reports_two_layers_trading_places_as_a_third_of_th
 def test_the_argmax_verdict_reads_the_median_share_over_wrappers():
     """Two of three wrappers keep their best layer within 5 % of the stack, one moves across half of it: the
     median share is 0.05 (robust, below 10 %), the max 0.5; a wrapper with one layer in the max (NaN) is left out."""
-    from instruments.lens.numbers import argmax_summary
+    from mirrorscan.instruments.lens.numbers import argmax_summary
 
     rows = [{"argmax_spread": s, "argmax_distinct_layers": k}
             for s, k in ((0.05, 2), (0.5, 6), (0.05, 1), (float("nan"), 1))]
@@ -340,8 +340,8 @@ def test_every_gstudy_score_is_the_headline_on_its_item_sample_alone(tmp_path):
     """Each row of the headline study in gstudy_scores is max over blocks 1…L of AUROC − 0.5 of the wrapper's
     direction (mean evaluation-framed minus mean deployment-framed task vector), computed here in numpy on the
     items of that row's item sample only; the samples partition the scoring set, each class dealt evenly."""
-    from instruments.lens.gstudy import item_samples
-    from instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.gstudy import item_samples
+    from mirrorscan.instruments.lens.numbers import seed_for
 
     write_experiment(tmp_path)   # 20 testing, 20 deployment
     ref = lens_ref(tmp_path, null_permutations=0, item_samples=3, seed=8)
@@ -402,7 +402,7 @@ def test_published_scores_set_the_hypothesised_variance_and_the_direction_is_sai
 
 @pytest.mark.parametrize("value", [[0.6], -1.0, "wide", [0.6, True]])
 def test_an_object_variance_that_is_not_a_variance_or_a_score_list_is_refused(tmp_path, value):
-    from grid.errors import ConfigError
+    from mirrorscan.grid.errors import ConfigError
 
     write_experiment(tmp_path)
     with pytest.raises(ConfigError, match="object_variance"):
@@ -414,7 +414,7 @@ def test_random_directions_are_scored_like_one_wrapper_each():
     scikit-learn's AUROC; their count is the number asked for."""
     from sklearn.metrics import roc_auc_score
 
-    from instruments.lens.numbers import Extracted, random_directions
+    from mirrorscan.instruments.lens.numbers import Extracted, random_directions
 
     rng = np.random.default_rng(0)
     scoring = rng.standard_normal((30, 4, 6))

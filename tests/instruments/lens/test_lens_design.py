@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.gtheory import RESIDUAL, Component, GStudy
-from instruments.lens.design import design_lines, design_numbers, published_object_variance
+from mirrorscan.analysis.gtheory import RESIDUAL, Component, GStudy
+from mirrorscan.instruments.lens.design import design_lines, design_numbers, published_object_variance
 
 PAPER = Path(__file__).resolve().parents[4] / "shared" / "reference-data" / "prompt_facet_paper" / "headline.json"
 

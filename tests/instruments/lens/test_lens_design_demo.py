@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.store import open_store
-from jobs import cli
-from jobs.analyze import analyze_invocation
-from jobs.scan import run_scan
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs import cli
+from mirrorscan.jobs.analyze import analyze_invocation
+from mirrorscan.jobs.scan import run_scan
 
 DEMO = Path(__file__).parents[3] / "experiments" / "lens-design-demo"
 
@@ -55,8 +55,8 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
                                                                            capsys):
     from transformers import AutoTokenizer
 
-    from instruments.lens.cli import extract
-    from instruments.lens.instrument import MANEK_SYSTEM
+    from mirrorscan.instruments.lens.cli import extract
+    from mirrorscan.instruments.lens.instrument import MANEK_SYSTEM
 
     exp = tmp_path / "lens-design-demo"
     config = small_design(exp)
@@ -67,8 +67,8 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
     per_variant = 6 * (4 + 1) + 8
     assert result.status == "complete" and result.counts["ok"] == 3 * 2 * per_variant
 
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
 
     rows = open_store(store).read(result.experiment, result.invocation_id, schema=trace_schema(resolve("lens").columns)).to_pylist()
     smol = [r for r in rows if r["label"] == "smollm2"]
@@ -117,6 +117,6 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
 
 
 def _demo_dir() -> Path:
-    from cluster.models import prepare_demo_model
+    from mirrorscan.cluster.models import prepare_demo_model
 
     return prepare_demo_model()

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from grid.instrument import ref_from_section
-from instruments.lens.directions import layer_curve
-from instruments.lens.instrument import SECTION_KEYS
-from instruments.lens.numbers import analyze
+from mirrorscan.grid.instrument import ref_from_section
+from mirrorscan.instruments.lens.directions import layer_curve
+from mirrorscan.instruments.lens.instrument import SECTION_KEYS
+from mirrorscan.instruments.lens.numbers import analyze
 
 REFERENCE = Path(__file__).resolve().parents[4] / "shared" / "reference-data" / "sad_oversight_probe_scores_manek2026"
 """/work/shared/reference-data/…: the test file is /work/main/tests/instruments/lens/<this>."""
@@ -35,8 +35,8 @@ TRACE_SCHEMA = pa.schema([
 def charts_not_rendered(monkeypatch):
     """Charts are not under test here, and rendering them (matplotlib's savefig) is ~80 % of an analysis's
     time: every figure is built as usual but closed unrendered."""
-    import analysis.plotting
-    import instruments.lens.charts
+    import mirrorscan.analysis.plotting
+    import mirrorscan.instruments.lens.charts
 
     def closed(fig) -> bytes:
         import matplotlib.pyplot as plt
@@ -81,7 +81,7 @@ def lens_ref(folder: Path, **section):
 def traces_table(frozen: dict, models: list[str], vector) -> pa.Table:
     """One row per (model, framing × (task + empty task), scoring item) of the frozen spec, variant ``base``;
     ``vector(model, arm, framing, item_id, item_label)`` gives the (layers, hidden) array of a row."""
-    from instruments.lens.items import load_items
+    from mirrorscan.instruments.lens.items import load_items
 
     tasks = [f"t{i}" for i in range(frozen["tasks"]["n"])] + ["_empty"]
     scoring = load_items(frozen["scoring_set"]["source"], "scoring_set", True).items

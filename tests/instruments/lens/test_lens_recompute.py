@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
 
-from grid.errors import ConfigError
-from instruments.lens.cli import main
-from instruments.lens.recompute import layer_sets, read_rows
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.lens.cli import main
+from mirrorscan.instruments.lens.recompute import layer_sets, read_rows
 
 ROW = {"probe_id": "m|x", "label": "m", "variant": "base", "framing": "e1", "arm": "evaluation", "item_id": "t0",
        "item_label": "", "subset": None, "attempt": 1,
@@ -18,7 +18,7 @@ ROW = {"probe_id": "m|x", "label": "m", "variant": "base", "framing": "e1", "arm
 
 
 def write_csv(path, rows):
-    from jobs.sql import csv_ready
+    from mirrorscan.jobs.sql import csv_ready
 
     pcsv.write_csv(csv_ready(pa.Table.from_pylist(rows)), path)
 
@@ -59,7 +59,7 @@ def test_the_command_exits_2_with_one_line_for_framings_it_has_no_rows_for(tmp_p
 
 
 def test_manek_layer_set_is_the_blocks_without_the_last():
-    from instruments.lens.directions import layers_in_max
+    from mirrorscan.instruments.lens.directions import layers_in_max
 
     # a model with L = 4 blocks stores 5 vectors per text: 0 (embedding output), 1…4 (the blocks)
     assert layers_in_max(5, "blocks") == [1, 2, 3, 4]

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.models import build_tiny_random_model
-from cluster.store import open_store
-from jobs import cli, sql
-from jobs.analyze import analyze_invocation
-from jobs.scan import run_scan
+from mirrorscan.cluster.models import build_tiny_random_model
+from mirrorscan.cluster.store import open_store
+from mirrorscan.jobs import cli, sql
+from mirrorscan.jobs.analyze import analyze_invocation
+from mirrorscan.jobs.scan import run_scan
 from suggested_query import check_suggested_query
 
 SIZES = {"small": (2, 32), "medium": (3, 48), "large": (4, 64)}
@@ -85,8 +85,8 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     assert numbers["models"]["large/base"]["n_layers"] == 5 and numbers["models"]["large/base"]["headline"]["n"] == 9
 
     # the analysis's AUROC of one wrapper and layer, recomputed from the stored rows with scikit-learn
-    from grid.instrument import resolve
-    from grid.trace_schema import trace_schema
+    from mirrorscan.grid.instrument import resolve
+    from mirrorscan.grid.trace_schema import trace_schema
 
     traces = trace_store.read("lens", result.invocation_id, schema=trace_schema(resolve("lens").columns)).to_pylist()
     mine = [r for r in traces if r["label"] == "medium"]
@@ -140,7 +140,7 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     assert out["predictions"][0]["sd_over_wrappers"] == pytest.approx(float(np.std(directions @ stored, ddof=1)), rel=2e-3)
     # predict --help's example as written, with this store's experiment folder and label in place of the demo's:
     # the newest lens analysis below the folder is read, the packaged texts are scored
-    from instruments.lens.cli import read_texts
+    from mirrorscan.instruments.lens.cli import read_texts
     from test_predict_example import REPO, example_argv
 
     argv = example_argv()

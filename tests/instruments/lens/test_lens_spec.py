@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from grid.instrument import ref_from_section
-from instruments.lens.instrument import SECTION_KEYS
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import ref_from_section
+from mirrorscan.instruments.lens.instrument import SECTION_KEYS
 
 LABELS = ["testing", "deployment"] * 4
 """Default scoring labels: 8 items, 4 per class."""
@@ -344,7 +344,7 @@ def test_the_rendering_is_frozen_with_no_system_block_and_a_fixed_date_by_defaul
 
 
 def test_the_two_manek_presets_send_what_the_docs_say_and_other_keys_override_them(tmp_path):
-    from instruments.lens.instrument import MANEK_SYSTEM
+    from mirrorscan.instruments.lens.instrument import MANEK_SYSTEM
 
     ref = load(write_experiment(tmp_path), variants={
         "reference": {"preset": "manek-reference"}, "plain": {"preset": "manek-plain"},
@@ -401,7 +401,7 @@ def test_a_scoring_set_that_may_not_be_redistributed_leaves_its_texts_out_of_eve
 def test_a_withheld_set_is_scored_by_the_surface_baseline_from_its_own_file_and_grouped(tmp_path):
     import pyarrow as pa
 
-    from instruments.lens.baseline import surface_numbers
+    from mirrorscan.instruments.lens.baseline import surface_numbers
 
     items = [(f"s{i}", f"zq{i // 2}x", label) for i, label in enumerate(["testing", "testing", "deployment",
                                                                          "deployment"] * 5)]

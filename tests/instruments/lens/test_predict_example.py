@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.lens.cli import EPILOG, analysis_folder, build_parser, read_texts
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.lens.cli import EPILOG, analysis_folder, build_parser, read_texts
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -7,8 +7,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from grid.errors import ConfigError
-from grid.instrument import SpecContext, resolve
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import SpecContext, resolve
 
 PROBES = "query_id,query\nq1,Tea or coffee?\nq2,Which season?\n"
 
@@ -22,7 +22,7 @@ def spec_of(tmp_path, probes: str = PROBES, **section):
 def earlier(spec, series: str | None = None) -> pa.Table:
     """Rows an earlier invocation stored for every first-stage cell of ``spec`` (as ``earlier_rows`` reads them)."""
     cells = resolve("open_scan").cells(spec, ["m"], 1)
-    from grid.cells import with_probe_ids
+    from mirrorscan.grid.cells import with_probe_ids
 
     cells = with_probe_ids(cells, instrument="open_scan")
     if series is not None:
@@ -106,7 +106,7 @@ def test_a_revert_to_an_earlier_text_is_a_recorded_change_whose_series_continues
 
 
 def test_the_history_keeps_every_text_with_its_first_and_last_use(tmp_path):
-    from instruments.open_scan.history import describe, probe_history, uses_of_scans
+    from mirrorscan.instruments.open_scan.history import describe, probe_history, uses_of_scans
 
     versions, sequence = probe_history(uses_of_scans(uses_of(tmp_path, PROBES, PROBES, EDITED, EDITED, PROBES)))
     a, b = (spec_in(tmp_path, name, p).frozen["probes"]["items"][1][1] for name, p in (("a", PROBES), ("b", EDITED)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from grid.instrument import cell_value, resolve
-from results.browse.pages import _cell_html
+from mirrorscan.grid.instrument import cell_value, resolve
+from mirrorscan.results.browse.pages import _cell_html
 
 
 def test_cold_and_posthoc_ratings_are_shown_apart_and_absence_as_absence():
@@ -31,8 +31,8 @@ def test_the_browsers_matrix_of_an_imported_file_shows_each_self_report_apart(tm
     its cold and post-hoc ratings side by side, and a reply without a rating reads ``not measured``."""
     import json
 
-    from instruments.open_scan import cli
-    from results.browse.source import Browser
+    from mirrorscan.instruments.open_scan import cli
+    from mirrorscan.results.browse.source import Browser
 
     lines = [{"model": "org/Tiny", "query_id": "q1", "sample": 0, "query": "Tea?", "answer": "Tea.", "cold": "2",
               "posthoc": "10"},

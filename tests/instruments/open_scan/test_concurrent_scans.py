@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from cluster import runs
-from cluster.catalog import Catalog
-from grid.errors import ConfigError
-from jobs.scan import run_scan
+from mirrorscan.cluster import runs
+from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.jobs.scan import run_scan
 
 
 def test_a_second_scan_of_an_appending_experiment_is_refused_while_the_first_runs(tmp_path, tiny_dir, catalog_dsn):

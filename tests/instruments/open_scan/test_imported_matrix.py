@@ -7,7 +7,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from instruments.open_scan import cli
+from mirrorscan.instruments.open_scan import cli
 
 
 def line(model, qid, sample, answer, cold, posthoc, query):

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.open_scan.importing import import_rows, method_label, plan_import, read_import
-from instruments.open_scan.jsonl import Record, format_line
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.open_scan.importing import import_rows, method_label, plan_import, read_import
+from mirrorscan.instruments.open_scan.jsonl import Record, format_line
 
 TEXT = "Tea or coffee?"
 HASH = hashlib.sha256(TEXT.encode()).hexdigest()
@@ -129,7 +129,7 @@ def test_a_rating_not_measured_never_enters_a_mean():
     """A model's summary over three answers rated cold 2 / not measured / 10 and post-hoc 4 / 8 / not measured:
     each mean is over the measured ratings only (6 and 6, not 4 and 4 with absence read as 0), and the
     not-measured count says how many were left out."""
-    from instruments.open_scan.numbers import model_summary
+    from mirrorscan.instruments.open_scan.numbers import model_summary
 
     triples = [{"query_id": q, "query_hash": f"h{q}", "sample": 0, "model": "org/Tiny", "answer": "An answer.",
                 "cold_rating": c, "posthoc_rating": p} for q, c, p in (("q1", 2, 4), ("q2", None, 8), ("q3", 10, None))]

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.open_scan.jsonl import KEYS, Record, format_line, format_records, read_records
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.open_scan.jsonl import KEYS, Record, format_line, format_records, read_records
 
 HASH = hashlib.sha256(b"Tea or coffee?").hexdigest()
 WHEN = datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=timezone.utc)

@@ -14,12 +14,12 @@ import shutil
 import pyarrow.compute as pc
 import pytest
 
-from cluster.store import open_store
-from grid.errors import ConfigError
-from grid.instrument import Stage, resolve
-from instruments.open_scan import cli as verbs
-from jobs import cli
-from jobs.scan import run_scan
+from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.instrument import Stage, resolve
+from mirrorscan.instruments.open_scan import cli as verbs
+from mirrorscan.jobs import cli
+from mirrorscan.jobs.scan import run_scan
 from suggested_query import check_suggested_query
 
 NO_SYSTEM_TEMPLATE = (
@@ -140,7 +140,7 @@ def test_an_open_scan_experiment_appends_versions_and_round_trips_its_jsonl(tmp_
 
 
 def verbs_keys():
-    from instruments.open_scan.jsonl import KEYS
+    from mirrorscan.instruments.open_scan.jsonl import KEYS
 
     return KEYS
 
@@ -186,7 +186,7 @@ def test_after_a_kill_9_mid_run_the_next_scan_finishes_the_experiment_exactly(tm
     store = open_store(store_uri)
     env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": store_uri,
            "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.scan", exp, "--quiet"], cwd=Path(__file__).parents[3],
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.scan", exp, "--quiet"], cwd=Path(__file__).parents[3],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_parts(store, "killed", proc, 3)

@@ -8,8 +8,8 @@ import unicodedata
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.open_scan.probes import (PACKAGED, Probe, changed_probes, data_path, file_sha256, load_probes,
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.open_scan.probes import (PACKAGED, Probe, changed_probes, data_path, file_sha256, load_probes,
                                           probes_from_bytes)
 
 

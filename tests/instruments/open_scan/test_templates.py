@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from grid.errors import ConfigError
-from instruments.open_scan.templates import (BASE_SYSTEM_PROMPT, BASE_USER_TEMPLATE, FILES, SelfReport, Templates,
+from mirrorscan.grid.errors import ConfigError
+from mirrorscan.instruments.open_scan.templates import (BASE_SYSTEM_PROMPT, BASE_USER_TEMPLATE, FILES, SelfReport, Templates,
                                              data_path, load_templates, parse_rating)
 
 V1 = data_path("packaged:v1")
