@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import sys
 
+from mirrorscan.grid.secret_shapes import looks_like_secret
+
 
 class ConfigError(Exception):
     """A problem in user input (config, probe set, envelopes, flags) that the user can fix.
@@ -76,10 +78,8 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS, items: int = 4) -> str:
     writes it (quoted; control characters and markup stay visible and inert), and when longer than ``limit``
     characters cut, marked ``'root:x:0:0:…' (first 24 characters)``. A list or tuple (a header's columns) is
     quoted as its first ``items`` values, each so cut, and how many there are. A value holding anything
-    shaped like a secret (``grid.secrets``) is not quoted at all. Errors about input files quote nothing else
+    shaped like a secret (``grid.secret_shapes``) is not quoted at all. Errors about input files quote nothing else
     of the file's content."""
-    from mirrorscan.grid.secrets import looks_like_secret   # grid.secrets imports this module
-
     values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
     if any(looks_like_secret(v) for v in values):
         return "(a value shaped like a secret, not quoted)"
@@ -136,8 +136,6 @@ def read_problem(exc: BaseException) -> str:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     text = re.sub(r"(got \d+ ?\w*): .*", r"\1", text)
     text = re.sub(r"(invalid value|value) '.*", r"\1", text)
-    from mirrorscan.grid.secrets import looks_like_secret
-
     return type(exc).__name__ if looks_like_secret(text) else shorten(text, 160)
 
 

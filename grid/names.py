@@ -10,9 +10,9 @@ a ConfigError naming the field and the rule; every verb calls it before anything
 ``check_experiment_name`` adds what an experiment may not be called (``_…``, an analyze subcommand).
 
 Free text (a description, a prompt, an item) may hold any printable text, but never NUL: PostgreSQL refuses
-it in text and JSON, so a NUL would end a scan in a catalog error after validation. ``reject_nul`` walks
-parsed JSON (keys and values) and refuses the first one (``grid.secrets.check_config_values`` runs it with
-the secret check over every config). ``check_imported_text`` is the same pair of checks for a field of an
+it in text and JSON, so a NUL would end a scan in a catalog error after validation. ``grid.secrets.reject_nul``
+walks parsed JSON (keys and values) and refuses the first one (``grid.secrets.check_config_values`` runs it
+with the secret check over every config). ``check_imported_text`` is the same pair of checks for a field of an
 imported file.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from mirrorscan.grid.errors import ConfigError, excerpt
+from mirrorscan.grid.secrets import reject_nul, reject_secrets
 
 MAX_NAME_CHARS = 64
 """Longest name accepted (characters)."""
@@ -75,24 +76,6 @@ def check_experiment_name(value: object, file: str, field: str) -> str:
     return name
 
 
-def reject_nul(file: str, obj: object, path: str = "") -> None:
-    """Raise ConfigError for the first key or string in ``obj`` (parsed JSON) holding NUL (U+0000), naming
-    ``file`` and the dotted field path; PostgreSQL stores no NUL in text or JSON."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
-                raise ConfigError(file, path or "(top level)", "has a key holding NUL (U+0000)",
-                                  "remove the NUL character")
-            reject_nul(file, value, sub)
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            reject_nul(file, value, f"{path}[{i}]")
-    elif isinstance(obj, str) and "\x00" in obj:
-        raise ConfigError(file, path or "(top level)", "holds NUL (U+0000), which the catalog cannot store",
-                          "remove the NUL character (\\u0000 in JSON)")
-
-
 IMPORT_FIX = "remove it from the file (or mask it); an imported file is stored as it is and cannot be edited later"
 
 
@@ -101,8 +84,6 @@ def check_imported_text(file: str, field: str, value: str, in_catalog: bool = Fa
     it holds nothing shaped like a secret (``grid.secrets``) and, where it reaches the catalog
     (``in_catalog``), no NUL; else a ConfigError naming ``file`` and ``field``, never the value. (Trace rows
     keep NUL: Parquet stores any string.)"""
-    from mirrorscan.grid.secrets import reject_secrets
-
     if in_catalog:
         reject_nul(file, value, field)
     reject_secrets(file, value, field, IMPORT_FIX)

@@ -7,13 +7,13 @@ and inference_log row. A key written there would be copied everywhere, so ``load
   Names that merely contain "token" or "key" are ordinary settings (``budget_tokens``,
   ``max_completion_tokens``, ``max_num_batched_tokens``, ``tokenizer_mode``, ``api_key_env``);
 - a string VALUE anywhere (any key, list items, nested objects, free text such as ``description``) SHAPED
-  like a credential (``SECRET_SHAPES``): ``sk-`` keys, ``Bearer <token>``, AWS access key ids, ``hf_`` and
-  GitHub tokens, private keys, URLs with ``user:password@``, ``password=…``;
+  like a credential (``grid.secret_shapes.SECRET_SHAPES``): ``sk-`` keys, ``Bearer <token>``, AWS access
+  key ids, ``hf_`` and GitHub tokens, private keys, URLs with ``user:password@``, ``password=…``;
 - an endpoint URL carrying ``user@`` or ``user:password@`` (``check_endpoint_url``).
 
-``SECRET_SHAPES`` is the project's one list of credential shapes: ``reject_secrets`` is what every verb that
-reads a config or an input it records (scan, ``--dry-run``, submit, reproduce's frozen settings, open_scan
-import's JSONL) runs before anything is written, and submit's runtime-env and DSN checks use the same
+``grid.secret_shapes.SECRET_SHAPES`` is the project's one list of credential shapes: ``reject_secrets`` is
+what every verb that reads a config or an input it records (scan, ``--dry-run``, submit, reproduce's frozen
+settings, open_scan import's JSONL) runs before anything is written, and submit's runtime-env and DSN checks use the same
 shapes, so every verb gives the same verdict on the same value.
 
 Errors name the file, the field path and the fix, and never echo the value. ``strip_userinfo`` is
@@ -24,42 +24,17 @@ not come through ``load_spec`` (a resumed run's stored settings, the tap's ``--u
 from __future__ import annotations
 
 import re
+
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.secret_shapes import looks_like_secret, secret_shape
 
 SECRET_KEYS = frozenset({"api_key", "apikey", "authorization", "password", "passwd", "secret", "client_secret",
                          "access_token", "refresh_token", "auth_token", "bearer_token", "x_api_key"})
 """Key names refused anywhere in config.json (compared lower-cased, with ``-`` read as ``_``)."""
 
-_TOKEN = r"[A-Za-z0-9._~+/-]"
-SECRET_SHAPES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"), "an API key (sk-…)"),
-    (re.compile(rf"\b(?i:bearer)\s+(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{16,}})"), "a bearer token"),
-    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), "an AWS access key id"),
-    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_…)"),
-    (re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "a GitHub token"),
-    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:[^\s/?#@]+@"), "a URL with a password (user:password@)"),
-    (re.compile(r"(?:^|\s)password\s*=\s*\S", re.I), "a password (password=…)"),
-)
-"""Value shapes that are credentials wherever they appear (→ what each is). ``secret_shape`` tests them; every
-secret check of the project (config values, runtime env, DSN flags, imported files, error excerpts) uses it."""
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 _HAS_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")   # scheme-less too: user:pw@host/v1
 _FIX = "remove it from config.json; put the key in an environment variable and name that variable in api_key_env"
-
-
-def secret_shape(value: str) -> str | None:
-    """What credential ``value`` holds something shaped like (a phrase: "a GitHub token"), or None: ``sk-``,
-    ``sk-ant-`` or ``sk-proj-`` and 16+ key characters, ``Bearer`` and a token (8+ characters with a digit, or
-    16+), an AWS access key id (``AKIA``/``ASIA`` + 16), ``hf_``/``ghp_``/``github_pat_``/``xox?-`` tokens, a
-    private key block, a URL carrying ``user:password@``, or ``password=…``."""
-    return next((what for pattern, what in SECRET_SHAPES if pattern.search(value)), None)
-
-
-def looks_like_secret(value: str) -> bool:
-    """Whether ``value`` contains something shaped like a credential (``secret_shape``)."""
-    return secret_shape(value) is not None
 
 
 def reject_secrets(file: str, obj: object, path: str = "", fix: str = _FIX) -> None:
@@ -100,14 +75,30 @@ def strip_userinfo(url: str) -> str:
     return _USERINFO.sub(r"\1", url) if url else url
 
 
+def reject_nul(file: str, obj: object, path: str = "") -> None:
+    """Raise ConfigError for the first key or string in ``obj`` (parsed JSON) holding NUL (U+0000), naming
+    ``file`` and the dotted field path; PostgreSQL stores no NUL in text or JSON."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                raise ConfigError(file, path or "(top level)", "has a key holding NUL (U+0000)",
+                                  "remove the NUL character")
+            reject_nul(file, value, sub)
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            reject_nul(file, value, f"{path}[{i}]")
+    elif isinstance(obj, str) and "\x00" in obj:
+        raise ConfigError(file, path or "(top level)", "holds NUL (U+0000), which the catalog cannot store",
+                          "remove the NUL character (\\u0000 in JSON)")
+
+
 def check_config_values(file: str, config: object, fix: str = _FIX) -> None:
     """The one check every verb runs over every value of a config before anything is written (``load_spec``
     for scan, ``--dry-run`` and submit; reproduce over the frozen settings and the recorded config it would
-    copy): no NUL anywhere (``grid.names.reject_nul``: the catalog cannot store it) and nothing named or shaped
+    copy): no NUL anywhere (``reject_nul``: the catalog cannot store it) and nothing named or shaped
     like a secret (``reject_secrets``); a config's ``catalog_dsn`` is left to the DSN's own redaction. Raises
     ConfigError naming ``file`` and the field, never the value."""
-    from mirrorscan.grid.names import reject_nul
-
     reject_nul(file, config)
     if isinstance(config, dict):
         config = {k: v for k, v in config.items() if k != "catalog_dsn"}

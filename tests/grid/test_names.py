@@ -9,7 +9,8 @@ import re
 import pytest
 
 from mirrorscan.grid.errors import ConfigError, excerpt, file_error
-from mirrorscan.grid.names import MAX_NAME_CHARS, NAME_RULE, check_experiment_name, check_name, name_problem, reject_nul
+from mirrorscan.grid.names import MAX_NAME_CHARS, NAME_RULE, check_experiment_name, check_name, name_problem
+from mirrorscan.grid.secrets import reject_nul
 from mirrorscan.grid.spec import load_spec
 
 TRAVERSALS = ["../../../x", "..", ".", "a/b", "a\\b", "/etc", "x..y", "../x"]

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.secrets import check_endpoint_url, looks_like_secret, reject_secrets, strip_userinfo
+from mirrorscan.grid.secret_shapes import looks_like_secret
+from mirrorscan.grid.secrets import check_endpoint_url, reject_secrets, strip_userinfo
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0"
 ANTHROPIC_KEY = "sk-ant-api03-" + "Zy9Xw8Vu7Ts6Rq5Po4Nm"
