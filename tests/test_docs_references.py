@@ -102,3 +102,55 @@ def test_a_moved_name_is_caught():
     assert not (REPO / "cluster/no_such_module.py").exists()
     assert not resolves("grid.no_such_module") and not resolves("grid.records.NoSuchRecord")
     assert resolves("grid.records") and resolves("mirrorscan.grid.trace_schema.trace_schema")
+
+
+def verb_flags(text: str) -> dict[tuple[str, str | None], set[str]]:
+    """(verb, the word after it or None) → the ``--flags`` written after ``mirrorscan <verb>`` on one command
+    (a line cut at ``·``, ``;`` and ``#``)."""
+    out: dict[tuple[str, str | None], set[str]] = {}
+    for line in text.splitlines():
+        for command in re.split(r" · |; |#", line):
+            m = re.search(r"(?<![\w./-])mirrorscan ([a-z][\w-]*)(?: ([a-z][\w-]*))?(.*)", command)
+            if m:
+                out.setdefault((m.group(1), m.group(2)), set()).update(
+                    re.findall(r"(?<![\w-])(--[a-z][\w-]*)", m.group(3)))
+    return out
+
+
+def test_every_flag_a_page_writes_after_a_verb_is_in_its_help():
+    """``mirrorscan scan … --dry-run``: the flag is in ``mirrorscan scan --help`` (or in the help of the
+    subcommand written after the verb, as ``mirrorscan stats gstudy --facets``)."""
+    import contextlib
+    import io
+
+    from mirrorscan.jobs.cli import main
+
+    wanted: dict[tuple[str, str | None], set[str]] = {}
+    for page in PAGES:
+        for key, flags in verb_flags(code_text(page)).items():
+            wanted.setdefault(key, set()).update(flags)
+    helps: dict[tuple[str, ...], str] = {}
+
+    def help_text(*words: str) -> str:
+        if words not in helps:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    code = main([*words, "--help"])
+                except SystemExit as exit_:
+                    code = exit_.code
+            helps[words] = out.getvalue() if code in (0, None) else ""
+        return helps[words]
+
+    missing = []
+    for (verb, sub), flags in sorted(wanted.items(), key=str):
+        for flag in sorted(flags):
+            if not re.search(rf"{flag}\b", help_text(verb)) and not (sub and re.search(rf"{flag}\b", help_text(verb, sub))):
+                missing.append(f"mirrorscan {verb} {sub or ''} {flag}")
+    assert wanted and not missing, f"flags the pages write that the command does not take: {missing}"
+
+
+def test_flags_are_read_per_command():
+    """Two commands on one line keep their own flags (``status`` takes no ``--follow``; ``logs`` does)."""
+    flags = verb_flags("mirrorscan status [JOB_ID] · mirrorscan logs JOB_ID --follow   # --not-a-flag")
+    assert flags == {("status", None): set(), ("logs", None): {"--follow"}}
