@@ -1,6 +1,6 @@
 """OpenAI-compatible completions scorer (vLLM's server, TGI, llama.cpp …): target-token log-probabilities
 from ``/v1/completions`` with ``echo`` and ``logprobs``. A model entry with ``"score_api": "chat"`` gets the
-chat-completions scorer instead (``actors.http_chat_scorer``).
+chat-completions scorer instead (``actors.http_chat_scorer``; ``actors.http_scorer`` chooses).
 
 Request (POST ``<endpoint>/completions``): ``model`` = the API model name, ``max_tokens`` 1 (the generated
 token is ignored), ``temperature`` 0, ``echo: true`` and ``logprobs: 0``, so that the answer carries the
@@ -43,15 +43,6 @@ class OpenAICompletionsScorer(HTTPSampler):
 
     backend = "openai"
     schema = trace_schema(SCORE_COLUMNS)
-
-    def __new__(cls, variant: ModelVariant, *args, **kwargs):
-        """The chat-completions scorer (``actors.http_chat_scorer``) for a model entry with ``score_api``
-        "chat"; this one otherwise."""
-        if cls is OpenAICompletionsScorer and variant.score_api == "chat":
-            from mirrorscan.actors.http_chat_scorer import OpenAIChatScorer
-
-            cls = OpenAIChatScorer
-        return super().__new__(cls)
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
         """Load the named tokenizer (if any), then ask the server once whether it takes token-id prompts."""

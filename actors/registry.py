@@ -22,7 +22,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("generate", "anthropic"): ("mirrorscan.actors.http_anthropic", "AnthropicSampler"),
     ("score", "hf"): ("mirrorscan.actors.hf_scorer", "HFScorer"),
     ("score", "vllm"): ("mirrorscan.actors.vllm_scorer", "VLLMScorer"),
-    ("score", "openai"): ("mirrorscan.actors.http_completions", "OpenAICompletionsScorer"),
+    ("score", "openai"): ("mirrorscan.actors.http_scorer", "OpenAIScorer"),
     ("score", "anthropic"): ("mirrorscan.actors.score_proxy", "AnthropicProxyScorer"),
     ("activations", "hf"): ("mirrorscan.actors.hf_activations", "HFActivations"),
 }

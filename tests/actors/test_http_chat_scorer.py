@@ -26,11 +26,11 @@ def cells(pairs):
 
 
 def scored(url, pairs):
-    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_scorer import OpenAIScorer
 
     variant = ModelVariant(label="chat", model="chat", backend="openai", endpoint=url, max_tokens=1, timeout_s=60.0,
                            max_retries=0, score_api="chat")
-    engine = OpenAICompletionsScorer(variant, "chat", RUN, backoff_base_s=0.01, backoff_ceiling_s=0.05)
+    engine = OpenAIScorer(variant, "chat", RUN, backoff_base_s=0.01, backoff_ceiling_s=0.05)
     try:
         return engine.route, engine(cells(pairs)).to_pylist()
     finally:
@@ -147,12 +147,12 @@ def test_score_api_is_checked_in_the_spec(tmp_path):
 
 
 def test_extra_body_may_not_replace_what_the_chat_scorer_sets():
-    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_scorer import OpenAIScorer
     from mirrorscan.grid.errors import ConfigError
 
     for key in ("continue_final_message", "prompt_logprobs", "logprobs"):
         variant = ModelVariant(label="chat", model="chat", backend="openai", endpoint="http://127.0.0.1:9/v1",
                                score_api="chat", extra_body={key: True})
         with pytest.raises(ConfigError) as info:
-            OpenAICompletionsScorer(variant, "chat", RUN)
+            OpenAIScorer(variant, "chat", RUN)
         assert info.value.field == f"models[chat].extra_body.{key}"

@@ -18,12 +18,12 @@ SAME_NATS = 1e-4
 
 
 def test_vllms_server_gives_every_target_token_through_chat(vllm_server, plain):
-    from mirrorscan.actors.http_completions import OpenAICompletionsScorer
+    from mirrorscan.actors.http_scorer import OpenAIScorer
 
     tok, ids_of, logprobs = plain
     variant = ModelVariant(label="srv", model="smollm2", backend="openai", endpoint=vllm_server, max_tokens=1,
                            api_key_env=VLLM_TEST_KEY_ENV, timeout_s=120.0, score_api="chat")
-    engine = OpenAICompletionsScorer(variant, "smollm2", RUN, backoff_base_s=0.01, backoff_ceiling_s=0.05)
+    engine = OpenAIScorer(variant, "smollm2", RUN, backoff_base_s=0.01, backoff_ceiling_s=0.05)
     try:
         assert engine.route == "prompt_logprobs"
         rows = engine(cells(PAIRS)).to_pylist()
