@@ -28,7 +28,7 @@ from mirrorscan.grid.instrument import Instrument, SpecContext, resolve
 from mirrorscan.grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
-from mirrorscan.grid.settings import FORMAT, SAMPLER_VERSION
+from mirrorscan.grid.settings import SAMPLER_VERSION, Execution, Settings
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
 API_BACKENDS = ("openai", "anthropic")
@@ -40,92 +40,130 @@ DTYPES = ("float32", "bfloat16", "float16", "auto")
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 """Values of the Messages API's ``output_config.effort`` (anthropic SDK 2.15), where backend "anthropic" sends effort."""
 
-# Top-level keys with their default (None = required or resolved later) and expected type.
+def _default(record: type, name: str) -> object:
+    """The default of ``record``'s field ``name``: the one place each default is written."""
+    f = next(f for f in dataclasses.fields(record) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+# Top-level keys with their default (None = required or resolved later) and expected type. The defaults are
+# the records' (``grid.settings.Settings``, ``Execution``), so a config and frozen settings read alike.
 TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
     "instrument": (None, (str,)),                 # a registry name, or "package.module:Attr"
-    "description": ("", (str,)),
+    "description": (_default(Settings, "description"), (str,)),
     "models": (None, (list,)),
-    "samples": (1, (int,)),                       # samples per cell; sample is 0-based
-    "temperature": (0.0, (int, float)),           # 0 = greedy
-    "top_p": (1.0, (int, float)),
-    "max_tokens": (64, (int,)),                   # generated tokens per answer, at most
-    "seed": (0, (int,)),                          # root seed; each cell's seed is derived from it
-    "batch_size": (16, (int,)),                   # cells per engine batch
-    "actor_pool_size": (1, (int,)),               # engine actors per model
-    "max_concurrent_models": (None, (int, type(None))),  # model pools at once; None = all on a cluster, else 1
+    "samples": (_default(Settings, "samples"), (int,)),          # samples per cell; sample is 0-based
+    "temperature": (_default(Settings, "temperature"), (int, float)),   # 0 = greedy
+    "top_p": (_default(Settings, "top_p"), (int, float)),
+    "max_tokens": (_default(Settings, "max_tokens"), (int,)),    # generated tokens per answer, at most
+    "seed": (_default(Settings, "seed"), (int,)),                # root seed; each cell's seed is derived from it
+    "batch_size": (_default(Settings, "batch_size"), (int,)),    # cells per engine batch
+    "actor_pool_size": (_default(Execution, "actor_pool_size"), (int,)),   # engine actors per model
+    "max_concurrent_models": (_default(Execution, "max_concurrent_models"), (int, type(None))),  # None = all on a cluster, else 1
     "store": (None, (str, type(None))),           # trace store URI; None = $MIRRORSCAN_STORE or the home store
     "catalog_dsn": (None, (str, type(None))),     # PostgreSQL DSN; None = embedded catalog
     "limits": ({}, (dict,)),                      # raised size limits (grid.limits); recorded, not hashed
 }
-MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
-    "model": (None, (str,)),                      # local path, hub id or packaged alias
-    "label": (None, (str,)),                      # unique variant name; default from model (+ @effort)
-    "backend": ("hf", (str,)),
-    "dtype": ("float32", (str,)),
-    "device": ("cpu", (str,)),
-    "effort": (None, (str, type(None))),          # reasoning effort, part of the default label
-    "extra_body": ({}, (dict,)),                  # provider/engine extras, recorded verbatim
-    "chat_template_kwargs": ({}, (dict,)),        # passed to the chat template (e.g. enable_thinking)
-    "temperature": (None, (int, float, type(None))),   # per-model overrides of the top-level values
-    "top_p": (None, (int, float, type(None))),
-    "max_tokens": (None, (int, type(None))),
-    "api_key_env": (None, (str, type(None))),     # NAME of the environment variable holding a key
-    "endpoint": (None, (str, type(None))),        # API base URL (openai: .../v1); None = the provider's
-    "max_concurrency": (8, (int,)),               # requests in flight per endpoint (HTTP backends)
-    "timeout_s": (120.0, (int, float)),           # per-request timeout, seconds (HTTP: also per stalled read)
-    "max_retries": (4, (int,)),                   # retries of 429/5xx/cut streams, with backoff and jitter
-    "tensor_parallel_size": (1, (int,)),          # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
-    "engine_args": ({}, (dict,)),                 # vLLM engine arguments (per-model overrides), recorded verbatim
-    "num_gpus": (None, (int, float, type(None))), # GPUs per engine actor; None = vllm: tensor_parallel_size, hf: 1 on cuda, else 0
-    "memory_gb": (None, (int, float, type(None))),# memory request per engine actor (GiB), for scheduling
-    "device_map": (None, (str, dict, type(None))),# hf: accelerate's placement over the actor's GPUs (grid.device_map)
-    "min_actors": (None, (int, type(None))),      # actor pool bounds for this model; None = actor_pool_size
-    "max_actors": (None, (int, type(None))),
-    "add_bos": (None, (bool, type(None))),        # score engines: force BOS (true/false); None = the tokenizer's rule
-    "tokenizer": (None, (str, type(None))),       # score engines behind an API: the served model's tokenizer
-    "score_api": (None, (str, type(None))),       # score engine of backend openai: "completions" (default) or "chat"
+INHERITED_MODEL_KEYS = ("temperature", "top_p", "max_tokens")
+"""Model keys that default to the experiment's top-level value of the same name."""
+_MODEL_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),                              # local path, hub id or packaged alias
+    "label": (str,),                              # unique variant name; default from model (+ @effort)
+    "backend": (str,),
+    "dtype": (str,),
+    "device": (str,),
+    "effort": (str, type(None)),                  # reasoning effort, part of the default label
+    "extra_body": (dict,),                        # provider/engine extras, recorded verbatim
+    "chat_template_kwargs": (dict,),              # passed to the chat template (e.g. enable_thinking)
+    "temperature": (int, float, type(None)),      # per-model overrides of the top-level values
+    "top_p": (int, float, type(None)),
+    "max_tokens": (int, type(None)),
+    "api_key_env": (str, type(None)),             # NAME of the environment variable holding a key
+    "endpoint": (str, type(None)),                # API base URL (openai: .../v1); None = the provider's
+    "max_concurrency": (int,),                    # requests in flight per endpoint (HTTP backends)
+    "timeout_s": (int, float),                    # per-request timeout, seconds (HTTP: also per stalled read)
+    "max_retries": (int,),                        # retries of 429/5xx/cut streams, with backoff and jitter
+    "tensor_parallel_size": (int,),               # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
+    "engine_args": (dict,),                       # vLLM engine arguments (per-model overrides), recorded verbatim
+    "num_gpus": (int, float, type(None)),         # GPUs per engine actor; None = vllm: tensor_parallel_size, hf: 1 on cuda, else 0
+    "memory_gb": (int, float, type(None)),        # memory request per engine actor (GiB), for scheduling
+    "device_map": (str, dict, type(None)),        # hf: accelerate's placement over the actor's GPUs (grid.device_map)
+    "min_actors": (int, type(None)),              # actor pool bounds for this model; None = actor_pool_size
+    "max_actors": (int, type(None)),
+    "add_bos": (bool, type(None)),                # score engines: force BOS (true/false); None = the tokenizer's rule
+    "tokenizer": (str, type(None)),               # score engines behind an API: the served model's tokenizer
+    "score_api": (str, type(None)),               # score engine of backend openai: "completions" (default) or "chat"
 }
+MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
+    key: (None if key in ("model", "label", *INHERITED_MODEL_KEYS) else _default(ModelVariant, key), types)
+    for key, types in _MODEL_TYPES.items()}
+"""Model entry keys with their default (``ModelVariant``'s; None: required, derived, or the experiment's
+value) and expected types."""
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
                type(None): "null", bool: "true/false"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Spec:
-    """A validated experiment spec with defaults resolved."""
+    """A validated experiment spec with every default resolved; immutable once ``load_spec`` returns it
+    (``dataclasses.replace`` gives a changed copy, e.g. with the store a scan resolved)."""
 
     config_path: str
+    """The config.json read (as given: relative or absolute)."""
     experiment: str
     """Folder name of the experiment (``experiments/<name>/``)."""
     raw: dict
-    """config.json as written."""
-    values: dict
-    """Top-level core values with defaults filled in."""
-    models: list[ModelVariant]
+    """config.json as written, as parsed here (read-only by convention)."""
+    models: tuple[ModelVariant, ...]
+    """The model variants, resolved (``grid.records.ModelVariant``), in config order."""
     instrument: Instrument
     """The instrument the config names (resolved)."""
     instrument_spec: Any
     """The instrument's validated section (frozen, hashable)."""
+    instrument_name: str
+    """The instrument as config.json names it (a registry name or ``package.module:Attr``): what is frozen."""
+    description: str = _default(Settings, "description")
+    """Free text from config.json."""
+    samples: int = _default(Settings, "samples")
+    """Samples per cell; ``sample`` is 0-based."""
+    temperature: float = _default(Settings, "temperature")
+    """Experiment sampling temperature (0 = greedy); a model may override it (``ModelVariant.temperature``)."""
+    top_p: float = _default(Settings, "top_p")
+    """Experiment nucleus-sampling mass in (0, 1]; a model may override it."""
+    max_tokens: int = _default(Settings, "max_tokens")
+    """Experiment limit of generated tokens per answer (tokens); a model may override it."""
+    seed: int = _default(Settings, "seed")
+    """Root seed; each cell's seed is derived from it."""
+    batch_size: int = _default(Settings, "batch_size")
+    """Cells per engine batch."""
+    actor_pool_size: int = _default(Execution, "actor_pool_size")
+    """Engine actors per model, where a model sets no min_actors/max_actors."""
+    max_concurrent_models: int | None = _default(Execution, "max_concurrent_models")
+    """Model pools at once; None: all on a cluster, one at a time on a local Ray."""
+    store: str | None = None
+    """Trace store URI (local folder or ``s3://``); None: ``$MIRRORSCAN_STORE`` or the home store, resolved by
+    the run (which then holds a copy with it set)."""
+    catalog_dsn: str | None = None
+    """PostgreSQL DSN of the catalog as config.json names it (may hold a password; never frozen); None: the
+    environment's or the embedded catalog."""
     limits_raised: dict = dataclasses.field(default_factory=dict)
     """Size limits set away from their defaults (``grid.limits``), by name; recorded in ``execution.limits``."""
 
-    def settings(self) -> dict:
-        """The frozen settings of an invocation (format 2, see ``grid.settings``): no secrets, plain JSON."""
-        values = {k: v for k, v in self.values.items()
-                  if k not in ("models", "catalog_dsn", "store", "actor_pool_size", "max_concurrent_models", "limits")}
-        return {
-            "format": FORMAT,
-            "experiment": self.experiment,
-            **values,
-            "temperature": float(values["temperature"]),
-            "top_p": float(values["top_p"]),
-            "models": [m.as_dict() for m in self.models],
-            "instrument_settings": self.instrument.frozen(self.instrument_spec),
-            **({"sampler_version": SAMPLER_VERSION} if self.samples_on_hf() else {}),
-            "execution": {"store": self.values.get("store"), "actor_pool_size": self.values["actor_pool_size"],
-                          "max_concurrent_models": self.values["max_concurrent_models"],
-                          "catalog": "embedded" if not self.values.get("catalog_dsn") else "dsn",
-                          **({"limits": dict(self.limits_raised)} if self.limits_raised else {})},
-        }
+    def settings(self) -> Settings:
+        """The frozen settings of an invocation (``grid.settings.Settings``, format 2): no secrets."""
+        return Settings(
+            experiment=self.experiment, instrument=self.instrument_name, description=self.description,
+            samples=self.samples, temperature=float(self.temperature), top_p=float(self.top_p),
+            max_tokens=self.max_tokens, seed=self.seed, batch_size=self.batch_size, models=tuple(self.models),
+            instrument_settings=self.instrument.frozen(self.instrument_spec),
+            sampler_version=SAMPLER_VERSION if self.samples_on_hf() else None,
+            execution=Execution(store=self.store, actor_pool_size=self.actor_pool_size,
+                                max_concurrent_models=self.max_concurrent_models,
+                                catalog="embedded" if not self.catalog_dsn else "dsn",
+                                limits=dict(self.limits_raised) if self.limits_raised else None,
+                                written=("store", "actor_pool_size", "max_concurrent_models", "catalog")
+                                + (("limits",) if self.limits_raised else ())),
+            written=(*_SHAPING_ORDER, *(("sampler_version",) if self.samples_on_hf() else ()), "execution"))
 
     def samples_on_hf(self) -> bool:
         """Whether some cell is sampled (not greedy) on the in-process HF engine: a model at temperature > 0,
@@ -136,7 +174,12 @@ class Spec:
 
     def n_cells(self) -> int:
         """Number of cells in the full grid (models × the instrument's cells per model × samples)."""
-        return len(self.models) * self.instrument.n_items(self.instrument_spec) * self.values["samples"]
+        return len(self.models) * self.instrument.n_items(self.instrument_spec) * self.samples
+
+
+_SHAPING_ORDER = ("format", "experiment", "instrument", "description", "samples", "temperature", "top_p",
+                  "max_tokens", "seed", "batch_size", "models", "instrument_settings")
+"""The order of the settings' result-shaping keys as a new invocation writes them."""
 
 
 def default_label(model: str, effort: str | None) -> str:
@@ -180,7 +223,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
             if key in entry:
                 _check_type(file, f"{where}.{key}", value, types)
             resolved[key] = json.loads(json.dumps(value))   # plain copy
-        for key in ("temperature", "top_p", "max_tokens"):
+        for key in INHERITED_MODEL_KEYS:
             if resolved[key] is None:
                 resolved[key] = values[key]
         resolved["temperature"], resolved["top_p"] = float(resolved["temperature"]), float(resolved["top_p"])
@@ -373,8 +416,13 @@ def load_spec(path: str | Path) -> Spec:
             check_limit(file, f"{where}.{key}" if where else key, section[key], limit, limits)
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
     experiment = check_experiment_name(config_dir.name, file, "(experiment folder name)")
-    spec = Spec(config_path=file, experiment=experiment, raw=raw, values=values, models=models,
-                instrument=instrument, instrument_spec=instrument_spec, limits_raised=raised)
+    spec = Spec(config_path=file, experiment=experiment, raw=raw, models=tuple(models), instrument=instrument,
+                instrument_spec=instrument_spec, instrument_name=values["instrument"],
+                description=values["description"], samples=values["samples"], temperature=float(values["temperature"]),
+                top_p=float(values["top_p"]), max_tokens=values["max_tokens"], seed=values["seed"],
+                batch_size=values["batch_size"], actor_pool_size=values["actor_pool_size"],
+                max_concurrent_models=values["max_concurrent_models"], store=values["store"],
+                catalog_dsn=values["catalog_dsn"], limits_raised=raised)
     check_limit(file, "(grid)", spec.n_cells(), "grid_cells", limits)   # arithmetic, before any cell exists
     return spec
 

@@ -58,7 +58,7 @@ def test_a_device_map_that_cannot_load_is_refused_naming_the_field(tmp_path, ent
 def test_device_map_is_an_execution_setting(tmp_path):
     from mirrorscan.grid.settings import settings_hash
 
-    auto = spec_of(tmp_path, device="cuda", device_map="auto", num_gpus=2).settings()
-    whole = spec_of(tmp_path, device="cuda").settings()
+    auto = spec_of(tmp_path, device="cuda", device_map="auto", num_gpus=2).settings().to_json()
+    whole = spec_of(tmp_path, device="cuda").settings().to_json()
     assert auto["models"][0]["device_map"] == "auto" and whole["models"][0]["device_map"] is None
     assert settings_hash(auto) == settings_hash(whole)   # where the layers sit does not change what is measured

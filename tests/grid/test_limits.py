@@ -44,7 +44,7 @@ def _no_env_limits(monkeypatch):
 @pytest.mark.parametrize("key", ["samples", "batch_size", "actor_pool_size", "max_tokens"])
 def test_each_top_level_size_is_refused_one_above_its_limit_and_accepted_at_it(tmp_path, key):
     cap = LIMITS[key].default
-    assert load_spec(experiment(tmp_path, fc(**{key: cap}), "at")).values[key] == cap
+    assert getattr(load_spec(experiment(tmp_path, fc(**{key: cap}), "at")), key) == cap
     err = refused(tmp_path, fc(**{key: cap + 1}))
     assert err.field == key and str(cap) in err.problem and '"limits"' in err.fix
     assert "\n" not in str(err)
@@ -88,18 +88,18 @@ def test_the_grid_size_is_checked_by_arithmetic_before_any_cell_is_built(tmp_pat
 def test_a_raised_limit_is_accepted_and_recorded_unhashed(tmp_path, monkeypatch):
     big = LIMITS["samples"].default + 1
     spec = load_spec(experiment(tmp_path, fc(samples=big, limits={"samples": big}), "raised"))
-    settings = spec.settings()
+    settings = spec.settings().to_json()
     assert settings["execution"]["limits"] == {"samples": big}
-    assert "limits" not in settings and spec.values["samples"] == big
-    plain = load_spec(experiment(tmp_path / "p", fc(samples=3))).settings()
+    assert "limits" not in settings and spec.samples == big
+    plain = load_spec(experiment(tmp_path / "p", fc(samples=3))).settings().to_json()
     assert "limits" not in plain["execution"]
     # a raised limit that the grid does not need still changes nothing that shapes results
-    a = load_spec(experiment(tmp_path / "p", fc(samples=3, limits={"batch_size": 9000}))).settings()
+    a = load_spec(experiment(tmp_path / "p", fc(samples=3, limits={"batch_size": 9000}))).settings().to_json()
     assert settings_hash(a) == settings_hash(plain) and a["execution"]["limits"] == {"batch_size": 9000}
     # the environment raises it on this machine; the config's object wins where both name one
     monkeypatch.setenv(ENV, "samples=200000, grid_cells=9e6")
     spec = load_spec(experiment(tmp_path, fc(samples=big), "env"))
-    assert spec.settings()["execution"]["limits"] == {"samples": 200000, "grid_cells": 9000000}
+    assert spec.settings().to_json()["execution"]["limits"] == {"samples": 200000, "grid_cells": 9000000}
 
 
 @pytest.mark.parametrize("limits,field", [({"sample": 5}, "limits.sample"), ({"samples": 0}, "limits.samples"),

@@ -16,7 +16,7 @@ def test_variant_round_trips_through_frozen_settings(tmp_path):
     (folder / "config.json").write_text('{"instrument": "forced_choice", "max_tokens": 9, "actor_pool_size": 2, '
                                         '"models": [{"model": "m/tiny", "temperature": 0.7}]}')
     spec = load_spec(folder)
-    stored = spec.settings()["models"][0]
+    stored = spec.settings().to_json()["models"][0]
     variant = ModelVariant.from_settings(stored)
     assert variant == spec.models[0]
     assert (variant.label, variant.max_tokens, variant.temperature, variant.min_actors) == ("tiny", 9, 0.7, 2)

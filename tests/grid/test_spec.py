@@ -43,10 +43,10 @@ def error_for(tmp_path: Path, config: dict, pairs: str = PAIRS) -> ConfigError:
 def test_valid_spec_resolves_defaults(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config()))
     assert spec.experiment == "exp"
-    assert spec.instrument_spec.orderings == ("AB", "BA") and spec.values["samples"] == 1
+    assert spec.instrument_spec.orderings == ("AB", "BA") and spec.samples == 1
     assert spec.models[0].temperature == 0.0 and spec.models[0].max_tokens == 64
     assert spec.n_cells() == 1 * 2 * 2 * 2 * 1
-    settings = spec.settings()
+    settings = spec.settings().to_json()
     section = settings["instrument_settings"]
     assert section["envelope_set"]["texts"]["json_schema"]["user"].startswith('Return {"choice": "..."}')
     assert section["probe_set_sha256"] == spec.instrument_spec.pairs().sha256
@@ -170,8 +170,8 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path):
 
 def test_dsn_password_never_reaches_settings(tmp_path):
     spec = load_spec(make_experiment(tmp_path, base_config(catalog_dsn="postgresql://app:hunter2@127.0.0.1:5432/cat")))
-    text = json.dumps(spec.settings())
-    assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings()["execution"]["catalog"] == "dsn"
+    text = json.dumps(spec.settings().to_json())
+    assert "hunter2" not in text and "catalog_dsn" not in text and spec.settings().to_json()["execution"]["catalog"] == "dsn"
 
 
 def test_experiment_named_after_an_analyze_subcommand_is_refused(tmp_path):
@@ -198,7 +198,7 @@ def test_api_backends_resolve_endpoints_and_keep_key_names_only(tmp_path):
     assert claude.endpoint == "http://127.0.0.1:9999"   # trailing slash removed: one spelling per endpoint
     assert (served.max_concurrency, served.timeout_s, served.max_retries) == (3, 5.0, 0)
     assert all(m.num_gpus == 0 for m in spec.models)
-    assert "OPENAI_API_KEY" in json.dumps(spec.settings())   # the variable's name is recorded, never a value
+    assert "OPENAI_API_KEY" in json.dumps(spec.settings().to_json())   # the variable's name is recorded, never a value
 
 
 @pytest.mark.parametrize("entry, field, words", [
@@ -238,8 +238,8 @@ def test_model_pools_at_once_is_an_execution_setting(tmp_path):
     from mirrorscan.cluster.sweep import concurrent_models
     from mirrorscan.grid.settings import settings_hash
 
-    one = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=1))).settings()
-    three = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=3))).settings()
+    one = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=1))).settings().to_json()
+    three = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=3))).settings().to_json()
     assert one["execution"]["max_concurrent_models"] == 1 and "max_concurrent_models" not in one
     assert settings_hash(one) == settings_hash(three)
     local = [ModelVariant(label="a", model="m"), ModelVariant(label="b", model="m")]
@@ -294,10 +294,10 @@ def test_the_hf_sampler_version_shapes_results_only_where_the_hf_engine_samples(
     resume from older settings (without it) is refused; greedy grids and other engines are untouched by it."""
     from mirrorscan.grid.settings import SAMPLER_VERSION
 
-    greedy = load_spec(make_experiment(tmp_path / "g", base_config())).settings()
-    sampled = load_spec(make_experiment(tmp_path / "s", base_config(temperature=0.7))).settings()
+    greedy = load_spec(make_experiment(tmp_path / "g", base_config())).settings().to_json()
+    sampled = load_spec(make_experiment(tmp_path / "s", base_config(temperature=0.7))).settings().to_json()
     on_vllm = load_spec(make_experiment(tmp_path / "v", base_config(
-        temperature=0.7, models=[{"model": "/models/Some-Model", "label": "m1", "backend": "vllm"}]))).settings()
+        temperature=0.7, models=[{"model": "/models/Some-Model", "label": "m1", "backend": "vllm"}]))).settings().to_json()
     assert "sampler_version" not in greedy and "sampler_version" not in on_vllm
     assert sampled["sampler_version"] == SAMPLER_VERSION
     older = {k: v for k, v in sampled.items() if k != "sampler_version"}
