@@ -1,6 +1,6 @@
 """`mirrorscan stats gstudy|kendall|auroc|null` on small CSVs written here, and on reference data.
 
-No Ray here (the `--ray` paths are tested with the drivers, in test_drivers.py).
+No Ray here (the `--ray` paths are tested with the drivers, in tests/cluster/test_stats_drivers.py).
 """
 
 from __future__ import annotations
@@ -262,5 +262,6 @@ def test_other_reserved_names_are_refused_with_the_available_ones(capsys):
 
 
 def test_importing_the_cli_and_drivers_does_not_import_ray():
-    code = "import sys, jobs.stats, analysis.drivers, analysis.plotting; assert 'ray' not in sys.modules"
+    code = ("import sys, mirrorscan.jobs.stats, mirrorscan.cluster.stats_drivers, mirrorscan.analysis.plotting; "
+            "assert 'ray' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -1,7 +1,7 @@
-"""Thin Ray drivers for the resampling statistics: shards and per-model work as Ray tasks.
+"""Ray drivers of the resampling statistics: shards and per-model work as Ray tasks.
 
-Every statistic in :mod:`analysis` runs without Ray (:func:`analysis.resampling.run_local`). This
-module only spreads the same work over Ray:
+Every statistic in :mod:`analysis` runs without Ray (:func:`analysis.resampling.run_local`), and
+:mod:`analysis` starts no Ray. This module, in the runtime's layer, spreads the same work over Ray:
 
 * :func:`run_ray` maps a pure shard function ``fn(data, seed_seq, n_draws) -> array`` over
   :func:`~analysis.resampling.plan_shards` as Ray tasks, at most ``max_concurrency`` in flight, and

@@ -1,6 +1,6 @@
 """Ray drivers: the same bytes as run_local for 1 worker, 3 workers and shards submitted in any order.
 
-Every Ray-using analysis test lives in this module, sharing one local Ray (``ray_local``).
+Every Ray-using statistics test lives in this module, sharing one local Ray (``ray_local``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from mirrorscan.analysis.bootstrap import AurocBootstrapData, auroc_bootstrap_shard
 from mirrorscan.analysis.concordance import concordance_data, kendall_w_permutation_shard
-from mirrorscan.analysis.drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
 from mirrorscan.analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
 from mirrorscan.analysis.resampling import plan_shards, run_local
+from mirrorscan.cluster.stats_drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
 
 N_DRAWS, SHARD, SEED = 2300, 500, 20261129       # 5 shards, the last one short
 
