@@ -66,16 +66,22 @@ def redact_dsn(dsn: str) -> str:
     return scheme + rest
 
 
-def resolve_dsn(dsn: str | None) -> str:
-    """The DSN to connect to: ``dsn`` itself, else ``$MIRRORSCAN_CATALOG_DSN``; when that is empty
-    or ``"embedded"``, the local embedded server (started now if it is not running)."""
-    if dsn is None:
-        dsn = os.environ.get(DSN_ENV)
-    if not dsn or dsn.strip() == "embedded":
-        from mirrorscan.cluster.embedded_pg import ensure_running
+def resolve_dsn(flag: str | None = None, config: str | None = None, *, start: bool = True) -> str | None:
+    """The catalog DSN to connect to, by the one rule every verb follows: the first one given of ``flag``
+    (``--catalog-dsn``, or a DSN a caller holds), ``config`` (config.json's ``catalog_dsn``) and
+    ``$MIRRORSCAN_CATALOG_DSN``; when none is given, or the one given is ``"embedded"``, the local embedded
+    server's under the home folder — started now, or with ``start=False`` only when it already runs (None
+    when it does not: nothing is started or created)."""
+    dsn = flag or config or os.environ.get(DSN_ENV)
+    if dsn and dsn.strip() != "embedded":
+        return dsn
+    from mirrorscan.cluster import embedded_pg
 
-        return ensure_running()
-    return dsn
+    if start:
+        return embedded_pg.ensure_running()
+    from mirrorscan.cluster.home import locate_home
+
+    return embedded_pg.running_dsn(locate_home() / "catalog")
 
 
 # --- migrations -----------------------------------------------------------------------------

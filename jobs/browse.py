@@ -84,8 +84,6 @@ def _progress():
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
     """Serve the browser until interrupted; exit code 0 after a clean stop, 2 on bad flags."""
-    import os
-
     from mirrorscan.cluster.catalog import resolve_dsn
     from mirrorscan.cluster.home import subdir
 
@@ -94,7 +92,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
         raise ConfigError("", "--port", f"{args.port} is not a TCP port", "pass a port between 1 and 65535")
     if args.refresh_s < 0:
         raise ConfigError("", "--refresh-s", f"is {args.refresh_s}", "pass 0 or more seconds")
-    dsn = resolve_dsn(args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN"))
+    dsn = resolve_dsn(args.catalog_dsn)
     index_dir = args.index_dir or str(subdir("cache") / "browse-index")
     check_writable(index_dir)   # the index is written while serving: refuse a folder that cannot take it now
     if args.serve:

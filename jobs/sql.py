@@ -102,14 +102,14 @@ def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str |
     import duckdb
 
     from mirrorscan.cluster import inference_log
-    from mirrorscan.cluster.catalog import Catalog, resolve_dsn
+    from mirrorscan.cluster.catalog import Catalog
     import pyarrow.dataset as pads
 
     from mirrorscan.cluster.home import default_store_uri
     from mirrorscan.grid.instrument import known_trace_schema, registered
     from mirrorscan.grid.trace_schema import trace_schema
 
-    with Catalog(resolve_dsn(catalog_dsn)) as catalog:
+    with Catalog(catalog_dsn) as catalog:   # the flag, else $MIRRORSCAN_CATALOG_DSN, else the embedded one
         invocations = catalog.invocations_arrow()
         log_rows = inference_log.catalog_arrow(catalog.execute)
     stores, notes = trace_stores(store_uri, invocations, default_store or default_store_uri())
@@ -392,9 +392,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     if not args.timeout >= 0:
         raise ConfigError("", "--timeout", f"is {args.timeout:g}", "pass 0 (no limit) or more seconds")
     default = os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
-    dsn = args.catalog_dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")
     try:
-        table = query(args.query, args.store, dsn, default, timeout_s=args.timeout or None)
+        table = query(args.query, args.store, args.catalog_dsn, default, timeout_s=args.timeout or None)
     except KeyboardInterrupt:
         print("interrupted: the query was stopped (Ctrl-C); nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED

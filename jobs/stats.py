@@ -93,7 +93,7 @@ def invocation_source(target: str) -> dict | None:
     if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
         return None
 
-    with Catalog(resolve_dsn(None)) as catalog:
+    with Catalog(resolve_dsn()) as catalog:
         return resolve_invocation(target, catalog)
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.cluster import embedded_pg
-from mirrorscan.cluster.catalog import Catalog, migrate, migrations, redact_dsn
+from mirrorscan.cluster.catalog import Catalog, migrate, migrations, redact_dsn, resolve_dsn
 from mirrorscan.grid.errors import CatalogError
 
 UTC = dt.timezone.utc
@@ -274,6 +274,27 @@ def test_env_dsn_is_honoured(monkeypatch, catalog_dsn, stored):
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", catalog_dsn)
     with Catalog() as cat:
         assert cat.dsn == catalog_dsn
+
+
+def test_the_dsn_is_the_flag_else_the_config_else_the_environment(monkeypatch):
+    flag, config, env = "postgresql://u@flag:5432/a", "postgresql://u@config:5432/b", "postgresql://u@env:5432/c"
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", env)
+    assert resolve_dsn(flag, config) == flag
+    assert resolve_dsn(None, config) == resolve_dsn("", config) == config
+    assert resolve_dsn() == env
+    monkeypatch.delenv("MIRRORSCAN_CATALOG_DSN")
+    assert resolve_dsn(None, config, start=False) == config
+
+
+def test_embedded_means_the_home_server_and_start_false_starts_none(monkeypatch, tmp_path, pg_root, pg_dsn):
+    """"embedded" (or nothing given) is the home folder's server: with ``start=False`` its DSN only while it
+    runs, and None under a home where none runs, creating nothing there."""
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", "embedded")
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(pg_root.parent))
+    assert resolve_dsn(start=False) == resolve_dsn("embedded") == pg_dsn
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path))
+    monkeypatch.delenv("MIRRORSCAN_CATALOG_DSN")
+    assert resolve_dsn(start=False) is None and list(tmp_path.iterdir()) == []
 
 
 # --- the embedded server ----------------------------------------------------------------------
