@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     cells, envelopes = bench_cells(args.cells)
     variant = ModelVariant(label=LABEL, model=DEMO_MODEL_ALIAS, temperature=0.0, top_p=1.0,
                            max_tokens=args.max_tokens)
-    env_version = envelopes.instrument.wrapper_version(envelopes.spec)
+    env_version = envelopes.instrument.envelope_version(envelopes.spec)
     settings = {"bench": "pipeline", "cells": args.cells, "max_tokens": args.max_tokens,
                 "batch_size": args.batch_size, "model": source, "envelope_version": env_version}
     bare_run = RunContext(invocation_id="bare", experiment=EXPERIMENT, instrument="forced_choice",

@@ -133,7 +133,7 @@ def bench_invocation(catalog, invocation_id: str, envelopes: InstrumentRef, dsn:
                                "settings": settings, "settings_hash": "bench", "status": "running",
                                "counts": {"cells": n_cells}, "store_uri": store_uri})
     return RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
-                      envelope_version=envelopes.instrument.wrapper_version(envelopes.spec), catalog_dsn=dsn,
+                      envelope_version=envelopes.instrument.envelope_version(envelopes.spec), catalog_dsn=dsn,
                       store_uri=store_uri)
 
 
@@ -351,7 +351,7 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
     store = open_store(store_uri)
     invocation_id = str(uuid.uuid4())
     run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
-                     envelope_version=envelopes.instrument.wrapper_version(envelopes.spec))
+                     envelope_version=envelopes.instrument.envelope_version(envelopes.spec))
     cells, _ = bench_cells(batch_size)
     schema = trace_schema(envelopes.instrument.columns)
     rendered = render_block(cells, envelopes)

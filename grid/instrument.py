@@ -1,43 +1,41 @@
-"""The ``Instrument`` protocol and its lazy registry: how the grid engine runs an instrument it never imports.
+"""What an instrument is, as the grid engine sees it: a few typed parts with defaults, and the lazy registry.
 
-An instrument is one folder, ``instruments/<name>/``, exposing one object that satisfies ``Instrument``.
-The engine (spec core, cells, pipeline, crash journal, store, catalog, ``analyze``) calls these hooks
-and nothing else:
+An instrument is one folder, ``instruments/<name>/``, exposing one object: an instance of a subclass of
+``Instrument``, which composes five parts. Each part is a base class holding its members' defaults, so the
+engine (spec core, cells, pipeline, crash journal, store, catalog, ``analyze``, reproduce, diff, report,
+browse) calls every member and never asks whether one exists:
 
-    load_spec(section, ctx)       the config's ``<name>`` section → a frozen, hashable instrument spec
-    frozen(spec)                  that spec as plain JSON: part of the result-shaping settings (hashed)
-    from_frozen(frozen)           the spec again, from frozen settings (resume, workers, analysis)
-    cells(spec, labels, samples)  the grid: coordinate columns + item_key, envelope, ordering, label, sample
-    render(block, spec)           request columns of its engine kind for a block of cells
-    columns                       extra trace columns (Arrow fields with a ``doc``), beside the core schema
-    annotate(rows, spec)          optional, in the actor after the engine, before the rows are stored
-    stages                        optional later stages (``Stage``: each built from the previous stage's
-                                  successful rows; ``cluster.stages`` runs them)
-    done_cells(spec, earlier)     optional: (probe_id, sample) keys that earlier invocations of the experiment
-                                  hold (``earlier``: their successful rows); they leave this invocation's grid
-    analyze(traces, settings)     numbers, tables, charts and text, with no I/O
+    Items       what its items are: ``load_spec(section, ctx)`` → a frozen, hashable spec; ``frozen(spec)`` →
+                plain JSON (part of the hashed settings); ``from_frozen(frozen)`` → the spec again (resume,
+                workers, analysis); ``n_items``; ``cells(spec, labels, samples)`` → the grid (coordinate
+                columns + item_key, envelope, ordering, label, sample); ``coordinates``; ``stages`` (later
+                stages, each built from the previous stage's rows); ``content_hashes`` (its input files);
+                ``legacy_keys``; and, for an instrument whose experiment keeps one grid across invocations
+                (``appends``), ``done_cells``, ``scanned_rows`` and ``check_append``
+    Renderer    how a cell is rendered: ``engine_kind``; ``render(block, spec)`` → the request columns of that
+                kind; ``envelope_version``; ``sampled``; ``empty_prefix_items`` (``score`` instruments)
+    Annotator   its in-actor step: ``annotate(rows, spec)``, in the actor after the engine, before the rows are
+                stored (default: rows unchanged)
+    Analyzer    how it analyses: ``analyze(traces, settings)`` → numbers, tables, charts and text, with no I/O;
+                optionally ``compare`` two sides (``compares``)
+    Presenter   how it presents: ``same_answer`` (diff, reproduce), ``headline`` and ``headline_sources`` and
+                ``headline_units`` (report, diff), ``matrix_coordinates`` and ``cell_value`` (the browser's
+                matrix), ``describe_cell``, ``suggested_query`` (a scan's summary)
 
-    cli(argv, prog)               optional: ``mirrorscan <name> …``, the instrument's own tools (exit code)
+``Instrument`` itself adds ``name``, ``columns`` (extra trace columns: Arrow fields with a ``doc``, beside the
+core schema) and ``cli``/``tools`` (``mirrorscan <name> …``, its own tools). A subclass defines ``name``,
+``engine_kind`` and the ``REQUIRED`` methods; ``resolve`` refuses anything else with a ConfigError saying what
+to add. The parts are base classes of one class, not objects held by the instrument: one object is what a
+config names and what travels to every worker, and its members read as ``instrument.cells(…)`` everywhere.
 
-A dry run (``jobs.plan``) states each instrument's plan from these same hooks, as the scan would walk them:
-``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
-``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the
-request texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
+A dry run (``cluster.scan_plan``) states each instrument's plan from these same members, as the scan would
+walk them: ``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
+``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the request
+texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
 
-and, for reproduce / diff / report / browse, ``same_answer``, ``headline``, ``matrix_coordinates`` and
-``describe_cell`` (see the protocol below), optionally ``cell_value`` (the browser matrix's value of a cell:
-``(column, "class" | "score")``, or a ``CellValue`` derived from each row), and optionally ``headline_sources(analysis, settings,
-invocation_id)``: a ``grid.headline.HeadlineSource`` per headline number, its definition and the
-``mirrorscan sql`` query (or the query and ``mirrorscan stats`` command) that gets it again, and optionally
-``suggested_query(invocation_id)``: the one ``mirrorscan sql`` query a scan's summary suggests to look at what
-it stored (default ``DEFAULT_QUERY``: probe ids and responses; see ``suggested_query``), and optionally
-``headline_units``: headline number name (or ``prefix*``) → how report and diff write it as ``analyze`` prints
-it (decimals as an int, or percent / points / ms / s / fixed; ``grid.formatting.headline``). Optional hooks
-are not members of the ``Instrument`` protocol class (``isinstance`` would require them); callers check
-with ``getattr``. A config names an instrument by a registry name
-(``"forced_choice"``) or by an import path (``"package.module:Attr"``); every Ray worker resolves that
-string itself by import, so an instrument outside this package (a user's, or a test's) runs on a real
-multi-process Ray as long as its module is importable there.
+A config names an instrument by a registry name (``"forced_choice"``) or by an import path
+(``"package.module:Attr"``); every Ray worker resolves that string itself by import, so an instrument outside
+this package (a user's, or a test's) runs on a real multi-process Ray as long as its module is importable there.
 
 Engine kinds (what an instrument's cells ask of an engine actor; ``actors.registry`` maps
 (kind, backend) to a class): ``generate`` (rendered chat turns in, sampled text out), ``score``
@@ -52,7 +50,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any
 
 import pyarrow as pa
 
@@ -60,10 +59,6 @@ from mirrorscan.grid.errors import ConfigError
 
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
-
-REQUIRED_HOOKS = ("name", "engine_kind", "columns", "load_spec", "frozen", "from_frozen", "n_items", "cells",
-                  "render", "analyze")
-"""What every instrument must have; the rest of the protocol is optional (the engine checks before calling)."""
 
 REGISTRY: dict[str, str] = {
     "forced_choice": "mirrorscan.instruments.forced_choice:INSTRUMENT",
@@ -169,11 +164,11 @@ class CellValue:
 
 def cell_value(instrument) -> CellValue:
     """The instrument's ``cell_value`` (``(column, "class" | "score")`` or a ``CellValue``) as a CellValue, checked;
-    an instrument without one: ``CellValue(None, "none")`` (cells show row counts)."""
-    hook = getattr(instrument, "cell_value", None)
-    if not hook:
-        return CellValue(None, "none")
-    value = hook if isinstance(hook, CellValue) else CellValue(*hook)
+    ``CellValue(None, "none")`` where it names none (cells show row counts)."""
+    value = instrument.cell_value
+    value = value if isinstance(value, CellValue) else CellValue(*value)
+    if value.column is None and value.kind == "none":
+        return value
     if value.kind not in ("class", "score"):
         raise ValueError(f"instrument {instrument.name!r}: cell_value kind {value.kind!r} is not 'class' or 'score'")
     if value.derive is not None and not value.reads:
@@ -182,84 +177,197 @@ def cell_value(instrument) -> CellValue:
 
 
 DEFAULT_QUERY = "SELECT probe_id, response FROM traces WHERE invocation_id = {invocation} LIMIT 5"
-"""The summary's query for an instrument without ``suggested_query``: a generating instrument's first answers."""
-
-
-def suggested_query(instrument, invocation_id: str) -> str:
-    """The ``mirrorscan sql`` query (DuckDB text) a scan's summary prints for ``invocation_id``: the instrument's
-    ``suggested_query`` hook (its own stored numbers: flinch's log-probs per term, lens's rows per rendering,
-    open_scan's answers with their ratings), else ``DEFAULT_QUERY``."""
-    from mirrorscan.grid.headline import sql_text
-
-    hook = getattr(instrument, "suggested_query", None)
-    if hook is None:
-        return DEFAULT_QUERY.format(invocation=sql_text(invocation_id))
-    return hook(invocation_id)
+"""The summary's query where an instrument suggests none of its own: a generating instrument's first answers."""
 
 
 def headline_units(name: str) -> dict:
     """The ``headline_units`` of the instrument a config names (how report and diff write its headline numbers);
     empty when it declares none or cannot be imported here."""
     try:
-        return dict(getattr(resolve(name), "headline_units", None) or {})
+        return dict(resolve(name).headline_units)
     except ConfigError:
         return {}
 
 
-@runtime_checkable
-class Instrument(Protocol):
-    """One instrument, as the engine sees it (see the module docstring for the order the hooks run in)."""
+class Items:
+    """What an instrument's items are: its config section validated into a spec, that spec frozen into the
+    settings and read back, and the grid of cells it expands to — with later stages and, for an instrument that
+    keeps one grid across the invocations of an experiment, which cells earlier invocations already hold."""
 
-    name: str
-    """Stored in every trace row's ``instrument`` column and in the settings."""
-    engine_kind: str
-    """One of ENGINE_KINDS."""
-    columns: tuple[pa.Field, ...]
-    """Extra trace columns, each with a ``doc`` in its field metadata; coordinate columns the cells carry are
-    copied into every row by the engine."""
-    coordinates: tuple[str, ...]
-    """The subset of ``columns`` that ``cells`` produces (copied from each cell into its row)."""
-    legacy_keys: tuple[str, ...]
+    coordinates: tuple[str, ...] = ()
+    """The instrument columns ``cells`` produces (the engine copies them from each cell into its row)."""
+    legacy_keys: tuple[str, ...] = ()
     """Top-level config keys read into the section for configs written before sections existed."""
+    stages: tuple[Stage, ...] = ()
+    """Later stages, in order, each built from the previous stage's rows (``cluster.stages`` runs them)."""
+    appends: bool = False
+    """Whether an experiment keeps one grid across its invocations: a new invocation runs only the cells no
+    earlier one holds (``done_cells``, after ``check_append``), and one driver at a time runs the experiment."""
 
     def load_spec(self, section: dict, ctx: SpecContext) -> Any:
         """Validate the config section (errors through ``ctx.error``) and return a frozen, hashable spec."""
+        raise NotImplementedError
 
     def frozen(self, spec: Any) -> dict:
         """The spec as plain JSON: what shapes results (item hashes, templates); hashed, compared on resume."""
+        raise NotImplementedError
 
     def from_frozen(self, frozen: dict) -> Any:
         """The spec rebuilt from ``frozen`` (on resume, in Ray workers, for analysis)."""
+        raise NotImplementedError
 
     def n_items(self, spec: Any) -> int:
         """Cells per model and sample (items × envelopes × orderings), for counts and dry runs."""
+        raise NotImplementedError
 
     def cells(self, spec: Any, labels: list[str], samples: int) -> pa.Table:
-        """Every cell: label, item_key, envelope, ordering ('-' where absent), sample (int32), the
-        coordinate columns, in a stable order. The engine adds probe_id, seeds, attempts and resume."""
+        """Every cell: label, item_key, envelope, ordering ('-' where absent), sample (int32) and the
+        ``coordinates``, in a stable order. The engine adds probe_id, seeds, attempts and resume."""
+        raise NotImplementedError
+
+    def content_hashes(self, spec: Any) -> dict:
+        """Input name → SHA-256 (hex) of each file the spec was read from (the catalog's ``content_hashes``;
+        a resume refuses changed files). Empty: the instrument reads no files of its own, and the engine
+        records a hash of its frozen settings instead."""
+        return {}
+
+    def done_cells(self, spec: Any, earlier: pa.Table) -> pa.Table:
+        """With ``appends``: the (probe_id, sample) keys earlier invocations hold (``earlier``: their successful
+        rows, all trace columns); they leave this invocation's grid. Default: every earlier cell."""
+        return earlier.select(["probe_id", "sample"])
+
+    def scanned_rows(self, earlier: pa.Table) -> pa.Table:
+        """With ``appends``: the earlier rows a scan made, which fix which model each label names (rows
+        imported from elsewhere name their models their own way). Default: all of them."""
+        return earlier
+
+    def check_append(self, spec: Any, earlier: pa.Table, accept_changed: bool, scans: list | None = None) -> list[str]:
+        """With ``appends``, before a new invocation: refuse (ConfigError) items that changed since the earlier
+        invocations unless ``accept_changed``, and return lines to print and record with the invocation.
+        ``scans``: the earlier scan invocations as (invocation id, start, frozen instrument settings), oldest
+        first, or None where no catalog is at hand. Default: nothing to say."""
+        return []
+
+
+class Renderer:
+    """How a cell is rendered: the engine kind it asks of an engine actor and the request columns of that kind."""
+
+    engine_kind: str = ""
+    """One of ENGINE_KINDS."""
+    sampled: bool = False
+    """Whether the cells carry their own sampling, so that answers are sampled whatever a model's temperature
+    (then the in-process HF sampler's version shapes results)."""
 
     def render(self, block: pa.Table, spec: Any) -> pa.Table:
         """``block`` plus the request columns of ``engine_kind`` (generate: system_text, user_text)."""
+        raise NotImplementedError
+
+    def envelope_version(self, spec: Any) -> str | None:
+        """Version of the envelope (prompt wrapper) set the cells are rendered in, stored on every row as
+        ``envelope_version``; None: the instrument has no versioned envelopes."""
+        return None
+
+    def empty_prefix_items(self, spec: Any) -> tuple[str, list[str]]:
+        """A ``score`` instrument: (file, field paths) of the items whose rendered prefix is empty (a model
+        without a BOS token cannot score their first target token); ("", []) when none are."""
+        return "", []
+
+
+class Annotator:
+    """The in-actor step: what becomes of an engine's rows inside the actor, before they are stored."""
 
     def annotate(self, rows: pa.Table, spec: Any) -> pa.Table:
-        """Rows after the engine, inside the actor, before they are stored (may fill instrument columns)."""
+        """Rows after the engine (may fill instrument columns, e.g. forced_choice's class). Default: unchanged."""
+        return rows
+
+
+class Analyzer:
+    """How an instrument analyses the stored rows of an invocation (and, optionally, compares two)."""
+
+    compares: bool = False
+    """Whether ``compare`` is offered (``mirrorscan compare``, diff's fingerprint distances, browse)."""
 
     def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
         """The instrument's numbers of one invocation (one row per attempt in ``traces``); no I/O. With
         ``reannotate`` (``analyze --reannotate``), the in-actor step is run again on the stored rows."""
+        raise NotImplementedError
+
+    def compare(self, left: tuple[pa.Table, dict], right: tuple[pa.Table, dict], *, label_a: str | None = None,
+                label_b: str | None = None, rule: str | None = None) -> Analysis:
+        """With ``compares``: two sides ((traces, settings) each; a model label of each) side by side
+        (forced_choice: fingerprint distances under ``rule``)."""
+        raise ConfigError("", "A, B", f"instrument {self.name!r} offers no comparison", "use mirrorscan analyze")
+
+
+class Presenter:
+    """How an instrument's results are shown: by reproduce, diff, report, browse and a scan's summary."""
+
+    cell_value: CellValue | tuple[str, str] = CellValue(None, "none")
+    """The browser matrix's value of a cell: ``(column, "class" | "score")`` or a ``CellValue`` derived from each
+    row; read through ``cell_value(instrument)``. Default: none (cells show row counts)."""
+    headline_units: Mapping[str, int | str] = MappingProxyType({})
+    """Headline number name (or ``prefix*``) → how report and diff write it as ``analyze`` prints it (decimals
+    as an int, or percent / points / ms / s / fixed; ``grid.formatting.headline``)."""
 
     def same_answer(self, left: dict, right: dict) -> bool:
-        """Whether two rows of one cell (two runs) agree, for diff and reproduce."""
+        """Whether two rows of one cell (two runs) agree, for diff and reproduce. Default: the same response."""
+        return left.get("response") == right.get("response")
 
     def headline(self, analysis: Analysis) -> dict:
         """The few numbers a report or a diff puts side by side: model key → {number name → value}; their
-        definitions are ``headline_sources``."""
+        definitions are ``headline_sources``. Default: none."""
+        return {}
+
+    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+        """A ``grid.headline.HeadlineSource`` per headline number: its definition and the ``mirrorscan sql``
+        query (or the query and ``mirrorscan stats`` command) that gets it again. Default: none."""
+        return ()
+
+    def suggested_query(self, invocation_id: str) -> str:
+        """The one ``mirrorscan sql`` query (DuckDB text) a scan's summary prints to look at what it stored.
+        Default: ``DEFAULT_QUERY`` (probe ids and responses)."""
+        from mirrorscan.grid.headline import sql_text
+
+        return DEFAULT_QUERY.format(invocation=sql_text(invocation_id))
 
     def matrix_coordinates(self) -> tuple[str, str]:
-        """(row, column) coordinate names of the browser's matrix, e.g. ("label", "item_key")."""
+        """(row, column) coordinate names of the browser's matrix. Default: ("label", "item_key")."""
+        return "label", "item_key"
 
     def describe_cell(self, row: dict) -> str:
-        """One line saying what was asked in this row's cell (for reports and the browser)."""
+        """One line saying what was asked in this row's cell (reports, the browser); "" says nothing more than
+        the cell's probe id."""
+        return ""
+
+
+class Instrument(Items, Renderer, Annotator, Analyzer, Presenter):
+    """One instrument: its parts composed, a name, its stored columns and its own command-line tools. A
+    subclass defines ``name``, ``engine_kind`` and the methods listed in ``REQUIRED``; the rest have defaults."""
+
+    name: str = ""
+    """Stored in every trace row's ``instrument`` column and in the settings."""
+    columns: tuple[pa.Field, ...] = ()
+    """Extra trace columns, each with a ``doc`` in its field metadata; coordinate columns the cells carry are
+    copied into every row by the engine."""
+    tools: str = ""
+    """One line saying what ``cli`` offers (``mirrorscan <name> …``); empty: the instrument has no tools."""
+
+    def cli(self, argv: list[str], prog: str) -> int:
+        """With ``tools``: ``mirrorscan <name> …``, the instrument's own tools; returns the exit code."""
+        raise ConfigError("", "instrument", f"instrument {self.name!r} has no tools of its own",
+                          "use the mirrorscan verbs (mirrorscan --help)")
+
+    def unimplemented(self) -> list[str]:
+        """The names in ``REQUIRED`` this instrument leaves to the bases (empty for a complete instrument)."""
+        own = [vars(c) for c in type(self).__mro__ if c not in _PARTS]
+        missing = [n for n in REQUIRED if not any(n in d for d in own)]
+        return [n for n, value in (("name", self.name), ("engine_kind", self.engine_kind)) if not value] + missing
+
+
+_PARTS = (Instrument, Items, Renderer, Annotator, Analyzer, Presenter, object)
+
+REQUIRED = ("load_spec", "frozen", "from_frozen", "n_items", "cells", "render", "analyze")
+"""The methods every instrument defines itself (with ``name`` and ``engine_kind``); its parts give the rest."""
 
 
 def is_reference(name: str) -> bool:
@@ -288,10 +396,17 @@ def resolve(name: str) -> Instrument:
     except AttributeError as exc:
         raise ConfigError("", "instrument", f"{module_name!r} has no attribute {attr!r}",
                           "name the object that implements the Instrument protocol") from exc
-    missing = [hook for hook in REQUIRED_HOOKS if not hasattr(instrument, hook)]
+    if isinstance(instrument, type) and issubclass(instrument, Instrument):
+        raise ConfigError("", "instrument", f"{ref} names the class {instrument.__name__}, not an instrument",
+                          f"name an instance of it (e.g. {attr.upper()} = {instrument.__name__}()) and write that name")
+    if not isinstance(instrument, Instrument):
+        raise ConfigError("", "instrument", f"{ref} is {type(instrument).__name__!r}, which lacks the Instrument base class",
+                          "make it an instance of a subclass of mirrorscan.grid.instrument.Instrument (see its parts "
+                          "Items, Renderer, Annotator, Analyzer, Presenter)")
+    missing = instrument.unimplemented()
     if missing:
-        raise ConfigError("", "instrument", f"{ref} lacks {', '.join(missing)} of the Instrument protocol",
-                          "implement them (see grid/instrument.py)")
+        raise ConfigError("", "instrument", f"{ref} lacks {', '.join(missing)} of the Instrument parts",
+                          "define them in its class (see mirrorscan.grid.instrument)")
     if instrument.engine_kind not in ENGINE_KINDS:
         raise ConfigError("", "instrument", f"{ref} asks for engine kind {instrument.engine_kind!r}",
                           f"use one of: {', '.join(ENGINE_KINDS)}")

@@ -101,7 +101,7 @@ class RunContext:
     instrument: str
     """The instrument's registry name (or ``module:Attr`` path), copied into every trace row."""
     envelope_version: str | None = None
-    """Version of the instrument's wrapper templates (its ``wrapper_version`` hook), or None."""
+    """Version of the instrument's envelope set (``Renderer.envelope_version``), or None."""
     catalog_dsn: str | None = None
     """Catalog DSN the actors write inference_log rows to (None: spilled beside the traces). Never stored."""
     store_uri: str | None = None

@@ -69,16 +69,11 @@ here by name so that the verb list imports no instrument; the instrument is impo
 
 
 def instrument_verbs() -> dict[str, str]:
-    """Registered instruments that bring their own tools (a ``cli`` hook) → the first line of its docstring.
-    Imports every instrument: for checks, not for the verb list (that reads INSTRUMENT_TOOLS)."""
+    """Registered instruments that bring their own tools (``Instrument.tools``) → that line. Imports every
+    instrument: for checks, not for the verb list (that reads INSTRUMENT_TOOLS)."""
     from mirrorscan.grid.instrument import REGISTRY, resolve
 
-    out = {}
-    for name in REGISTRY:
-        cli = getattr(resolve(name), "cli", None)
-        if cli is not None:
-            out[name] = cli.__doc__.strip().splitlines()[0] if cli.__doc__ else f"{name}'s own tools"
-    return out
+    return {name: resolve(name).tools for name in REGISTRY if resolve(name).tools}
 
 
 def verb_first(argv: list[str]) -> list[str]:

@@ -31,7 +31,7 @@ def compare(a: str, b: str, *, label_a: str | None = None, label_b: str | None =
         raise ConfigError("", "A, B", f"are of different instruments ({', '.join(sorted(names))})",
                           "compare two invocations of one instrument")
     instrument = resolve(sides[0][1]["instrument"])
-    if not hasattr(instrument, "compare"):
+    if not instrument.compares:
         raise ConfigError("", "A, B", f"instrument {instrument.name!r} offers no comparison", "use mirrorscan analyze")
     return instrument.compare(sides[0], sides[1], label_a=label_a, label_b=label_b, rule=rule)
 

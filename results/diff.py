@@ -153,17 +153,16 @@ def _headline(invocation: Invocation) -> dict:
 
 
 def fingerprint_distances(left: Invocation, right: Invocation) -> dict:
-    """Per model label both sides hold: the instrument's fingerprint comparison (``compare`` hook) numbers;
+    """Per model label both sides hold: the instrument's fingerprint comparison (``compare``) numbers;
     empty when the instrument has none."""
-    compare = getattr(left.instrument, "compare", None)
-    if compare is None:
+    if not left.instrument.compares:
         return {}
     labels = set(left.traces.column("label").to_pylist()) & set(right.traces.column("label").to_pylist())
     out = {}
     for label in sorted(labels):
         try:
-            result = compare((left.traces, left.settings), (right.traces, right.settings), label_a=label,
-                             label_b=label)
+            result = left.instrument.compare((left.traces, left.settings), (right.traces, right.settings),
+                                             label_a=label, label_b=label)
             out[label] = {k: result.numbers.get(k) for k in ("n_pairs", "hamming", "agreement",
                                                               "violent_disagreement") if k in result.numbers}
         except Exception as exc:   # noqa: BLE001 - one label's fingerprint failing leaves the others

@@ -165,10 +165,9 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
     derived = (value.derive(rows.select([c for c in value.reads if c in rows.column_names])).to_pylist()
                if value.derive is not None and rows.num_rows else [None] * rows.num_rows)
     columns = {name: rows.column(name).combine_chunks() for name in nested}
-    describe = getattr(instrument, "describe_cell", None)
     out = []
     for i, row in enumerate(head):
-        asked = describe(row) if describe else row.get("probe_id", "")
+        asked = instrument.describe_cell(row) or row.get("probe_id", "")
         if row.get("error") is not None:
             answer = f"error: {row['error']}"
         elif row.get("response") is not None:
@@ -186,10 +185,9 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
 
 def headline_numbers(instrument, analysis: Analysis, settings: dict, invocation_id: str) -> list[HeadlineNumber]:
     """Every (model, number) of ``instrument.headline(analysis)`` with its source from ``headline_sources``
-    (None for a number it gives no source for, or an instrument without the hook)."""
-    values = instrument.headline(analysis) if hasattr(instrument, "headline") else {}
-    hook = getattr(instrument, "headline_sources", None)
-    sources = {s.name: s for s in (hook(analysis, settings, invocation_id) if hook else ())}
+    (None for a number it gives no source for)."""
+    values = instrument.headline(analysis)
+    sources = {s.name: s for s in instrument.headline_sources(analysis, settings, invocation_id)}
     return [HeadlineNumber(model, name, value, sources.get(name))
             for model, numbers in values.items() for name, value in numbers.items()]
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import stamp
-from mirrorscan.grid.instrument import Analysis, SpecContext
+from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.score_columns import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
@@ -96,7 +96,7 @@ def from_frozen(frozen: dict) -> FlinchSpec:
                       axes=tuple(frozen["axes"]), aggregation=frozen["aggregation"])
 
 
-class Flinch:
+class Flinch(Instrument):
     """The flinch instrument (module docstring)."""
 
     name = "flinch"
@@ -151,7 +151,7 @@ class Flinch:
         """SHA-256 of the corpus file (catalog ``content_hashes``)."""
         return {"corpus": spec.corpus_sha256}
 
-    def wrapper_version(self, spec: FlinchSpec) -> str:
+    def envelope_version(self, spec: FlinchSpec) -> str:
         """The corpus's version string (stored on every row as ``envelope_version``)."""
         return spec.frozen.get("corpus_version") or "-"
 
@@ -321,6 +321,9 @@ class Flinch:
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, carriers across."""
         return ("label", "item_key")
+
+    tools = "flinch's own tools: `compare` results side by side (a table and an overlay radar)"
+    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
     def cli(self, argv: list[str], prog: str = "mirrorscan flinch") -> int:
         """flinch's own tools: `compare` results side by side (a table and an overlay radar)"""

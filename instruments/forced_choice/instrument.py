@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mirrorscan.grid.instrument import Analysis, SpecContext
+from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.forced_choice import report as fc_report
 from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
@@ -28,7 +28,7 @@ COLUMNS = (
 )
 
 
-class ForcedChoice:
+class ForcedChoice(Instrument):
     """Word-pair preference probes in many envelopes and both orderings (see the module docstring)."""
 
     name = "forced_choice"
@@ -38,7 +38,6 @@ class ForcedChoice:
     legacy_keys = ("probe_set", "envelopes_file", "envelopes", "orderings")
     cell_value = ("class", "class")
     """A cell's answer, for the browser: its class (A, B, UNCLEAR, REF), counted per value."""
-    stages = ()
 
     def load_spec(self, section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
         """Validate the ``forced_choice`` section (see ``instruments.forced_choice.spec``)."""
@@ -52,7 +51,7 @@ class ForcedChoice:
         """The spec again, from frozen settings."""
         return from_frozen(frozen)
 
-    def wrapper_version(self, spec: ForcedChoiceSpec) -> str:
+    def envelope_version(self, spec: ForcedChoiceSpec) -> str:
         """Version string of the envelopes file (stored on every row as ``envelope_version``)."""
         return spec.frozen["envelope_set"]["version"]
 
@@ -83,6 +82,9 @@ class ForcedChoice:
         invocation_id = traces.column("invocation_id")[0].as_py()
         rep = fc_report.report(traces, settings, invocation_id, settings["experiment"], reclassify=reannotate)
         return fc_report.analysis(rep)
+
+    compares = True
+    """Two fingerprints side by side (``compare``)."""
 
     def compare(self, left: tuple[pa.Table, dict], right: tuple[pa.Table, dict], *, label_a: str | None = None,
                 label_b: str | None = None, rule: str | None = None) -> Analysis:

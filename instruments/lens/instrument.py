@@ -28,7 +28,7 @@ from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_O
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import stamp
 from mirrorscan.grid.names import check_name
-from mirrorscan.grid.instrument import Analysis, CellValue, SpecContext
+from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
                                     load_framings, load_items)
@@ -185,7 +185,7 @@ def _extraction(options: dict, base: dict, ctx: SpecContext, path: str) -> dict:
     return out
 
 
-class Lens:
+class Lens(Instrument):
     """The lens instrument (module docstring)."""
 
     name = "lens"
@@ -294,7 +294,7 @@ class Lens:
         f = spec.frozen
         return {"framings": f["framings"]["sha256"], "tasks": f["tasks"]["sha256"], "scoring_set": f["scoring_set"]["sha256"]}
 
-    def wrapper_version(self, spec: LensSpec) -> str:
+    def envelope_version(self, spec: LensSpec) -> str:
         """The framing set's version (stored on every row as ``envelope_version``)."""
         return spec.frozen["framings"]["version"]
 
@@ -404,6 +404,9 @@ class Lens:
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, rendered items across."""
         return ("label", "item_key")
+
+    tools = "lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`"
+    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
     def cli(self, argv: list[str], prog: str = "mirrorscan lens") -> int:
         """lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`

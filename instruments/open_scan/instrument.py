@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import stamp
-from mirrorscan.grid.instrument import Analysis, CellValue, SpecContext, Stage
+from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext, Stage
 from mirrorscan.grid.settings import SAMPLER_VERSION
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
@@ -153,7 +153,7 @@ def _number(ctx: SpecContext, path: str, value, low: float, high: float, integer
     return value
 
 
-class OpenScan:
+class OpenScan(Instrument):
     """The open_scan instrument (module docstring)."""
 
     name = "open_scan"
@@ -168,6 +168,9 @@ class OpenScan:
     """A cell's value, for the browser (``self_report_values``)."""
     sampled = True
     """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
+    appends = True
+    """An experiment is one matrix across invocations: a new invocation asks only the cells of its series that
+    no earlier one holds (``done_cells``)."""
 
     def __init__(self):
         self.stages = (Stage(POSTHOC, self.posthoc_cells, reads=("response",)),)
@@ -239,7 +242,7 @@ class OpenScan:
         return {"probes": spec.frozen["probes"]["sha256"],
                 **{f"template_{k}": templates[k]["sha256"] for k in ("system", "user", "cold", "posthoc")}}
 
-    def wrapper_version(self, spec: OpenScanSpec) -> str:
+    def envelope_version(self, spec: OpenScanSpec) -> str:
         """The template set's version (stored on every row as ``envelope_version``)."""
         return str(spec.frozen["templates"].get("version", "-"))
 
@@ -428,6 +431,9 @@ class OpenScan:
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, probes across."""
         return ("label", "query_id")
+
+    tools = "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"
+    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
     def cli(self, argv: list[str], prog: str = "mirrorscan open_scan") -> int:
         """open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"""

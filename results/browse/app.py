@@ -134,16 +134,16 @@ def build_app(browser: Browser) -> Starlette:
         mrow, mcol = request.query_params.get("r", ""), request.query_params.get("c", "")
         rows = browser.cell(inv, mrow, mcol, filters)
         described = None
-        if rows and hasattr(inv.instrument, "describe_cell"):
+        if rows:
             first = browser.trace(inv, rows[0]["probe_id"], rows[0]["sample"], rows[0]["attempt"])
-            described = inv.instrument.describe_cell(first)
+            described = inv.instrument.describe_cell(first) or None
         return pages.cell(inv, mrow, mcol, rows, described, filters)
 
     def trace(request):
         inv = browser.indexed(request.path_params["id"])
         record = browser.trace(inv, request.query_params.get("probe_id", ""), _int(request, "sample"),
                                _int(request, "attempt", 1))
-        described = inv.instrument.describe_cell(record) if hasattr(inv.instrument, "describe_cell") else None
+        described = inv.instrument.describe_cell(record) or None
         return pages.trace(inv, record, described)
 
     def inv_timing(request):

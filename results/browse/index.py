@@ -148,8 +148,7 @@ def build(store, experiment: str, invocation_id: str, instrument, folder: Path, 
     parts = [p for p in store.list_parts(experiment, invocation_id) if p.rsplit("/", 1)[-1] not in known]
     if not parts:
         return None
-    coordinates = instrument.matrix_coordinates() if hasattr(instrument, "matrix_coordinates") \
-        else ("label", "item_key")
+    coordinates = instrument.matrix_coordinates()
     value_columns = list(value.reads) if value.derive is not None else ([value.column] if value.column else [])
     columns = list(dict.fromkeys(["probe_id", "sample", "attempt", "label", "item_key", "envelope", "ordering",
                                   *coordinates, *value_columns, "error", "ttft_ms", "total_ms"]))

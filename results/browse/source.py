@@ -66,8 +66,7 @@ class Indexed:
     @property
     def coordinates(self) -> tuple[str, str]:
         """(row, column) names of the matrix."""
-        hook = getattr(self.instrument, "matrix_coordinates", None)
-        return hook() if hook else ("label", "item_key")
+        return self.instrument.matrix_coordinates()
 
 
 def where(filters: dict, alias: str = "") -> tuple[str, list]:
@@ -304,7 +303,7 @@ class Browser:
         from mirrorscan.grid.settings import upgrade
         from mirrorscan.grid.trace_schema import trace_schema
 
-        if a.instrument is not b.instrument or getattr(a.instrument, "compare", None) is None:
+        if a.instrument is not b.instrument or not a.instrument.compares:
             return None
         sides = []
         for inv in (a, b):

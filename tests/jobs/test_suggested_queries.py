@@ -11,7 +11,7 @@ import io
 import json
 import shlex
 
-from mirrorscan.grid.instrument import DEFAULT_QUERY, REGISTRY, resolve, suggested_query
+from mirrorscan.grid.instrument import DEFAULT_QUERY, REGISTRY, Presenter, resolve
 from mirrorscan.jobs import sql
 from mirrorscan.jobs.scan import ScanResult, print_summary
 from suggested_query import check_suggested_query
@@ -23,10 +23,10 @@ def test_every_registered_instrument_suggests_its_own_query_naming_the_invocatio
     invocation = "0000-it's"
     default = DEFAULT_QUERY.format(invocation="'0000-it''s'")
     for name in REGISTRY:
-        text = suggested_query(resolve(name), invocation)
+        text = resolve(name).suggested_query(invocation)
         assert text != default and f"traces_{name}" in text and "'0000-it''s'" in text
         assert '"' not in text and "$" not in text   # it is printed inside double quotes for a shell
-    assert suggested_query(None, invocation) == default
+    assert Presenter().suggested_query(invocation) == default
 
 
 def test_the_forced_choice_query_of_a_scan_summary_runs_through_mirrorscan_sql(legacy, capsys):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.grid.instrument import Analysis, SpecContext, Stage
+from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
 from mirrorscan.grid.trace_schema import doc_field
 
 
@@ -27,7 +27,7 @@ class EchoSpec:
     template: str
 
 
-class Echo:
+class Echo(Instrument):
     """Repeat-after-me: one cell per (model, item, sample) through the ``generate`` engine kind."""
 
     name = "echo"
@@ -101,6 +101,7 @@ class EchoTwice(Echo):
     a new invocation of the experiment runs only the items no earlier invocation answered."""
 
     name = "echo_twice"
+    appends = True
     FAIL_ENV = "ECHO_TWICE_FAIL_STAGE"
     """When set, building the second stage fails (a driver that dies between stages)."""
 
