@@ -129,6 +129,7 @@ def pipeline_run(cells_raw: pa.Table, envelopes, v: ModelVariant, source: str, b
     from mirrorscan.cluster import embedded_pg
     from mirrorscan.cluster.catalog import Catalog
     from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.pipeline import Pool
     from mirrorscan.cluster.sweep import run_model_journaled
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
@@ -139,10 +140,9 @@ def pipeline_run(cells_raw: pa.Table, envelopes, v: ModelVariant, source: str, b
         run = dataclasses.replace(RUN, catalog_dsn=catalog.dsn, store_uri=store_dir)
         kwargs = {"variant": v, "model_source": source, "run": run, "timing_path": str(timing)}
         started = time.monotonic()
-        rows = sum(r for r, _ in run_model_journaled(cells_raw, TimedVLLMSampler, kwargs, envelopes,
-                                                      store_uri=store_dir, experiment=run.experiment,
-                                                      invocation_id=run.invocation_id, batch_size=batch_size,
-                                                      pool_size=1, source=source))
+        pool = Pool(TimedVLLMSampler, kwargs, envelopes, store_uri=store_dir, experiment=run.experiment,
+                    invocation_id=run.invocation_id, batch_size=batch_size)
+        rows = sum(r for r, _ in run_model_journaled(cells_raw, pool))
         wall = time.monotonic() - started
         deadline, logged = time.monotonic() + 60, 0   # the actor's log writer may still be closing
         while logged < cells_raw.num_rows and time.monotonic() < deadline:

@@ -2,13 +2,13 @@
 
 1. plan      the path a new ``mirrorscan scan`` of an open_scan experiment runs before any work, on an experiment
              whose every cell is already held: ``load_spec`` of a config with ``--models`` labels (one hub id each,
-             so the label → model_canonical rule holds), ``grid_cells(settings)``, then ``jobs.scan.check_append``
+             so the label → model_canonical rule holds), ``grid_cells(settings)``, then ``cluster.scan_inputs.check_append``
              (``earlier_rows``, the instrument's changed-probe check, ``stage_grids``: held cells, the post-hoc
              stage rebuilt from held answers, each stage's anti-join), which must find nothing left to run. The
              store is written as scans write it (``TraceStore.write_part``, one part per engine batch of
              ``--part-rows`` rows, per invocation, label and stage; rows conform to the instrument's trace
              schema, with rendered prompts and short made-up answers and ratings; each invocation ends with its
-             row index, ``jobs.scan.index_rows``), spread over ``--invocations`` invocations that each appended a
+             row index, ``cluster.scan_outcome.index_rows``), spread over ``--invocations`` invocations that each appended a
              slice of the probes. Building it is setup (minutes), cached under
              ``$MIRRORSCAN_HOME/bench/`` keyed by every parameter, the series and the instrument's columns. Time:
              monotonic, median of ``--repeats`` (page cache warm: the parts were just written or read), with timers around the
@@ -177,17 +177,17 @@ def build_store(store_uri: str, spec, settings: dict, invocations: int, part_row
     ``invocations`` consecutive slices, each appended by its own invocation (first stage, then post-hoc)."""
     import pyarrow.compute as pc
 
-    from mirrorscan.cluster.stages import later_stage_cells
+    from mirrorscan.cluster.scan_outcome import index_rows
+    from mirrorscan.cluster.stages import grid_cells, instrument_ref, later_stage_cells
     from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.cells import add_seeds
     from mirrorscan.grid.trace_schema import trace_schema
-    from mirrorscan.jobs.scan import grid_cells, index_rows, instrument_ref
 
     ref = instrument_ref(settings)
     schema = trace_schema(ref.instrument.columns)
     store = open_store(store_uri)
     models = sources_of(spec)
-    version = ref.instrument.wrapper_version(ref.spec)
+    version = ref.instrument.envelope_version(ref.spec)
     cells = grid_cells(settings)
     probe_ids = [q for q, _ in ref.spec.frozen["probes"]["items"]]
     slice_of = {q: i * invocations // len(probe_ids) for i, q in enumerate(probe_ids)}
@@ -241,7 +241,7 @@ def prepared_experiment(args) -> tuple[Path, dict]:
     print(f"building the store under {work} (setup, not measured; cached for these parameters) …", file=sys.stderr,
           flush=True)
     t0 = time.monotonic()
-    built = build_store(str(work / "store"), spec, spec.settings(), args.invocations, args.part_rows)
+    built = build_store(str(work / "store"), spec, spec.settings().to_json(), args.invocations, args.part_rows)
     built["build_s"] = time.monotonic() - t0
     built["bytes"] = sum(f.stat().st_size for f in (work / "store").rglob("*.parquet"))
     done.write_text(json.dumps(built))
@@ -252,11 +252,11 @@ def plan_once(work: Path) -> dict:
     """One plan, as ``run_scan`` runs it before any work: (seconds, what it found)."""
     from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.jobs.scan import check_append
+    from mirrorscan.cluster.scan_inputs import check_append
 
     t0 = time.monotonic()
     spec = load_spec(work / EXPERIMENT)
-    settings = spec.settings()
+    settings = spec.settings().to_json()
     spec_s = time.monotonic() - t0
     notes, nothing_left = check_append(spec, settings, sources_of(spec), open_store(str(work / "store")), False)
     return {"s": time.monotonic() - t0, "spec_s": spec_s, "notes": notes, "nothing_left": nothing_left}
@@ -296,7 +296,7 @@ TIMED = {
     "reading this invocation's rows": [("mirrorscan.cluster.stages", None, "successful_rows")],
     "source filter (of_sources join)": [("mirrorscan.cluster.stages", None, "of_sources")],
     "anti-joins (remove_done)": [("mirrorscan.cluster.stages", None, "remove_done")],
-    "grid expansion (cells, probe ids)": [("mirrorscan.jobs.scan", None, "grid_cells"), ("mirrorscan.cluster.stages", None, "with_probe_ids")],
+    "grid expansion (cells, probe ids)": [("mirrorscan.cluster.stages", None, "grid_cells"), ("mirrorscan.cluster.stages", None, "with_probe_ids")],
     "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],
     "instrument: done_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "done_cells"),
                                               ("mirrorscan.instruments.open_scan.instrument", "OpenScan", "posthoc_cells")],

@@ -67,7 +67,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from mirrorscan.actors.hf_sampler import HFSampler  # noqa: E402
-from mirrorscan.cluster.pipeline import render_block  # noqa: E402
+from mirrorscan.cluster.pipeline import Pool, render_block  # noqa: E402
 from mirrorscan.cluster.store import open_store  # noqa: E402
 from mirrorscan.cluster.sweep import run_model_journaled  # noqa: E402
 from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
@@ -147,9 +147,9 @@ def run_pipeline(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVarian
     kwargs = {"variant": variant, "model_source": source, "run": run, "timing_path": str(timing)}
     parts, done, catalog_s = [], {"rows": 0, "errors": 0}, 0.0
     t_start = time.monotonic()
-    for rows, errors in run_model_journaled(cells, TimedSampler, kwargs, envelopes, store_uri=store_uri,
-                                            experiment=EXPERIMENT, invocation_id=invocation_id,
-                                            batch_size=batch_size, pool_size=1, source=source):
+    pool = Pool(TimedSampler, kwargs, envelopes, store_uri=store_uri, experiment=EXPERIMENT,
+                invocation_id=invocation_id, batch_size=batch_size)
+    for rows, errors in run_model_journaled(cells, pool):
         landed = time.monotonic()
         parts.append((landed, rows))
         done["rows"] += rows

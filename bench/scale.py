@@ -6,7 +6,7 @@ what the pipeline around an engine costs and how it scales, not what a model cos
 is the scan's own path: ``cluster.crash_journal.run_model_journaled`` → ``cluster.pipeline.run_model``
 (render tasks → an actor pool of N ``StoringEngine`` actors, each classifying, writing one Parquet part
 and one in-flight marker per batch, and writing its inference_log rows to the catalog), with the
-driver updating the catalog's progress at most every 5 s, as ``jobs/scan.py`` does.
+driver updating the catalog's progress at most every 5 s, as ``cluster/scan_run.py`` does.
 
 Cluster: ``ray.cluster_utils.Cluster`` — a head with no CPUs (the driver) and ``--nodes`` (4) worker
 nodes of 3 virtual CPUs and 2 ``fake_gpu`` each; an engine actor asks for 1 CPU and 1 fake_gpu, as a
@@ -141,6 +141,7 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
     from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.pipeline import Pool
     from mirrorscan.cluster.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
@@ -153,14 +154,13 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
     done, updates, last = {"rows": 0, "errors": 0}, [], time.monotonic()
     summary: dict = {}
     t0 = time.monotonic()
-    for rows, errors in run_model_journaled(cells, SleepEngine, kwargs, envelopes, store_uri=store_uri,
-                                            experiment=EXPERIMENT, invocation_id=invocation_id,
-                                            batch_size=batch_size, pool_size=n_actors,
-                                            engine_resources={"num_cpus": 1, "resources": {FAKE_GPU: 1}},
-                                            summary=summary):
+    pool = Pool(SleepEngine, kwargs, envelopes, store_uri=store_uri, experiment=EXPERIMENT,
+                invocation_id=invocation_id, batch_size=batch_size, pool_size=n_actors,
+                engine_resources={"num_cpus": 1, "resources": {FAKE_GPU: 1}})
+    for rows, errors in run_model_journaled(cells, pool, summary=summary):
         done["rows"] += rows
         done["errors"] += errors
-        if time.monotonic() - last > 5:   # as jobs/scan.py: progress in the catalog at most every 5 s
+        if time.monotonic() - last > 5:   # as a scan (cluster.scan_run): progress in the catalog at most every 5 s
             u0 = time.monotonic()
             catalog.update_progress(invocation_id, "running", {"cells_this_run": cells.num_rows, **done})
             last = time.monotonic()
@@ -215,7 +215,7 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     the cluster before and after (``meter``), the engines' own CPU and calls (timing files)."""
     from mirrorscan.actors import registry
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     invocation_id = str(uuid.uuid4())
     timing_dir = work / f"sweep-{invocation_id[:8]}"
@@ -238,15 +238,16 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     def on_part(rows: int, errors: int, label: str) -> None:
         done["rows"] += rows
         done["errors"] += errors
-        if time.monotonic() - last[0] > 5:   # as jobs/scan.py
+        if time.monotonic() - last[0] > 5:   # as a scan (cluster.scan_run)
             last[0] = time.monotonic()
             catalog.update_progress(invocation_id, "running", {"cells_this_run": grid.num_rows, **done})
 
     head0, nodes0 = meter.read()
     parts0 = meter.head_breakdown()
     t0 = time.monotonic()
-    run_grid(grid, variants, {label: "standin" for label in labels}, run, envelopes, store_uri=store_uri,
-             batch_size=batch_size, pool_size=actors_per_model, on_part=on_part, max_concurrent_models=len(labels))
+    run_grid(grid, variants, {label: "standin" for label in labels},
+             Sweep(run, envelopes, store_uri, batch_size=batch_size, pool_size=actors_per_model,
+                   max_concurrent_models=len(labels)), on_part)
     wall = time.monotonic() - t0
     head1, nodes1 = meter.read()
     parts1 = meter.head_breakdown()

@@ -178,16 +178,19 @@ def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
     return _typed(cells).join(keys, keys=list(_KEYS.names), join_type="left semi", use_threads=True)
 
 
-def settle(store: TraceStore, experiment: str, invocation_id: str, folder: str, cells: pa.Table, *,
-           variant: ModelVariant, run: RunContext, source: str, instrument) -> pa.Table:
+def settle(store: TraceStore, folder: str, cells: pa.Table, pool) -> pa.Table:
     """Turn the round's leftover markers into error rows and delete them.
 
-    ``cells``: the round's cells (unrendered, with seed and attempt). A marker's cell gets an error row
-    unless a row is already stored for it at that attempt (the actor died after storing the part).
-    Returns the died cells (rows of ``cells``), which the caller may retry."""
+    ``cells``: the round's cells (unrendered, with seed and attempt), run by ``pool`` (a
+    ``cluster.pipeline.Pool``: its invocation, instrument, and the variant, run and model source its engines
+    were given). A marker's cell gets an error row unless a row is already stored for it at that attempt (the
+    actor died after storing the part). Returns the died cells (rows of ``cells``), which the caller may
+    retry."""
     from mirrorscan.actors.rows import trace_row
     from mirrorscan.grid.trace_schema import conform, to_trace_table, trace_schema
 
+    experiment, invocation_id, instrument = pool.experiment, pool.invocation_id, pool.instrument
+    variant, run, source = (pool.engine_kwargs[k] for k in ("variant", "run", "model_source"))
     markers = leftover_markers(store, folder)
     records = [r for _, r in markers if r is not None]
     if not records:

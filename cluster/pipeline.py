@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,25 +54,58 @@ on the driver only when two blocks take less than this (blocks of 8 batches: bat
 is done, so the end of a run is not delayed."""
 
 
+@dataclass(frozen=True)
+class Pool:
+    """One model's actor pool: the engine its actors build, where their rows go, and its size."""
+
+    engine_cls: type
+    """The engine class (``actors.registry``): built once per actor as ``engine_cls(**engine_kwargs)``."""
+    engine_kwargs: dict
+    """The engine's arguments: ``variant``, ``model_source`` and ``run`` (the engine interface), and any more
+    the class takes."""
+    instrument: InstrumentRef | None
+    """The instrument whose cells the pool answers (renders them, adds its columns, runs its in-actor step);
+    None: cells arrive rendered, rows carry the core columns only."""
+    store_uri: str
+    """Trace store URI the actors write parts to."""
+    experiment: str
+    """Experiment name (the store's folder)."""
+    invocation_id: str
+    """The invocation the rows belong to."""
+    batch_size: int
+    """Cells per engine call (one part each)."""
+    pool_size: int = 1
+    """Actors the pool starts with."""
+    max_pool_size: int | None = None
+    """Actors the pool may grow to while work is queued (None: ``pool_size``)."""
+    engine_resources: dict | None = None
+    """Ray resources of one actor (``engine_resources``; None: one CPU)."""
+
+    @property
+    def variant(self) -> ModelVariant:
+        """The model variant the engines load."""
+        return self.engine_kwargs["variant"]
+
+
 class StoringEngine:
     """An engine actor that stores each answered batch as one part and returns its counts."""
 
-    def __init__(self, engine_cls: type, engine_kwargs: dict, store_uri: str, experiment: str, invocation_id: str,
-                 instrument: InstrumentRef | None = None, journal: str | None = None):
-        """Build the engine (model load happens here, once per actor) and open the store. ``instrument``
-        says which columns the rows carry and what runs on them before they are stored (None: core columns
-        only, nothing runs). With ``journal`` (a round's in-flight folder), each batch is marked there while
-        it is answered."""
+    def __init__(self, pool: Pool, journal: str | None = None):
+        """Build the pool's engine (model load happens here, once per actor) and open its store. The pool's
+        ``instrument`` says which columns the rows carry and what runs on them before they are stored (None:
+        core columns only, nothing runs). With ``journal`` (a round's in-flight folder), each batch is
+        marked there while it is answered."""
         self.journal = journal
-        self.engine = engine_cls(**engine_kwargs)
-        self.instrument = instrument
+        self.engine = pool.engine_cls(**pool.engine_kwargs)
+        self.instrument = instrument = pool.instrument
         extra = instrument.instrument.columns if instrument is not None else ()
         self.schema = trace_schema(extra)
-        self.store = open_store(store_uri)
-        self.experiment, self.invocation_id = experiment, invocation_id
+        self.store = open_store(pool.store_uri)
+        self.experiment, self.invocation_id = pool.experiment, pool.invocation_id
         self.writer = f"a{os.getpid()}"
-        run = engine_kwargs.get("run")   # no catalog_dsn (a bare run_model): log rows are spilled
-        self.log = InferenceLogWriter(run.catalog_dsn if run is not None else None, store_uri, experiment, invocation_id, self.writer)
+        run = pool.engine_kwargs.get("run")   # no catalog_dsn (a bare run_model): log rows are spilled
+        self.log = InferenceLogWriter(run.catalog_dsn if run is not None else None, pool.store_uri, pool.experiment,
+                                      pool.invocation_id, self.writer)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Render ``batch`` (cells) through its instrument, answer it, store the rows as a part, return (rows,
@@ -174,37 +208,32 @@ def executor_poll(seconds: float = EXECUTOR_POLL_S) -> None:
     state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S = float(seconds)
 
 
-def run_model(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument: InstrumentRef, *, store_uri: str,
-              experiment: str, invocation_id: str, batch_size: int, pool_size: int, max_pool_size: int | None = None,
-              engine_resources: dict | None = None, journal: str | None = None) -> Iterator[tuple[int, int]]:
-    """Run one model's cells over an actor pool of ``pool_size`` (up to ``max_pool_size``: Ray Data grows the
+def run_model(cells: pa.Table, pool: Pool, journal: str | None = None) -> Iterator[tuple[int, int]]:
+    """Run one model's cells over ``pool``'s actors (``pool_size``, up to ``max_pool_size``: Ray Data grows the
     pool while work is queued); yield (rows written, error rows) as each part lands.
 
     An actor that dies is restarted, but the task it was running is not retried (Ray Data's default
     retries it forever: a poison cell would loop). Without ``journal`` a death then fails the run; with
-    ``journal`` (an in-flight folder, ``cluster.crash_journal.run_model_journaled``) the failed blocks are
+    ``journal`` (an in-flight folder, ``cluster.sweep.run_model_journaled``) the failed blocks are
     dropped, the run goes on, and the journal accounts for their cells afterwards."""
     import ray.data
 
     executor_poll()
-    max_pool_size = max(pool_size, max_pool_size or pool_size)
+    max_pool_size = max(pool.pool_size, pool.max_pool_size or pool.pool_size)
     # Engines that serve requests concurrently (vLLM, HTTP) take the next batch while the last one's tail
     # is still streaming, so the engine never idles between batches; HF generates one batch at a time.
-    calls = int(getattr(engine_cls, "CONCURRENT_BATCHES", 1))
+    calls = int(getattr(pool.engine_cls, "CONCURRENT_BATCHES", 1))
     overlap = {"max_concurrent_calls_per_actor": calls, "enable_true_multi_threading": True} if calls > 1 else {}
-    pool = (ray.data.ActorPoolStrategy(size=pool_size, **overlap) if max_pool_size == pool_size
-            else ray.data.ActorPoolStrategy(min_size=pool_size, max_size=max_pool_size, **overlap))
-    ds = ray.data.from_blocks(input_blocks(cells, batch_size, max_pool_size))
+    strategy = (ray.data.ActorPoolStrategy(size=pool.pool_size, **overlap) if max_pool_size == pool.pool_size
+                else ray.data.ActorPoolStrategy(min_size=pool.pool_size, max_size=max_pool_size, **overlap))
+    ds = ray.data.from_blocks(input_blocks(cells, pool.batch_size, max_pool_size))
     with warnings.catch_warnings():
         # Ray 2.60 deprecates ray_remote_args but names no parameter for an actor's restarts and retries
         warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
-        ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=batch_size,
-                            fn_constructor_kwargs={"engine_cls": engine_cls, "engine_kwargs": engine_kwargs,
-                                                   "store_uri": store_uri, "experiment": experiment,
-                                                   "invocation_id": invocation_id, "instrument": instrument,
-                                                   "journal": journal},
-                            compute=pool, **{"max_restarts": -1, "max_task_retries": 0,
-                                             **(engine_resources or {"num_cpus": 1})})
+        ds = ds.map_batches(StoringEngine, batch_format="pyarrow", batch_size=pool.batch_size,
+                            fn_constructor_kwargs={"pool": pool, "journal": journal},
+                            compute=strategy, **{"max_restarts": -1, "max_task_retries": 0,
+                                                 **(pool.engine_resources or {"num_cpus": 1})})
     if journal is not None:
         ds.context.max_errored_blocks = -1   # this dataset only: the journal accounts for dropped blocks
     for counts in ds.iter_batches(batch_size=None, batch_format="pyarrow"):

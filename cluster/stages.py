@@ -29,6 +29,20 @@ from mirrorscan.grid.trace_schema import trace_schema
 
 STAGE_SEP = "~"
 """Between an item_key and a later stage's name (``q17@1a2b3c4d~posthoc``)."""
+NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
+"""An invocation id no run has: what "this invocation" holds before it exists (nothing)."""
+
+
+def instrument_ref(settings: dict) -> InstrumentRef:
+    """The instrument of (format 2) settings, as it travels to Ray workers."""
+    return InstrumentRef(settings["instrument"], settings["instrument_settings"])
+
+
+def grid_cells(settings: dict) -> pa.Table:
+    """The full grid of (format 2) settings: the instrument's cells for every model label, with probe ids."""
+    ref = instrument_ref(settings)
+    labels = [m["label"] for m in settings["models"]]
+    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings["samples"]), instrument=ref.name)
 
 
 @dataclass(frozen=True)
@@ -117,14 +131,13 @@ def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
 def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
                    sources: dict[str, str] | None = None, earlier: pa.Table | None = None) -> pa.Table | None:
     """(probe_id, sample) keys the instrument counts as done by earlier invocations of the experiment (its
-    ``done_cells`` hook, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when
-    it has no such hook."""
-    hook = getattr(ref.instrument, "done_cells", None)
-    if hook is None:
+    ``done_cells``, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when it
+    keeps no grid across invocations (``appends`` false)."""
+    if not ref.instrument.appends:
         return None
     if earlier is None:
         earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
-    return hook(ref.spec, earlier).select(list(CELL_KEY))
+    return ref.instrument.done_cells(ref.spec, earlier).select(list(CELL_KEY))
 
 
 def held_rows(store, ref: InstrumentRef, cells: pa.Table, held: pa.Table, earlier: pa.Table,
@@ -188,7 +201,7 @@ def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, inv
     if not hold:
         held = None
     else:
-        if getattr(ref.instrument, "done_cells", None) is not None and earlier is None:
+        if ref.instrument.appends and earlier is None:
             earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
         held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
     cells = first

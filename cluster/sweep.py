@@ -15,13 +15,14 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
                                    round_folder, settle, stored_keys)
-from mirrorscan.cluster.pipeline import engine_resources, release_engine_resources, run_model
+from mirrorscan.cluster.pipeline import Pool, engine_resources, release_engine_resources, run_model
 from mirrorscan.actors.placement import NoRoom
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.instrument import InstrumentRef
@@ -30,25 +31,39 @@ from mirrorscan.grid.records import ModelVariant, RunContext
 log = logging.getLogger("mirrorscan.cluster.crash_journal")   # one logger for the journal and its rounds
 
 
-def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, instrument, *, store_uri: str,
-                        experiment: str, invocation_id: str, batch_size: int, pool_size: int,
-                        max_pool_size: int | None = None, engine_resources: dict | None = None,
-                        max_attempts: int = 3, variant: ModelVariant | None = None, run: RunContext | None = None,
-                        source: str | None = None, summary: dict | None = None) -> Iterator[tuple[int, int]]:
-    """``cluster.pipeline.run_model`` in rounds under the in-flight journal (see the module docstring).
+@dataclass(frozen=True)
+class Sweep:
+    """What every model's pool of one sweep shares: the invocation, the instrument, batches and pool sizes."""
+
+    run: RunContext
+    """The invocation the rows belong to, as the engines get it (its ``catalog_dsn``: where the actors log)."""
+    instrument: InstrumentRef
+    """The instrument whose cells the pools answer."""
+    store_uri: str
+    """Trace store URI the parts go to."""
+    batch_size: int
+    """Cells per engine call."""
+    pool_size: int
+    """Actors per model, unless the model sets ``min_actors``/``max_actors``."""
+    max_attempts: int = 3
+    """Attempts per cell whose batch's actor died, before the cell is given up."""
+    max_concurrent_models: int = 1
+    """Model pools that run at once (``concurrent_models``)."""
+
+
+def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
+                        summary: dict | None = None) -> Iterator[tuple[int, int]]:
+    """``cluster.pipeline.run_model`` over ``pool`` in rounds under the in-flight journal (see the module
+    docstring).
 
     Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
     yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
-    (a retried cell is counted when its retry lands).
-
-    ``variant``, ``run`` and ``source`` (for the error rows) default to the engine's own kwargs
-    (``variant``, ``run``, ``model_source``: the engine interface). ``summary``, when given, is filled
+    (a retried cell is counted when its retry lands). The journal's error rows name the variant, run and
+    model source of the pool's ``engine_kwargs`` (the engine interface). ``summary``, when given, is filled
     with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
-    variant = variant or engine_kwargs["variant"]
-    run = run or engine_kwargs["run"]
-    source = source or engine_kwargs["model_source"]
+    variant, experiment, invocation_id = pool.variant, pool.experiment, pool.invocation_id
     _detach_error_tracebacks()
-    store = open_store(store_uri)
+    store = open_store(pool.store_uri)
     stats = summary if summary is not None else {}
     stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
     todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
@@ -61,20 +76,16 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
         stats["rounds"] += 1
         folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
         landed = 0
-        for part, size in ((todo, batch_size), (alone, 1)):
+        for part, size in ((todo, pool.batch_size), (alone, 1)):
             if part.num_rows == 0:
                 continue
-            for rows, errors in run_model(part, engine_cls, engine_kwargs, instrument, store_uri=store_uri,
-                                          experiment=experiment, invocation_id=invocation_id, batch_size=size,
-                                          pool_size=pool_size, max_pool_size=max_pool_size,
-                                          engine_resources=engine_resources, journal=folder):
+            for rows, errors in run_model(part, replace(pool, batch_size=size), journal=folder):
                 landed += rows
                 yield rows, errors
             gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
         ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
         batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
-        died = settle(store, experiment, invocation_id, folder, ran, variant=variant, run=run, source=source,
-                      instrument=instrument)
+        died = settle(store, folder, ran, pool)
         if landed + died.num_rows == ran.num_rows:
             not_started = ran.slice(0, 0)
         else:
@@ -101,55 +112,52 @@ def run_model_journaled(cells: pa.Table, engine_cls: type, engine_kwargs: dict, 
         todo, alone = not_started, retry
 
 
-def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], run: RunContext,
-             instrument: InstrumentRef, *, store_uri: str, batch_size: int, pool_size: int,
-             on_part: Callable[..., None], max_attempts: int = 3,
-             on_model: Callable[[ModelVariant], None] | None = None, max_concurrent_models: int = 1) -> None:
-    """Run every model's cells, one actor pool per model, up to ``max_concurrent_models`` pools at once,
+def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], sweep: Sweep,
+             on_part: Callable[..., None], on_model: Callable[[ModelVariant], None] | None = None) -> None:
+    """Run every model's cells, one actor pool per model, up to ``sweep.max_concurrent_models`` pools at once,
     calling ``on_part(rows, errors, label)`` per part (in this thread, whichever pool it came from).
+    ``sources``: label → the model source its engines load.
 
     Pools start in the models' order as slots free up; each asks Ray for its actors at once, so what does not
     fit waits as resource demand (an autoscaler sees it) and starts when room appears. A tensor-parallel
     model whose placement group finds no room while other pools hold the accelerators waits for one of them
     to end and tries again. A pool's placement group is removed when the pool ends. Batches whose actor
-    died are journaled as error rows and their cells retried one per batch, up to ``max_attempts``
+    died are journaled as error rows and their cells retried one per batch, up to ``sweep.max_attempts``
     attempts per cell (``cluster.crash_journal``). ``on_model(variant)``, when given, is called as each
     model's pool starts (before its engines load). HTTP labels that share an endpoint share its
     ``max_concurrency`` while pools run side by side (``cluster.endpoints``)."""
     from mirrorscan.cluster.endpoints import share_endpoints
 
     pools = []
-    for variant in share_endpoints(variants, max_concurrent_models):
+    for variant in share_endpoints(variants, sweep.max_concurrent_models):
         mine = cells.filter(pc.equal(cells.column("label"), variant.label))
         if mine.num_rows:
-            pools.append((variant, mine))
-    common = dict(sources=sources, run=run, instrument=instrument, store_uri=store_uri, batch_size=batch_size,
-                  pool_size=pool_size, max_attempts=max_attempts)
-    if max_concurrent_models <= 1 or len(pools) <= 1:
-        for variant, mine in pools:
+            pools.append((variant, mine, sources[variant.label]))
+    if sweep.max_concurrent_models <= 1 or len(pools) <= 1:
+        for variant, mine, source in pools:
             if on_model is not None:
                 on_model(variant)
-            for rows, errors in _run_pool(variant, mine, **common):
+            for rows, errors in _run_pool(sweep, variant, mine, source):
                 on_part(rows, errors, variant.label)
         return
-    _run_pools_at_once(pools, max_concurrent_models, common, on_part, on_model)
+    _run_pools_at_once(pools, sweep, on_part, on_model)
 
 
-def _run_pool(variant: ModelVariant, mine: pa.Table, *, sources, run, instrument, store_uri, batch_size, pool_size,
-              max_attempts, stop: threading.Event | None = None) -> Iterator[tuple[int, int]]:
-    """One model's cells through its own pool, journaled; its placement group (if any) removed at the end.
-    Stops between parts once ``stop`` is set."""
+def _run_pool(sweep: Sweep, variant: ModelVariant, mine: pa.Table, source: str,
+              stop: threading.Event | None = None) -> Iterator[tuple[int, int]]:
+    """One model's cells (``mine``, engines loading ``source``) through its own pool, journaled; its placement
+    group (if any) removed at the end. Stops between parts once ``stop`` is set."""
     from mirrorscan.actors.registry import engine_class
 
-    kwargs = {"variant": variant, "model_source": sources[variant.label], "run": run}
-    engine_cls = engine_class(variant.backend, instrument.instrument.engine_kind)
+    run = sweep.run
+    engine_cls = engine_class(variant.backend, sweep.instrument.instrument.engine_kind)
     resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
+    pool = Pool(engine_cls, {"variant": variant, "model_source": source, "run": run}, sweep.instrument,
+                store_uri=sweep.store_uri, experiment=run.experiment, invocation_id=run.invocation_id,
+                batch_size=sweep.batch_size, pool_size=variant.min_actors or sweep.pool_size,
+                max_pool_size=variant.max_actors or sweep.pool_size, engine_resources=resources)
     try:
-        for counts in run_model_journaled(mine, engine_cls, kwargs, instrument, store_uri=store_uri,
-                                          experiment=run.experiment, invocation_id=run.invocation_id,
-                                          batch_size=batch_size, pool_size=variant.min_actors or pool_size,
-                                          max_pool_size=variant.max_actors or pool_size,
-                                          engine_resources=resources, max_attempts=max_attempts):
+        for counts in run_model_journaled(mine, pool, sweep.max_attempts):
             yield counts
             if stop is not None and stop.is_set():
                 return
@@ -171,32 +179,34 @@ POLL_S = 0.2
 """How often the driver thread wakes while pools run side by side (signals such as SIGTERM are handled then)."""
 
 
-def _run_pools_at_once(pools: list, limit: int, common: dict, on_part, on_model) -> None:
-    """Run the pools in threads, at most ``limit`` at a time, started in order; relay their parts to
-    ``on_part`` in this thread. A pool's error ends the sweep: the others stop after their next part."""
+def _run_pools_at_once(pools: list, sweep: Sweep, on_part, on_model) -> None:
+    """Run the pools (variant, cells, source) in threads, at most ``sweep.max_concurrent_models`` at a time,
+    started in order; relay their parts to ``on_part`` in this thread. A pool's error ends the sweep: the
+    others stop after their next part."""
+    limit = sweep.max_concurrent_models
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
     pending = list(pools)
     active: set[str] = set()
     blocked = [False]   # a pool found no room: start nothing more until another pool ends
 
-    def work(variant: ModelVariant, mine: pa.Table) -> None:
+    def work(variant: ModelVariant, mine: pa.Table, source: str) -> None:
         try:
-            for rows, errors in _run_pool(variant, mine, stop=stop, **common):
+            for rows, errors in _run_pool(sweep, variant, mine, source, stop):
                 events.put(("part", variant, (rows, errors)))
             events.put(("done", variant, None))
         except NoRoom as exc:
-            events.put(("no_room", variant, (mine, exc)))
+            events.put(("no_room", variant, (mine, source, exc)))
         except BaseException as exc:   # re-raised in the driver thread
             events.put(("error", variant, exc))
 
     def start_next() -> None:
         while pending and len(active) < limit and not blocked[0]:
-            variant, mine = pending.pop(0)
+            variant, mine, source = pending.pop(0)
             active.add(variant.label)
             if on_model is not None:
                 on_model(variant)
-            threading.Thread(target=work, args=(variant, mine), name=f"pool-{variant.label}", daemon=True).start()
+            threading.Thread(target=work, args=(variant, mine, source), name=f"pool-{variant.label}", daemon=True).start()
 
     try:
         start_next()
@@ -213,10 +223,10 @@ def _run_pools_at_once(pools: list, limit: int, common: dict, on_part, on_model)
                 raise payload
             if kind == "no_room":
                 if not active:   # nothing else holds resources: it can never fit
-                    raise payload[1]
+                    raise payload[2]
                 log.info("%s: no room for its placement group while %s run; it starts when one ends",
                          variant.label, ", ".join(sorted(active)))
-                pending.insert(0, (variant, payload[0]))
+                pending.insert(0, (variant, *payload[:2]))
                 blocked[0] = True
                 continue
             blocked[0] = False   # a pool ended: its resources are free again

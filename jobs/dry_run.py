@@ -1,7 +1,8 @@
 """``mirrorscan scan EXPERIMENT --dry-run``: what a scan would do, without doing any of it.
 
-It validates config.json, resolves every model without loading it, and prints the driver's own plan
-(``jobs.plan.scan_plan``: the hooks the scan walks, stage by stage): per model and stage the cells, those
+It validates config.json, resolves every model without loading it, and prints the plan of the run a scan
+would execute (``cluster.scan_run.ScanRun.plan``, the same object ``scan`` runs: the hooks it walks, stage by
+stage, ``cluster.scan_plan``): per model and stage the cells, those
 earlier invocations hold, the cells to run, the engine kind and the sampling the cells carry, the input
 tokens (model's tokenizer, where a local one is found) and an upper bound of generated tokens (Σ of the
 cells' own max_tokens: a bound, since most answers stop earlier; none for score or activations engines);
@@ -13,9 +14,9 @@ it exists.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 
@@ -33,90 +34,8 @@ def model_source_note(spec: Spec, i: int) -> str:
     return resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
 
 
-def running_catalog_dsn(flag: str | None, spec: Spec) -> str | None:
-    """The catalog DSN when a catalog can be read without starting one: a DSN given by flag, config or
-    environment, or the embedded server when it is already running; None otherwise."""
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.jobs.preflight import resolve_catalog
-
-    dsn = resolve_catalog(flag, spec)
-    if dsn and dsn.strip() != "embedded":
-        return dsn
-    from mirrorscan.cluster.home import locate_home
-
-    return embedded_pg.running_dsn(locate_home() / "catalog")
-
-
-def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
-    """The newest unfinished invocation of ``experiment``, read in a read-only transaction (no migration)."""
-    import psycopg
-    from psycopg.rows import dict_row
-
-    try:
-        with psycopg.connect(dsn, connect_timeout=5, row_factory=dict_row) as conn:
-            conn.read_only = True
-            exists = conn.execute("SELECT to_regclass('public.scan_invocations') IS NOT NULL AS ok").fetchone()
-            if not exists["ok"]:
-                return None
-            return conn.execute("SELECT invocation_id, status, settings, store_uri, content_hashes FROM scan_invocations "
-                                "WHERE experiment = %s AND status <> 'complete' ORDER BY started_at DESC LIMIT 1",
-                                [experiment]).fetchone()
-    except psycopg.Error as exc:
-        from mirrorscan.cluster.catalog import redact_dsn
-
-        raise CatalogError(f"catalog: cannot read {redact_dsn(dsn)} ({str(exc).splitlines()[0]})") from None
-
-
-def resume_plan(spec: Spec, settings: dict, inv: dict, max_attempts: int, sources: dict | None = None
-                ) -> tuple[int, int, list[str], list]:
-    """(cells a resume would run, cells it would give up, what blocks it: input files whose content changed,
-    else shaping fields that differ; the resume's ``StagePlan`` list)."""
-    from mirrorscan.grid.settings import shaping_differences
-    from mirrorscan.jobs.plan import scan_plan
-    from mirrorscan.jobs.scan import changed_inputs, changed_inputs_detail
-
-    if changed_inputs(inv, spec):
-        return 0, 0, [f"file content changed ({changed_inputs_detail(inv, spec)})"], []
-    diffs = shaping_differences(inv["settings"], settings)
-    if diffs:
-        return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"], []
-    store = existing_store(inv["store_uri"] or settings["execution"]["store"])
-    hold = not (inv["settings"].get("execution") or {}).get("reproduces")
-    plans = scan_plan(settings, store=store, invocation_id=str(inv["invocation_id"]), sources=sources,
-                      max_attempts=max_attempts, hold=hold)
-    return sum(p.run for p in plans), sum(p.given_up for p in plans), [], plans
-
-
-def existing_store(uri: str):
-    """The trace store at ``uri`` when it exists (opened without creating anything), else None."""
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.grid.errors import ConfigError
-
-    try:
-        return open_store(uri, create=False)
-    except ConfigError:
-        return None
-
-
-def plan_sources(spec: Spec) -> dict[str, str]:
-    """Label → the canonical model source a scan would use, where it is known without converting or loading
-    anything (an API model's name; a local folder; the demo model once converted)."""
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
-
-    sources = {}
-    for i, m in enumerate(spec.models):
-        if m.backend in API_BACKENDS:
-            sources[m.label] = m.model
-        elif m.model == DEMO_MODEL_ALIAS:
-            if (demo_model_dir() / "config.json").is_file():
-                sources[m.label] = str(demo_model_dir())
-        else:
-            sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
-    return sources
-
-
 def print_plan(plans: list, out, indent: str = "    ") -> None:
-    """One line per stage of a plan (``jobs.plan.StagePlan``)."""
+    """One line per stage of a plan (``cluster.scan_plan.StagePlan``)."""
 
     for p in plans:
         held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
@@ -135,20 +54,15 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
             max_attempts: int = 3, out=None) -> None:
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
     out = out or sys.stdout
+    from mirrorscan.cluster.scan_plan import running_catalog_dsn, unfinished_invocation
+    from mirrorscan.cluster.scan_run import ScanOptions, ScanRun
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.jobs.preflight import check_context, check_engines, check_template_overrides, resolve_store
 
-    spec = load_spec(experiment)
-    check_engines(spec)
-    check_template_overrides(spec, prepare=False)
-    spec.values["store"] = resolve_store(store, spec)
-    settings = spec.settings()
-    from mirrorscan.jobs.plan import scan_plan
-
-    sources = plan_sources(spec)
-    check_context(spec, sources)   # what scan refuses before it records anything, refused here the same way
-    store_now = existing_store(spec.values["store"])
-    plans = scan_plan(settings, store=store_now, sources=sources, max_attempts=max_attempts)
+    options = ScanOptions(max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn)
+    scan = ScanRun(load_spec(experiment), options)
+    scan.check(dry=True)   # what scan refuses before it records anything, refused here the same way
+    plans = scan.plan()
+    spec = scan.spec
     print(f"experiment {spec.experiment}  instrument {spec.instrument.name}  (dry run: nothing started or written)",
           file=out)
     total_cells, total_tokens, unknown = 0, 0, False
@@ -165,8 +79,8 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
         print_plan(mine, out)
     print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: Σ max_tokens "
           f"of the cells to run{'; some unknown' if unknown else ''})", file=out)
-    print(f"store: {spec.values['store']}", file=out)
-    dsn = running_catalog_dsn(catalog_dsn, spec)
+    print(f"store: {spec.store}", file=out)
+    dsn = running_catalog_dsn(scan.catalog_dsn())
     if dsn is None:
         print("resume: the embedded catalog is not running, so what --resume would run is not known "
               "(a dry run never starts it)", file=out)
@@ -175,7 +89,7 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     if inv is None:
         print(f"resume: experiment {spec.experiment!r} has no unfinished invocation; scan starts a new one", file=out)
         return
-    todo, given_up, diffs, resumed = resume_plan(spec, settings, inv, max_attempts, sources)
+    todo, given_up, diffs, resumed = scan.resume_plan(inv)
     if diffs:
         print(f"resume: refused — {'; '.join(diffs)}; invocation {inv['invocation_id']} ({inv['status']})",
               file=out)

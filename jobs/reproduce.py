@@ -30,16 +30,6 @@ import sys
 from mirrorscan.jobs.errors import reports_user_errors
 
 
-def stage_plans(rebuilt) -> list:
-    """Per stage and model, the cells the reproduction runs and the sampling each carries, as the scan's own
-    plan states them (``jobs.plan.scan_plan`` over the rebuilt settings and cells: the full grid, nothing
-    held). The sampling is the cells' own where the instrument sets it (open_scan's answers and reports),
-    else the model's; none for an engine that generates nothing."""
-    from mirrorscan.jobs.plan import scan_plan
-
-    return scan_plan(rebuilt.spec.settings(), first=rebuilt.cells, hold=False, count_tokens=False)
-
-
 def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
     """The reproduce command's parser."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,8 +51,8 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
-    from mirrorscan.jobs import scan
-    from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Reproduction, print_summary, run_spec
+    from mirrorscan.cluster.scan_run import ScanOptions, ScanRun, stop_like_ctrl_c_on_sigterm
+    from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, print_summary
     from mirrorscan.results.diff import diff_targets, format_diff
     from mirrorscan.results.invocations import catalog_dsn
     from mirrorscan.results.reproduce import describe, plan
@@ -70,15 +60,16 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
     args = build_parser(prog).parse_args(argv)
     dsn = catalog_dsn(args.catalog_dsn)
     rebuilt = plan(args.invocation, store=args.store, dsn=dsn, resume=args.resume)
-    print(describe(rebuilt, stage_plans(rebuilt)), file=sys.stderr if not args.dry_run else sys.stdout)
+    run = ScanRun(rebuilt.spec, ScanOptions(max_attempts=args.max_attempts, catalog_dsn=dsn,
+                                            ray_address=args.ray_address, quiet=args.quiet,
+                                            reproduction=rebuilt.reproduction()))
+    # the cells each stage runs and the sampling they carry, as the run itself plans them (the full grid)
+    print(describe(rebuilt, run.plan(count_tokens=False)), file=sys.stderr if not args.dry_run else sys.stdout)
     if args.dry_run:
         return EXIT_OK
-    scan.stop_like_ctrl_c_on_sigterm()   # as scan: a job stopped by its scheduler ends `interrupted`, resumable
+    stop_like_ctrl_c_on_sigterm()   # as scan: a job stopped by its scheduler ends `interrupted`, resumable
     try:
-        result = run_spec(rebuilt.spec, max_attempts=args.max_attempts, catalog_dsn=dsn, ray_address=args.ray_address,
-                          quiet=args.quiet, reproduction=Reproduction(rebuilt.original.invocation_id, rebuilt.cells,
-                                                                      rebuilt.submitted, rebuilt.sources,
-                                                                      rebuilt.resumes, tuple(rebuilt.warnings)))
+        result = run.execute()
     except KeyboardInterrupt:
         print(f"interrupted: finished parts are kept; run mirrorscan reproduce {rebuilt.original.invocation_id} "
               f"--resume to finish it", file=sys.stderr)

@@ -373,11 +373,11 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
         raise ConfigError(env_file, "working_dir", "is missing", "set working_dir: . (the checkout)")
     rel = _experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
     home_prefix = _place(runtime_env, env_file, address, store=args.store, catalog_dsn=args.catalog_dsn,
-                         config=spec.values)
+                         config={"store": spec.store, "catalog_dsn": spec.catalog_dsn})
     entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
                                                store=args.store, catalog_dsn=args.catalog_dsn, progress=args.progress)
     # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
-    from mirrorscan.jobs.scan import CONFIG_ORIGIN_ENV
+    from mirrorscan.cluster.scan_inputs import CONFIG_ORIGIN_ENV
 
     runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
                                CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}

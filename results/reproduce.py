@@ -17,8 +17,9 @@ warning per difference it cannot restore:
 
 An imported invocation (``open_scan import``: rows from a file, no grid run) is refused in one line.
 
-Nothing here runs the grid or writes anything: ``jobs/reproduce.py`` runs the plan as a new invocation of
-the same experiment (``reproduces`` recorded), or with ``--resume`` finishes an unfinished one, and ends with
+Nothing here runs the grid or writes anything: the plan's spec and ``reproduction()`` make the run
+(``cluster.scan_run.ScanRun``) that ``mirrorscan reproduce`` executes as a new invocation of the same
+experiment (``reproduces`` recorded), or with ``--resume`` to finish an unfinished one, and ends with
 ``results.diff``.
 """
 
@@ -32,9 +33,8 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.cells import with_probe_ids
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant
-from mirrorscan.grid.settings import shaping_differences, upgrade
-from mirrorscan.grid.spec import API_BACKENDS, TOP_LEVEL, Spec
+from mirrorscan.grid.settings import Settings, shaping_differences
+from mirrorscan.grid.spec import API_BACKENDS, Spec
 from mirrorscan.results.invocations import Invocation, catalog_dsn, load, resolve_rows
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
@@ -65,6 +65,14 @@ class Plan:
     resumes: str | None = None
     """With ``resume``: the unfinished reproduction of ``original`` that this run finishes (its id)."""
 
+    def reproduction(self):
+        """What makes the run of this plan a reproduction (``cluster.scan_run.Reproduction``): the original,
+        the cells, what was submitted, the model sources, the reproduction it finishes and the warnings."""
+        from mirrorscan.cluster.scan_run import Reproduction
+
+        return Reproduction(self.original.invocation_id, self.cells, self.submitted, self.sources, self.resumes,
+                            tuple(self.warnings))
+
     @property
     def n_cells(self) -> int:
         """Cells of the first stage the reproduction runs."""
@@ -77,21 +85,19 @@ def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) 
     original config file where known); ``store_uri`` the store to write to."""
     from mirrorscan.grid.instrument import resolve
 
-    settings = upgrade(settings)
-    instrument = resolve(settings["instrument"])
-    execution = settings.get("execution", {})
-    values = {key: settings.get(key, default) for key, (default, _) in TOP_LEVEL.items()
-              if key not in ("store", "catalog_dsn", "actor_pool_size", "models")}
-    values.update(models=settings["models"], store=store_uri, catalog_dsn=None,
-                  actor_pool_size=execution.get("actor_pool_size") or 1)
     try:
-        models = [ModelVariant.from_settings(m) for m in settings["models"]]
+        frozen = Settings.from_json(settings)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(config_path, "settings.models", str(exc), "reproduce it with the mirrorscan version that "
+        raise ConfigError(config_path, "settings", str(exc), "reproduce it with the mirrorscan version that "
                           "made it") from None
-    return Spec(config_path=config_path, experiment=settings["experiment"], raw={"models": settings["models"]},
-                values=values, models=models, instrument=instrument,
-                instrument_spec=instrument.from_frozen(settings["instrument_settings"]))
+    instrument = resolve(frozen.instrument)
+    # max_concurrent_models is left to the run's default (all models on a cluster, one on a local Ray)
+    return Spec(config_path=config_path, experiment=frozen.experiment, raw={"models": frozen.to_json()["models"]},
+                models=frozen.models, instrument=instrument,
+                instrument_spec=instrument.from_frozen(frozen.instrument_settings), instrument_name=frozen.instrument,
+                description=frozen.description, samples=frozen.samples, temperature=frozen.temperature,
+                top_p=frozen.top_p, max_tokens=frozen.max_tokens, seed=frozen.seed, batch_size=frozen.batch_size,
+                actor_pool_size=frozen.execution.actor_pool_size or 1, store=store_uri)
 
 
 def run_order(store, experiment: str, invocation_id: str) -> dict[tuple[str, int], int]:
@@ -226,7 +232,7 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
     rows stored before they did make reproduce refuse."""
     labels = [m.label for m in spec.models]
     try:
-        with_probe_ids(spec.instrument.cells(spec.instrument_spec, labels, spec.values["samples"]),
+        with_probe_ids(spec.instrument.cells(spec.instrument_spec, labels, spec.samples),
                        instrument=spec.instrument.name)   # reads the item files and checks their hashes
     except (ConfigError, OSError) as exc:
         problem = exc.problem if isinstance(exc, ConfigError) else str(exc)
@@ -289,9 +295,10 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     warnings: list[str] = []
     store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
     spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
-    for path in shaping_differences(original.row["settings"], spec.settings()):
+    rebuilt = spec.settings().to_json()
+    for path in shaping_differences(original.row["settings"], rebuilt):
         warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
-                        f"now {_at(spec.settings(), path)!r})")
+                        f"now {_at(rebuilt, path)!r})")
     sources = _resolve_sources(spec, config_file, _recorded_sources(original), warnings)
     weights = _weight_warnings(spec, sources, original.row.get("model_weights"), warnings)
     items_from, cells = _cells(spec, original, warnings)
@@ -338,7 +345,6 @@ def describe(plan: Plan, stages: list) -> str:
     (``StagePlan``s with ``label``, ``stage``, ``cells`` and ``sampling_text()``), which the caller computes
     over the rebuilt settings and cells (the full grid, nothing held)."""
     s = plan.spec
-    v = s.values
     lines = [f"reproduce {plan.original.invocation_id}  experiment {s.experiment}  instrument {s.instrument.name}  "
              f"(settings format {plan.original.row['settings'].get('format', 1)})"]
     for m in s.models:
@@ -351,8 +357,8 @@ def describe(plan: Plan, stages: list) -> str:
         for p in (p for p in stages if p.label == m.label):
             later = " (if every earlier cell is answered)" if p.stage else ""
             lines.append(f"    {p.stage or 'first'} stage: {p.cells} cells{later}; {p.sampling_text()}")
-    lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {v['samples']}, seed {v['seed']}, "
-                 f"batch_size {v['batch_size']}; store {v['store']}")
+    lines.append(f"  grid: {plan.n_cells} cells from the {plan.items_from}; samples {s.samples}, seed {s.seed}, "
+                 f"batch_size {s.batch_size}; store {s.store}")
     if plan.resumes:
         lines.append(f"  resume: finishes reproduction {plan.resumes} (cells it stored are kept, not rerun)")
     lines += [f"  warning: {w}" for w in plan.warnings] or ["  nothing that cannot be restored"]

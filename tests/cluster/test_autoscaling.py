@@ -114,7 +114,7 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 1.0) -> bool:
 
 
 def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, monkeypatch):
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
     assert gpu_nodes() == set(), "min_workers 0: no GPU node before the sweep"
@@ -131,8 +131,10 @@ def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, mon
         up = gpu_nodes()
         seen.update(up)
         peak[0] = max(peak[0], len(up))
-    run_grid(cells, variants, {"small": "standin", "large": "standin"}, standin.run_identity(invocation_id, EXPERIMENT),
-             instrument, store_uri=store_uri, batch_size=8, pool_size=1, on_part=on_part, max_attempts=3)
+    run_grid(cells, variants, {"small": "standin", "large": "standin"},
+             Sweep(standin.run_identity(invocation_id, EXPERIMENT), instrument, store_uri, batch_size=8, pool_size=1,
+                   max_attempts=3),
+             on_part)
 
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     ok = rows.filter(pc.is_null(rows.column("error")))

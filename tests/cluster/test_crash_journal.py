@@ -11,7 +11,7 @@ import pytest
 import standin_engine as standin
 
 from mirrorscan.cluster.crash_journal import DIED, JOURNAL_WRITER, in_flight, leftover_markers, round_folder, settle
-from mirrorscan.cluster.pipeline import render_block
+from mirrorscan.cluster.pipeline import Pool, render_block
 from mirrorscan.cluster.store import open_store
 
 EXPERIMENT = "journal"
@@ -59,8 +59,7 @@ def test_settle_turns_died_batches_into_error_rows_except_cells_already_stored(s
     with pytest.raises(ValueError):
         with in_flight(store, folder, "a2", raised_batch):
             raise ValueError("bad batch")
-    died = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                  instrument=instrument)
+    died = settle(store, folder, cells, journaled_pool(invocation_id, instrument, variant, run))
     assert sorted(standin_keys(died)) == sorted(standin_keys(died_batch.slice(2)) + standin_keys(raised_batch))
     rows = store.read(EXPERIMENT, invocation_id)
     errors = rows.filter(pc.invert(pc.is_null(rows.column("error"))))
@@ -76,8 +75,7 @@ def test_settle_turns_died_batches_into_error_rows_except_cells_already_stored(s
     assert len(journal_parts) == 1
     assert leftover_markers(store, folder) == []
     # settling again finds nothing
-    again = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                   instrument=instrument)
+    again = settle(store, folder, cells, journaled_pool(invocation_id, instrument, variant, run))
     assert again.num_rows == 0 and store.read(EXPERIMENT, invocation_id).num_rows == rows.num_rows
 
 
@@ -86,9 +84,14 @@ def test_unreadable_marker_is_removed_and_counts_nothing(setup):
     store.objects.put(f"{folder}/a9-torn.json", b'{"cells": [["m|')
     (path, record), = leftover_markers(store, folder)
     assert record is None
-    died = settle(store, EXPERIMENT, invocation_id, folder, cells, variant=variant, run=run, source="standin",
-                  instrument=instrument)
+    died = settle(store, folder, cells, journaled_pool(invocation_id, instrument, variant, run))
     assert died.num_rows == 0 and leftover_markers(store, folder) == []
+
+
+def journaled_pool(invocation_id: str, instrument, variant, run) -> Pool:
+    """The pool whose round the journal settles: the stand-in engine's variant, run and source."""
+    return Pool(standin.SleepEngine, {"variant": variant, "model_source": "standin", "run": run}, instrument,
+                store_uri="", experiment=EXPERIMENT, invocation_id=invocation_id, batch_size=8)
 
 
 def standin_keys(table: pa.Table) -> list[tuple[str, int]]:

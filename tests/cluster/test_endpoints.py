@@ -78,7 +78,7 @@ def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_
     import standin_engine as standin
 
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     labels = ("tier-low", "tier-high")
     cells, instrument = standin.grid_cells(list(labels), n_pairs=3)   # 12 cells per label: ~18 s each
@@ -91,8 +91,9 @@ def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_
                                  min_actors=1, max_actors=1) for label in labels]
         invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
         run_grid(cells, variants, {label: "claude-test" for label in labels},
-                 standin.run_identity(invocation_id, "shared-endpoint"), instrument, store_uri=store_uri,
-                 batch_size=8, pool_size=1, on_part=lambda rows, errors, label: None, max_concurrent_models=2)
+                 Sweep(standin.run_identity(invocation_id, "shared-endpoint"), instrument, store_uri, batch_size=8,
+                       pool_size=1, max_concurrent_models=2),
+                 lambda rows, errors, label: None)
         peak = server.max_inflight
     rows = open_store(store_uri).read("shared-endpoint", invocation_id)
     assert rows.num_rows == cells.num_rows and rows["error"].null_count == rows.num_rows

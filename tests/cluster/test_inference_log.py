@@ -265,7 +265,7 @@ def test_scan_writes_one_log_row_per_trace_row(tmp_path, tiny_dir, catalog_dsn, 
 
 def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_path, tiny_dir, ray_local):
     from mirrorscan.actors.hf_sampler import HFSampler
-    from mirrorscan.cluster.pipeline import run_model
+    from mirrorscan.cluster.pipeline import Pool, run_model
     from fc_grid import fc_cells, fc_ref
 
     pairs = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"],
@@ -277,8 +277,8 @@ def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_
                      catalog_dsn=closed_dsn(), store_uri=store)
     variant = ModelVariant(label="tiny", model="tiny", temperature=0.0, top_p=1.0, max_tokens=6, dtype="float32")
     kwargs = {"variant": variant, "model_source": str(tiny_dir), "run": run}
-    done = sum(rows for rows, _ in run_model(cells, HFSampler, kwargs, instrument, store_uri=store,
-                                             experiment="exp", invocation_id=inv, batch_size=4, pool_size=1))
+    pool = Pool(HFSampler, kwargs, instrument, store_uri=store, experiment="exp", invocation_id=inv, batch_size=4)
+    done = sum(rows for rows, _ in run_model(cells, pool))
     assert done == cells.num_rows == 12
     traces = open_store(store).read("exp", inv)
     assert traces.num_rows == 12   # every trace landed although the catalog never answered
@@ -306,13 +306,14 @@ class StandInEngine:
 
 def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp_path, monkeypatch):
     from mirrorscan.cluster import pipeline
-    from mirrorscan.cluster.pipeline import StoringEngine
+    from mirrorscan.cluster.pipeline import Pool, StoringEngine
 
     monkeypatch.setattr(pipeline, "LOG_CLOSE_S", 4.0)   # teardown spills after half of it (30 s in a run)
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
     run = RunContext(invocation_id=inv, experiment="exp", instrument="forced_choice", catalog_dsn=closed_dsn())
     variant = ModelVariant(label="stand-in", model="stand-in")
-    engine = StoringEngine(StandInEngine, {"variant": variant, "model_source": "", "run": run}, store, "exp", inv)
+    engine = StoringEngine(Pool(StandInEngine, {"variant": variant, "model_source": "", "run": run}, None,
+                                store_uri=store, experiment="exp", invocation_id=inv, batch_size=5))
     engine.log.retry_s = 600.0   # the thread alone would keep retrying: only teardown can spill
     for first in (0, 5):
         batch = pa.table({"probe_id": [f"s|w{i}|x|e|AB" for i in range(first, first + 5)], "sample": [0] * 5})
@@ -343,9 +344,9 @@ def outage_experiment(tmp_path: Path, tiny_dir: Path) -> Path:
 def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -> None:
     """The catalog server stops once the invocation is recorded, before any cell runs; it is started again
     when the cells are done (``back_after``) or stays down."""
-    from mirrorscan.jobs import scan
+    from mirrorscan.cluster.scan_run import ScanRun
 
-    original = scan._run_cells
+    original = ScanRun.run_cells
     # the driver cannot renew its lease while the catalog is down; these tests are about the traces and log
     # rows, not about a lapsed lease (tests/cluster/test_runs.py), so the lease outlives any slow run here
     monkeypatch.setenv("MIRRORSCAN_LEASE_TTL_S", "900")
@@ -357,7 +358,7 @@ def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -
         finally:
             if back_after:
                 embedded_pg.ensure_running(root, durable=False)
-    monkeypatch.setattr(scan, "_run_cells", run_cells_without_catalog)
+    monkeypatch.setattr(ScanRun, "run_cells", run_cells_without_catalog)
 
 
 def assert_one_log_row_per_trace(store: str, dsn: str, invocation_id: str) -> None:
@@ -385,6 +386,7 @@ def test_scan_whose_catalog_comes_back_records_its_status(own_server, tmp_path, 
 
 def test_scan_whose_catalog_stays_down_keeps_its_outcome_and_resume_records_it(own_server, tmp_path, tiny_dir,
                                                                             ray_local, monkeypatch, capsys):
+    from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.jobs import scan
 
     root, dsn = own_server
@@ -406,7 +408,7 @@ def test_scan_whose_catalog_stays_down_keeps_its_outcome_and_resume_records_it(o
     assert embedded_pg.ensure_running(root, durable=False) == dsn
     with Catalog(dsn) as catalog:
         assert catalog.get_invocation(invocation_id)["status"] == "running"   # what the catalog knew
-    monkeypatch.setattr(scan, "_run_cells", lambda *a, **k: pytest.fail("resume reran stored cells"))
+    monkeypatch.setattr(ScanRun, "run_cells", lambda *a, **k: pytest.fail("resume reran stored cells"))
     result = scan.run_scan(str(exp), resume=True, store=store, catalog_dsn=dsn, quiet=True)
     assert result.invocation_id == invocation_id and result.status == "complete"
     with Catalog(dsn) as catalog:

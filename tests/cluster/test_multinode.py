@@ -69,13 +69,14 @@ def standin_backend(monkeypatch):
 def run_sweep(tmp_path, variant, cells: pa.Table, instrument, *, batch_size: int = 8,
               on_part=None) -> tuple[object, str]:
     """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
     run = standin.run_identity(invocation_id, EXPERIMENT)
-    run_grid(cells, [variant], {variant.label: "standin"}, run, instrument, store_uri=store_uri,
-             batch_size=batch_size, pool_size=1, on_part=on_part or (lambda rows, errors, label: None), max_attempts=3)
+    run_grid(cells, [variant], {variant.label: "standin"},
+             Sweep(run, instrument, store_uri, batch_size=batch_size, pool_size=1, max_attempts=3),
+             on_part or (lambda rows, errors, label: None))
     return open_store(store_uri), invocation_id
 
 
@@ -173,7 +174,7 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     once, so their engine calls overlap (one after the other they could not: the first pool's actor waits
     at the rendezvous for the second's, in vain, and then answers alone), and the caller hears parts of both
     models, interleaved, each with its label."""
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     meet = tmp_path / "rendezvous"   # each actor waits on its first batch until both have one
     meet.mkdir()
@@ -183,10 +184,10 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     cells, instrument = standin.grid_cells([v.label for v in variants], n_pairs=10)   # 40 cells, 5 batches each
     invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
     heard, started = [], []
-    run_grid(cells, variants, {v.label: "standin" for v in variants}, standin.run_identity(invocation_id, EXPERIMENT),
-             instrument, store_uri=store_uri, batch_size=8, pool_size=1,
-             on_part=lambda rows, errors, label: heard.append(label), on_model=lambda v: started.append(v.label),
-             max_concurrent_models=2)
+    run_grid(cells, variants, {v.label: "standin" for v in variants},
+             Sweep(standin.run_identity(invocation_id, EXPERIMENT), instrument, store_uri, batch_size=8, pool_size=1,
+                   max_concurrent_models=2),
+             lambda rows, errors, label: heard.append(label), on_model=lambda v: started.append(v.label))
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)
     spans = engine_intervals(rows)
@@ -235,7 +236,7 @@ def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluste
     import ray
     from ray.util.placement_group import placement_group_table
 
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     c, _ = cluster
     c.add_node(num_cpus=2, resources={standin.FAKE_GPU: 2})
@@ -244,8 +245,9 @@ def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluste
                                         engine_args={"sleep_s": 0.02}) for label in ("tp-first", "tp-second")]
     cells, instrument = standin.grid_cells([v.label for v in variants], n_pairs=4)
     invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
-    run_grid(cells, variants, {v.label: "standin" for v in variants}, standin.run_identity(invocation_id, EXPERIMENT),
-             instrument, store_uri=store_uri, batch_size=8, pool_size=1, on_part=lambda rows, errors, label: None)
+    run_grid(cells, variants, {v.label: "standin" for v in variants},
+             Sweep(standin.run_identity(invocation_id, EXPERIMENT), instrument, store_uri, batch_size=8, pool_size=1),
+             lambda rows, errors, label: None)
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)
     assert {"tp-first", "tp-second"} == set(rows.column("label").unique().to_pylist())
@@ -263,7 +265,7 @@ def test_f_models_that_fit_one_at_a_time_take_turns(tmp_path, cluster, standin_b
     first pool ends and removes its group, so no engine call of the two overlaps, and both finish."""
     import ray
 
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
 
     def big_nodes() -> int:
         return sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get(standin.FAKE_GPU, 0) >= 2)
@@ -277,9 +279,10 @@ def test_f_models_that_fit_one_at_a_time_take_turns(tmp_path, cluster, standin_b
                                         engine_args={"sleep_s": 0.2}) for label in ("turn-first", "turn-second")]
     cells, instrument = standin.grid_cells([v.label for v in variants], n_pairs=6)   # 24 cells, 3 batches each
     invocation_id, store_uri = str(uuid.uuid4()), str(tmp_path / "store")
-    run_grid(cells, variants, {v.label: "standin" for v in variants}, standin.run_identity(invocation_id, EXPERIMENT),
-             instrument, store_uri=store_uri, batch_size=8, pool_size=1, on_part=lambda rows, errors, label: None,
-             max_concurrent_models=2)
+    run_grid(cells, variants, {v.label: "standin" for v in variants},
+             Sweep(standin.run_identity(invocation_id, EXPERIMENT), instrument, store_uri, batch_size=8, pool_size=1,
+                   max_concurrent_models=2),
+             lambda rows, errors, label: None)
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)
     spans = engine_intervals(rows)

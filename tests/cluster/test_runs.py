@@ -102,6 +102,7 @@ def test_the_heartbeat_renews_and_a_driver_that_cannot_renew_stops(invocation):
 
 def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_stale_lease(tmp_path, tiny_dir,
                                                                                           catalog_dsn, monkeypatch):
+    from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.jobs import scan
 
     exp = tmp_path / "leased"
@@ -114,19 +115,19 @@ def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_s
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(scan, "_run_cells", interrupted)   # a driver that stops before any cell: no Ray needed
+    monkeypatch.setattr(ScanRun, "run_cells", interrupted)   # a driver that stops before any cell: no Ray needed
     with pytest.raises(KeyboardInterrupt):
         scan.run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     with Catalog(catalog_dsn) as catalog:
         (invocation_id,) = catalog.execute("SELECT invocation_id::text FROM scan_invocations")[0]
         other = runs.acquire(catalog, invocation_id, {}, resumed=True, host="gpu-node-7", pid=4242)   # another host
-    monkeypatch.setattr(scan, "_run_cells", lambda *a, **k: pytest.fail("ran cells under another driver's lease"))
+    monkeypatch.setattr(ScanRun, "run_cells", lambda *a, **k: pytest.fail("ran cells under another driver's lease"))
     with pytest.raises(ConfigError, match="gpu-node-7 \\(pid 4242\\)"):
         scan.run_scan(str(exp), resume=True, store=store, catalog_dsn=catalog_dsn, quiet=True)
     with Catalog(catalog_dsn) as catalog:
         catalog.execute("UPDATE scan_runs SET heartbeat_at = now() - interval '1 hour' WHERE run_id = %s",
                         [other.run_id])
-    monkeypatch.setattr(scan, "_run_cells", lambda *a, **k: None)
+    monkeypatch.setattr(ScanRun, "run_cells", lambda *a, **k: None)
     result = scan.run_scan(str(exp), resume=True, store=store, catalog_dsn=catalog_dsn, quiet=True)
     assert result.invocation_id == invocation_id
     with Catalog(catalog_dsn) as catalog:

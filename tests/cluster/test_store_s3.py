@@ -384,7 +384,7 @@ def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path,
 
     from mirrorscan.actors import registry
     from mirrorscan.cluster.ray_session import ensure_ray
-    from mirrorscan.cluster.sweep import run_grid
+    from mirrorscan.cluster.sweep import Sweep, run_grid
     from conftest import own_ray
     from tests.s3_server import WeedMini
 
@@ -409,8 +409,9 @@ def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path,
             else:
                 landed["after"] += rows
 
-        run_grid(cells, [variant], {"s3": "standin"}, standin.run_identity(invocation_id, "s3sweep"), instrument,
-                 store_uri=store_uri, batch_size=4, pool_size=1, on_part=restart_after_first_part)
+        run_grid(cells, [variant], {"s3": "standin"},
+                 Sweep(standin.run_identity(invocation_id, "s3sweep"), instrument, store_uri, batch_size=4, pool_size=1),
+                 restart_after_first_part)
     finally:
         ray.shutdown()
     try:

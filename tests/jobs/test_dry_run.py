@@ -3,6 +3,7 @@ written (no Ray, no engine, no embedded catalog, no file)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs.dry_run import dry_run
-from mirrorscan.jobs.scan import grid_cells
+from mirrorscan.cluster.stages import grid_cells
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
@@ -73,8 +74,8 @@ def test_dry_run_reads_an_unfinished_invocation_and_says_what_resume_would_run(t
                                                                               capsys):
     exp, store = experiment(tmp_path, tiny_dir), str(tmp_path / "store")
     spec = load_spec(exp)
-    spec.values["store"] = store
-    settings = spec.settings()
+    spec = dataclasses.replace(spec, store=store)
+    settings = spec.settings().to_json()
     invocation_id = str(uuid.uuid4())
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "dry", "instrument": "forced_choice",
@@ -104,15 +105,16 @@ def test_a_changed_pair_file_blocks_resume_naming_the_file_not_the_fields_derive
     """The refusal names the input whose content changed (the config key of the file), not the frozen
     fields computed from it, and does not tell the user to restore values that are not in config.json."""
     from mirrorscan.grid.errors import ConfigError
-    from mirrorscan.jobs.scan import content_hashes, run_scan
+    from mirrorscan.cluster.scan_inputs import content_hashes
+    from mirrorscan.jobs.scan import run_scan
 
     exp, store = experiment(tmp_path, tiny_dir), str(tmp_path / "store")
     spec = load_spec(exp)
-    spec.values["store"] = store
+    spec = dataclasses.replace(spec, store=store)
     invocation_id = str(uuid.uuid4())
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "dry", "instrument": "forced_choice",
-                                   "settings": spec.settings(), "settings_hash": "x", "store_uri": store,
+                                   "settings": spec.settings().to_json(), "settings_hash": "x", "store_uri": store,
                                    "content_hashes": content_hashes(spec), "status": "interrupted", "counts": {}})
     (exp / "pairs.csv").write_text(PAIRS + "sun_moon,sun,moon\n")   # one more pair: a different item set
     with pytest.raises(ConfigError) as info:

@@ -5,6 +5,7 @@ No Ray: the plan starts nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 
@@ -22,7 +23,7 @@ PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
 def experiment(tmp_path, tiny_dir):
     """A forced_choice grid over two models (3 pairs × 2 envelopes × 2 orderings × 3 samples = 36 cells each),
     and an unfinished invocation that stored 7 of the first model's cells (5 answers, 2 failed attempts)."""
-    from mirrorscan.jobs.scan import grid_cells
+    from mirrorscan.cluster.stages import grid_cells
 
     exp = tmp_path / "fc_chunks"
     exp.mkdir()
@@ -33,15 +34,15 @@ def experiment(tmp_path, tiny_dir):
                    {"model": str(tiny_dir), "label": "other", "max_tokens": 9, "temperature": 0.5}],
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"]}}))
     spec = load_spec(exp)
-    spec.values["store"] = str(tmp_path / "store")
-    settings = spec.settings()
+    spec = dataclasses.replace(spec, store=str(tmp_path / "store"))
+    settings = spec.settings().to_json()
     invocation_id = str(uuid.uuid4())
     cells = [c for c in grid_cells(settings).to_pylist() if c["label"] == "tiny"][3:10]
     rows = [{"probe_id": c["probe_id"], "sample": c["sample"], "invocation_id": invocation_id,
              "experiment": "fc_chunks", "label": "tiny", "item_key": c["item_key"],
              "response": "x" if i < 5 else None, "error": None if i < 5 else "RuntimeError: boom"}
             for i, c in enumerate(cells)]
-    store = open_store(spec.values["store"])
+    store = open_store(spec.store)
     store.write_part(to_trace_table(rows), "fc_chunks", invocation_id, "t")
     return {"settings": settings, "store": store, "invocation_id": invocation_id, "stored": rows,
             "sources": {"tiny": str(tiny_dir), "other": str(tiny_dir)}, "tiny_dir": tiny_dir}
@@ -51,7 +52,7 @@ def expected(experiment) -> dict:
     """Per label: (cells, held here, run, sampling, input tokens, generated-token bound), counted row by row."""
     from transformers import AutoTokenizer
 
-    from mirrorscan.jobs.scan import grid_cells, instrument_ref
+    from mirrorscan.cluster.stages import grid_cells, instrument_ref
 
     tok = AutoTokenizer.from_pretrained(experiment["tiny_dir"])
     ref = instrument_ref(experiment["settings"])
@@ -72,12 +73,13 @@ def expected(experiment) -> dict:
 
 
 def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experiment, monkeypatch):
-    from mirrorscan.jobs import plan
+    from mirrorscan.cluster import scan_plan as plan
 
     def planned():
         return {p.label: (p.cells, p.held_here, p.run, p.sampling, p.tokens_in, p.tokens_out_bound)
-                for p in plan.scan_plan(experiment["settings"], store=experiment["store"],
-                                        invocation_id=experiment["invocation_id"], sources=experiment["sources"])}
+                for p in plan.scan_plan(experiment["settings"], plan.PlanScope(
+                    store=experiment["store"], invocation_id=experiment["invocation_id"],
+                    sources=experiment["sources"]))}
 
     whole = planned()
     monkeypatch.setattr(plan, "CHUNK", 5)
@@ -89,7 +91,7 @@ def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experime
 
 
 def test_request_texts_leave_out_empty_and_missing_values():
-    from mirrorscan.jobs.plan import _request_texts
+    from mirrorscan.cluster.scan_plan import _request_texts
 
     rendered = pa.table({"probe_id": ["a", "b", "c", "d"], "system_text": ["S", "", None, None],
                          "user_text": ["U", "U", "U", None], "n": [1, 2, 3, 4]})

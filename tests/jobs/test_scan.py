@@ -85,7 +85,7 @@ def test_scan_stores_every_cell_once_and_records_the_invocation(scanned):
 
 def test_the_config_as_submitted_keeps_no_catalog_password(tmp_path, tiny_dir):
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.jobs.scan import submitted_config
+    from mirrorscan.cluster.scan_inputs import submitted_config
 
     exp = write_experiment(tmp_path / "fc", tiny_dir, catalog_dsn="postgresql://scanner:hunter2-pw@db.internal/mirror")
     recorded = json.dumps(submitted_config(load_spec(exp)))

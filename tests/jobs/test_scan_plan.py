@@ -5,6 +5,7 @@ model, real PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections import Counter
@@ -17,8 +18,9 @@ from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs.dry_run import dry_run
-from mirrorscan.jobs.plan import scan_plan
-from mirrorscan.jobs.scan import grid_cells, run_scan
+from mirrorscan.cluster.scan_plan import PlanScope, scan_plan
+from mirrorscan.cluster.stages import grid_cells
+from mirrorscan.jobs.scan import run_scan
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
 
@@ -35,12 +37,12 @@ def open_scan_experiment(folder, tiny_dir, samples: int) -> str:
 
 def planned(exp: str, store_uri: str, tiny_dir, **kw) -> list:
     spec = load_spec(exp)
-    spec.values["store"] = store_uri
+    spec = dataclasses.replace(spec, store=store_uri)
     try:
         store = open_store(store_uri, create=False)
     except Exception:   # noqa: BLE001 - not written yet
         store = None
-    return scan_plan(spec.settings(), store=store, sources={"tiny": str(tiny_dir)}, **kw)
+    return scan_plan(spec.settings().to_json(), PlanScope(store=store, sources={"tiny": str(tiny_dir)}, **kw))
 
 
 def stored(store_uri: str, experiment: str, invocation_id: str) -> list[dict]:
@@ -112,10 +114,10 @@ def test_a_resume_plan_leaves_out_the_cells_stored_and_runs_the_rest(tmp_path, t
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict"]}, "samples": 2}))
     store_uri = str(tmp_path / "store")
     spec = load_spec(exp)
-    spec.values["store"] = store_uri
-    settings = spec.settings()
+    spec = dataclasses.replace(spec, store=store_uri)
+    settings = spec.settings().to_json()
     invocation_id = str(uuid.uuid4())
-    from mirrorscan.jobs.scan import content_hashes
+    from mirrorscan.cluster.scan_inputs import content_hashes
 
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "fc_plan",

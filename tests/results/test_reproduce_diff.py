@@ -107,7 +107,7 @@ def test_a_run_at_temperature_above_zero_differs_and_diff_says_where(scanned, ra
 
 def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scanned, ray_local):
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.jobs.scan import Reproduction, run_spec
+    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
     from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     pairs = scanned["base"] / "exps" / "repro_fc" / "pairs.csv"
@@ -116,8 +116,8 @@ def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scann
     assert p.items_from == ITEMS_FROM_TRACES and p.n_cells == 8
     assert any("changed since the invocation was frozen" in w and "rebuilt from the coordinates stored in the traces"
                in w for w in p.warnings), p.warnings
-    result = run_spec(p.spec, catalog_dsn=scanned["dsn"], quiet=True,
-                      reproduction=Reproduction(p.original.invocation_id, p.cells, p.submitted, p.sources))
+    result = ScanRun(p.spec, ScanOptions(catalog_dsn=scanned["dsn"], quiet=True, reproduction=Reproduction(
+        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
     assert result.status == "complete" and result.counts["cells"] == 8
     store = open_store(scanned["store"])
     keys = lambda inv: sorted(zip(*(store.read("repro_fc", inv, columns=["probe_id", "sample"]).column(c).to_pylist()

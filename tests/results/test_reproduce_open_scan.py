@@ -62,7 +62,9 @@ def reproductions(dsn: str, original: str) -> list[dict]:
 def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
     from mirrorscan.cluster.stages import earlier_rows
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.jobs.scan import NO_INVOCATION, Reproduction, instrument_ref, run_scan, run_spec
+    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
+    from mirrorscan.cluster.stages import NO_INVOCATION, instrument_ref
+    from mirrorscan.jobs.scan import run_scan
     from mirrorscan.results.diff import diff_targets
     from mirrorscan.results.reproduce import ITEMS_FROM_FILES, plan
 
@@ -72,13 +74,13 @@ def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
 
     p = plan(original, dsn=dsn)
     assert p.items_from == ITEMS_FROM_FILES
-    copy = run_spec(p.spec, catalog_dsn=dsn, quiet=True,
-                    reproduction=Reproduction(p.original.invocation_id, p.cells, p.submitted, p.sources))
+    copy = ScanRun(p.spec, ScanOptions(catalog_dsn=dsn, quiet=True, reproduction=Reproduction(
+        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
     assert copy.status == "complete" and copy.counts["cells"] == copy.counts["ok"] == 6
     assert "held_elsewhere" not in copy.counts   # nothing of the original counted as held
 
     store = open_store(store_uri)
-    held_by = earlier_rows(store, "os_repro", NO_INVOCATION, instrument_ref(p.spec.settings()))
+    held_by = earlier_rows(store, "os_repro", NO_INVOCATION, instrument_ref(p.spec.settings().to_json()))
     assert set(held_by.column("invocation_id").to_pylist()) == {original}   # the copy holds nothing
     copy_rows = store.read("os_repro", copy.invocation_id, columns=["probe_id", "error"])
     assert copy_rows.num_rows == 6 and pc.all(pc.is_null(copy_rows.column("error"))).as_py()

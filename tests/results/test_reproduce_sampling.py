@@ -5,6 +5,7 @@ instrument shows the model's. Real PostgreSQL catalog; nothing runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 
@@ -12,7 +13,7 @@ from mirrorscan.cluster.catalog import Catalog
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs import reproduce
-from mirrorscan.jobs.scan import content_hashes
+from mirrorscan.cluster.scan_inputs import content_hashes
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
 
@@ -20,11 +21,11 @@ PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you l
 def frozen_invocation(spec, store: str, dsn: str) -> str:
     """A finished invocation of ``spec`` in the catalog (no rows: a dry run reads none)."""
     invocation_id = str(uuid.uuid4())
-    spec.values["store"] = store
+    spec = dataclasses.replace(spec, store=store)
     open_store(store)   # the store folder exists (empty: a dry run reads none of its rows)
     with Catalog(dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": spec.experiment,
-                                   "instrument": spec.instrument.name, "settings": spec.settings(),
+                                   "instrument": spec.instrument.name, "settings": spec.settings().to_json(),
                                    "settings_hash": "x", "store_uri": store, "content_hashes": content_hashes(spec),
                                    "status": "complete", "counts": {}})
     return invocation_id

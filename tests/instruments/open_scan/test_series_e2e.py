@@ -108,7 +108,7 @@ def check_matrix(exp: str, dsn: str, store_uri: str, tmp_path, groups: set, caps
 
 @pytest.mark.timeout(900)
 def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny_dir, catalog_dsn, ray_local, capsys):
-    from mirrorscan.jobs.scan import Reproduction, run_spec
+    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
     from mirrorscan.results.reproduce import plan
 
     exp, store_uri = write(tmp_path / "mixed", tiny_dir, TEXTS["q2"]), str(tmp_path / "store")
@@ -154,8 +154,8 @@ def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny
     assert f"reverted to {sha(TEXTS['q2'])[:8]}; its series continues" in out
 
     p = plan(edit.invocation_id, dsn=catalog_dsn)   # reproduce the edit: its own text, not the current one
-    copy = run_spec(p.spec, catalog_dsn=catalog_dsn, quiet=True,
-                    reproduction=Reproduction(p.original.invocation_id, p.cells, p.submitted, p.sources))
+    copy = ScanRun(p.spec, ScanOptions(catalog_dsn=catalog_dsn, quiet=True, reproduction=Reproduction(
+        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
     assert copy.status == "complete"
     out = check_matrix(exp, catalog_dsn, store_uri, tmp_path, groups, capsys)   # still the reverted text current
     assert f"2 models × 3 probes: 5 answered · 1 missing · 0 failed · 2 superseded" in out

@@ -130,10 +130,10 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> Non
 
 def resolve_store(flag: str | None, spec: Spec) -> str:
     """The store URI: flag, then config, then $MIRRORSCAN_STORE, then the home store (absolute for local)."""
-    uri = flag or spec.values.get("store") or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
+    uri = flag or spec.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     return uri if "://" in uri else os.path.abspath(uri)
 
 
 def resolve_catalog(flag: str | None, spec: Spec | None) -> str | None:
     """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
-    return flag or (spec.values.get("catalog_dsn") if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None
+    return flag or (spec.catalog_dsn if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None

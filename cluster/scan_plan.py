@@ -1,6 +1,6 @@
 """What a scan would run, stage by stage and model by model, computed as the scan computes it.
 
-``scan_plan`` walks the same hooks the driver walks (``jobs.scan._execute`` through ``cluster.stages``):
+``scan_plan`` walks the same hooks the driver walks (``cluster.scan_run.ScanRun`` through ``cluster.stages``):
 the instrument's ``cells`` (the first stage), each later ``Stage.cells``, its ``done_cells`` (cells earlier
 invocations of the experiment hold, read from the store's row indexes), ``grid.cells.plan_attempts``
 against the rows an unfinished invocation already stored, and ``render`` for the request columns each cell
@@ -177,33 +177,52 @@ def _keys(table: pa.Table) -> pa.Array:
                                        table.column("sample").cast(pa.string()), "\x1f")
 
 
-def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, sources: dict | None = None,
-              max_attempts: int = 3, first: pa.Table | None = None, hold: bool = True,
-              count_tokens: bool = True) -> list[StagePlan]:
-    """The plan (see the module docstring) of (format 2) ``settings``: a new invocation, or with
-    ``invocation_id`` the resume of that unfinished one, in ``store`` (an opened trace store, or None when it
-    does not exist yet). ``sources``: label → canonical model source (held cells count only for the same
-    model; a local folder's tokenizer counts tokens). ``first``: the first stage's cells (a reproduction's);
-    ``hold`` False: no cell counts as held elsewhere (a reproduction)."""
-    from mirrorscan.cluster.stages import earlier_rows, held_elsewhere, later_stage_cells, stage_names
-    from mirrorscan.grid.cells import plan_attempts, remove_done
-    from mirrorscan.jobs.scan import NO_INVOCATION, grid_cells, instrument_ref
+@dataclass(frozen=True)
+class PlanScope:
+    """What a plan is of, besides the frozen settings: which invocation, in which store, from which cells."""
 
+    store: object = None
+    """The opened trace store, or None when it does not exist yet (nothing is held there)."""
+    invocation_id: str | None = None
+    """The unfinished invocation whose resume is planned (its stored cells are not run again); None: a new one."""
+    sources: dict | None = None
+    """Label → canonical model source: held cells count only for the same model; a local folder's tokenizer
+    counts tokens. None: no model source is known (nothing held elsewhere counts, no tokens are counted)."""
+    max_attempts: int = 3
+    """Attempts per cell before a resume gives it up."""
+    first: pa.Table | None = None
+    """The first stage's cells with probe ids (a reproduction's, rebuilt from stored coordinates); None: the
+    instrument expands them from the settings."""
+    hold: bool = True
+    """False (a reproduction): no cell counts as held by another invocation."""
+    count_tokens: bool = True
+    """Count the input tokens of the cells to run (False: ``tokens_in`` is None, nothing is tokenized)."""
+
+
+def scan_plan(settings: dict, scope: PlanScope = PlanScope()) -> list[StagePlan]:
+    """The plan (see the module docstring) of (format 2) ``settings``: a new invocation, or the resume of
+    ``scope.invocation_id``, in ``scope.store``, as ``scope`` says (``PlanScope``)."""
+    from mirrorscan.cluster.stages import (NO_INVOCATION, earlier_rows, grid_cells, held_elsewhere, instrument_ref,
+                                           later_stage_cells, stage_names)
+    from mirrorscan.grid.cells import plan_attempts, remove_done
+
+    store, invocation_id, max_attempts, count_tokens = (scope.store, scope.invocation_id, scope.max_attempts,
+                                                        scope.count_tokens)
     ref = instrument_ref(settings)
     instrument = ref.instrument
     models = {m["label"]: ModelVariant.from_settings(m) for m in settings["models"]}
-    sources = sources or {}
+    sources = dict(scope.sources or {})
     exists = store is not None
     own = invocation_id or NO_INVOCATION
     held = None
-    if hold and exists and getattr(instrument, "done_cells", None) is not None:
+    if scope.hold and exists and instrument.appends:
         earlier = earlier_rows(store, settings["experiment"], own, ref, sources or None)
         held = held_elsewhere(store, settings["experiment"], own, ref, sources or None, earlier)
     prior = (store.read(settings["experiment"], own, columns=["probe_id", "sample", "error"])
              if exists and invocation_id and store.list_parts(settings["experiment"], own) else EMPTY_PRIOR.empty_table())
     tokenizers = {label: _tokenizer(sources.get(label)) for label in models} if count_tokens else {}
-    stages = list(getattr(instrument, "stages", ()))
-    cells = grid_cells(settings) if first is None else first
+    stages = list(instrument.stages)
+    cells = grid_cells(settings) if scope.first is None else scope.first
     pool = pa.default_memory_pool()
     pool.release_unused()   # the expansion's temporaries
     out: list[StagePlan] = []
@@ -251,3 +270,65 @@ def scan_plan(settings: dict, *, store=None, invocation_id: str | None = None, s
                                  all_cells.num_rows - kept_n, kept_n - todo_m.num_rows - gave_n, gave_n,
                                  todo_m.num_rows, tuple(sorted(sampling)) if generate else (), tokens_in, bound))
     return out
+
+
+def existing_store(uri: str):
+    """The trace store at ``uri`` when it exists (opened without creating anything), else None."""
+    from mirrorscan.cluster.store import open_store
+    from mirrorscan.grid.errors import ConfigError
+
+    try:
+        return open_store(uri, create=False)
+    except ConfigError:
+        return None
+
+
+def plan_sources(spec) -> dict[str, str]:
+    """Label → the canonical model source a scan would use, where it is known without converting or loading
+    anything (an API model's name; a local folder; the demo model once converted)."""
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+
+    sources = {}
+    for i, m in enumerate(spec.models):
+        if m.backend in API_BACKENDS:
+            sources[m.label] = m.model
+        elif m.model == DEMO_MODEL_ALIAS:
+            if (demo_model_dir() / "config.json").is_file():
+                sources[m.label] = str(demo_model_dir())
+        else:
+            sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+    return sources
+
+
+def running_catalog_dsn(dsn: str | None) -> str | None:
+    """The catalog DSN when a catalog can be read without starting one: ``dsn`` as given (flag, config or
+    environment: ``cluster.preflight.resolve_catalog``), or the embedded server when it is already running;
+    None otherwise."""
+    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.home import locate_home
+
+    if dsn and dsn.strip() != "embedded":
+        return dsn
+    return embedded_pg.running_dsn(locate_home() / "catalog")
+
+
+def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
+    """The newest unfinished invocation of ``experiment``, read in a read-only transaction (no migration)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from mirrorscan.grid.errors import CatalogError
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=5, row_factory=dict_row) as conn:
+            conn.read_only = True
+            exists = conn.execute("SELECT to_regclass('public.scan_invocations') IS NOT NULL AS ok").fetchone()
+            if not exists["ok"]:
+                return None
+            return conn.execute("SELECT invocation_id, status, settings, store_uri, content_hashes FROM scan_invocations "
+                                "WHERE experiment = %s AND status <> 'complete' ORDER BY started_at DESC LIMIT 1",
+                                [experiment]).fetchone()
+    except psycopg.Error as exc:
+        from mirrorscan.cluster.catalog import redact_dsn
+
+        raise CatalogError(f"catalog: cannot read {redact_dsn(dsn)} ({str(exc).splitlines()[0]})") from None

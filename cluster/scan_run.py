@@ -1,0 +1,441 @@
+"""One run of a scan: the object that owns an invocation from its plan to its summary.
+
+``ScanRun(spec, options)`` is made from a validated spec and the options of this start of the driver
+(``ScanOptions``: resume, attempts, store, catalog, Ray address, quiet, a reproduction). Every way a grid
+runs drives the same object: ``scan`` and ``submit``'s job (``python -m mirrorscan.jobs.scan``) call
+``execute``; ``scan --dry-run`` prints its ``plan`` (and ``resume_plan``) without starting anything;
+``reproduce`` prints its ``plan`` and then ``execute``s it.
+
+``execute``: the checks that refuse a config before anything is written (``cluster.preflight``) → the
+invocation recorded in the catalog (settings frozen) or the unfinished one a resume finishes
+(``cluster.scan_inputs.resume_target``), under a driver lease (``cluster.runs``) → each stage's grid, minus
+cells already held (``cluster.stages``), through one actor pool per model (``cluster.sweep``) → the final
+counts and status recorded (``cluster.scan_outcome``). Engine and Ray output goes to the run's log file
+(``cluster.run_log``); the terminal gets the progress bar, the notes a user acts on, and a ``ScanResult``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mirrorscan.cluster.preflight import (check_context, check_empty_prefixes, check_engines, check_template_overrides,
+                                          resolve_catalog, resolve_store)
+from mirrorscan.cluster.scan_inputs import (changed_inputs, changed_inputs_detail, check_append,
+                                            check_experiment_home, content_hashes, model_weights, resume_target,
+                                            submitted_config)
+from mirrorscan.cluster.scan_outcome import (LOG_SETTLE_S, await_inference_log, cell_counts, index_rows,
+                                             loggable_rows, logged_rows, record_outcome)
+from mirrorscan.cluster.scan_plan import PlanScope, StagePlan, existing_store, plan_sources, scan_plan
+from mirrorscan.cluster.stages import grid_cells, instrument_ref, stage_grids
+from mirrorscan.grid.cells import add_seeds, plan_attempts
+from mirrorscan.grid.errors import CatalogError, ConfigError
+from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.settings import execution, settings_hash, shaping_differences
+from mirrorscan.grid.spec import API_BACKENDS, Spec
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What makes a new invocation a reproduction of an earlier one (``mirrorscan reproduce``)."""
+
+    of: str
+    """The invocation id reproduced (catalog ``reproduces``; also in the manifest and ``execution``)."""
+    cells: pa.Table | None = None
+    """The first stage's cells when they cannot come from the item files (their hashes changed): rebuilt from
+    the coordinates stored in the traces; None: the instrument expands them from the files."""
+    submitted: dict = field(default_factory=dict)
+    """What the driver run records as submitted (the original's config file where one is known)."""
+    sources: dict | None = None
+    """Label → resolved model source, resolved by the caller (None: resolved here, as a scan does)."""
+    resumes: str | None = None
+    """An unfinished reproduction of ``of`` to finish (``reproduce --resume``), its stored cells kept; None: a
+    new invocation."""
+    warnings: tuple[str, ...] = ()
+    """What could not be restored (``results.reproduce.Plan.warnings``), recorded with the new invocation as
+    ``settings.execution.reproduce_warnings`` (not hashed)."""
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """How this start of the driver runs a spec: the invocation's options, none of which shapes results."""
+
+    resume: bool = False
+    """Finish the experiment's newest unfinished invocation instead of starting a new one."""
+    max_attempts: int = 3
+    """Attempts per cell (a died batch's cells, a resume's error cells) before the cell is given up (≥ 1)."""
+    store: str | None = None
+    """Trace store URI given by flag (None: config ``store``, $MIRRORSCAN_STORE, else the home's store)."""
+    catalog_dsn: str | None = None
+    """Catalog DSN given by flag (None: config ``catalog_dsn``, $MIRRORSCAN_CATALOG_DSN, else embedded)."""
+    ray_address: str | None = None
+    """Ray cluster to join (None: $RAY_ADDRESS, else a local Ray started here)."""
+    quiet: bool = False
+    """No progress bar and no notes on the terminal (warnings and the invocation line still print)."""
+    check_home: bool = True
+    """Refuse an experiment name that belongs to another folder's runs (False: the name was given by ``--as``)."""
+    accept_changed_probes: bool = False
+    """An appending instrument (open_scan) takes probes whose text changed under their id as new versions."""
+    reproduction: Reproduction | None = None
+    """A rerun of an earlier invocation's full grid (no cell held elsewhere, none held for later scans), or with
+    its ``resumes`` the resume of such a rerun; None: a scan."""
+
+    def __post_init__(self):
+        """ConfigError for fewer than one attempt per cell."""
+        if self.max_attempts < 1:
+            raise ConfigError("", "--max-attempts", f"is {self.max_attempts}", "use 1 or more")
+
+
+@dataclass
+class ScanResult:
+    """What one scan did: the invocation, where its traces are and how many cells ended how (an appending
+    instrument with nothing left to run makes no invocation: ``invocation_id`` is "")."""
+
+    invocation_id: str
+    experiment: str
+    status: str
+    traces_path: str
+    counts: dict = field(default_factory=dict)
+    log_path: str = ""
+    """The file holding the run's engine and Ray output (``cluster.run_log``)."""
+    instrument: str = ""
+    """The instrument's registry name or import path (the summary prints its suggested query)."""
+
+
+class ScanRun:
+    """One run of a validated spec under ``ScanOptions``: its plan, its execution and its outcome."""
+
+    def __init__(self, spec: Spec, options: ScanOptions = ScanOptions()):
+        """Resolve where the traces go (the spec itself is left as validated) and freeze the settings."""
+        self.options = options
+        self.spec = dataclasses.replace(spec, store=resolve_store(options.store, spec))
+        """The spec with its store resolved (flag, config, environment, home)."""
+        self.settings = self.spec.settings().to_json()
+        """The settings this run freezes (format 2, as stored); a resume takes the store the invocation
+        recorded, and what a run adds to ``execution`` (notes, what it reproduces) is set here."""
+        self.sources: dict[str, str] | None = None
+        """Label → canonical model source, once ``check`` resolved them."""
+        self.trace_store = self.catalog = self.driver = None
+        self.dsn: str | None = None
+        """The catalog DSN the run records to (resolved by ``execute``)."""
+        self.invocation_id: str | None = None
+        self.ran: dict[tuple[str, str], int] = {}
+        """(stage, label) → cells this run sent to the engines (after ``execute``)."""
+
+    @property
+    def reproduction(self) -> Reproduction | None:
+        """The reproduction this run is (``ScanOptions.reproduction``)."""
+        return self.options.reproduction
+
+    @property
+    def first_cells(self) -> pa.Table | None:
+        """The first stage's cells when the run does not expand them from the settings (a reproduction's)."""
+        return self.reproduction.cells if self.reproduction is not None else None
+
+    def check(self, *, dry: bool = False) -> None:
+        """The checks a scan makes before it records anything (ConfigError on the first problem), and the model
+        sources resolved. ``dry``: load and convert nothing (a dry run: the demo model's source is known only
+        once converted, and the empty-prefix check, which loads tokenizers, is left out)."""
+        spec = self.spec
+        check_engines(spec)
+        check_template_overrides(spec, prepare=not dry)
+        if dry:
+            self.sources = plan_sources(spec)
+        elif self.reproduction is not None and self.reproduction.sources is not None:
+            self.sources = dict(self.reproduction.sources)
+        else:
+            from mirrorscan.cluster.models import resolve_model_source
+
+            self.sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
+                            else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+                            for i, m in enumerate(spec.models)}
+        check_context(spec, self.sources)
+        if not dry:
+            check_empty_prefixes(spec, self.sources, self.first_cells)
+
+    def plan(self, *, count_tokens: bool = True) -> list[StagePlan]:
+        """What ``execute`` would run as a new invocation, per stage and model (``cluster.scan_plan``), read
+        from the store as it is now; nothing is started or written."""
+        return scan_plan(self.settings, PlanScope(
+            store=existing_store(self.settings["execution"]["store"]), sources=self.sources,
+            max_attempts=self.options.max_attempts, first=self.first_cells, hold=self.reproduction is None,
+            count_tokens=count_tokens))
+
+    def resume_plan(self, inv: dict) -> tuple[int, int, list[str], list[StagePlan]]:
+        """What a resume of the unfinished invocation ``inv`` (a catalog row) would run: (cells it would run,
+        cells it would give up, what blocks it: input files whose content changed, else shaping fields that
+        differ; the resume's plan)."""
+        if changed_inputs(inv, self.spec):
+            return 0, 0, [f"file content changed ({changed_inputs_detail(inv, self.spec)})"], []
+        diffs = shaping_differences(inv["settings"], self.settings)
+        if diffs:
+            return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"], []
+        plans = scan_plan(self.settings, PlanScope(
+            store=existing_store(inv["store_uri"] or self.settings["execution"]["store"]),
+            invocation_id=str(inv["invocation_id"]), sources=self.sources, max_attempts=self.options.max_attempts,
+            hold=not (inv["settings"].get("execution") or {}).get("reproduces")))
+        return sum(p.run for p in plans), sum(p.given_up for p in plans), [], plans
+
+    def catalog_dsn(self) -> str | None:
+        """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
+        return resolve_catalog(self.options.catalog_dsn, self.spec)
+
+    def execute(self) -> ScanResult:
+        """Run (or resume) the grid; return the invocation id, final status, counts and traces path."""
+        from mirrorscan.cluster.catalog import Catalog, resolve_dsn
+        from mirrorscan.cluster.run_log import RunLog, log_path
+        from mirrorscan.cluster.store import open_store
+
+        options = self.options
+        self.check()
+        self.trace_store = open_store(self.spec.store)
+        self.trace_store.check_writable()   # before the catalog records anything
+        if not (options.ray_address or os.environ.get("RAY_ADDRESS")) or not self.trace_store.is_local:
+            from mirrorscan.cluster.home import check_home_writable
+
+            check_home_writable()   # a local Ray keeps its token there, a remote store's run log goes there
+        self.dsn = resolve_dsn(self.catalog_dsn())
+        with Catalog(self.dsn) as catalog:
+            self.catalog = catalog
+            if options.check_home and self.reproduction is None:
+                check_experiment_home(catalog, self.spec)
+            resumed = options.resume or (self.reproduction is not None and self.reproduction.resumes is not None)
+            if resumed:
+                self._take_up()
+            elif not self._start():
+                return ScanResult("", self.spec.experiment, "complete", "", {"cells": 0, "ok": 0})
+            # one machine-readable line before any work, so a submitted job's log names its invocation at once
+            print(f"mirrorscan-invocation: {self.invocation_id} experiment={self.spec.experiment} "
+                  f"{'resumed' if resumed else 'new'}", file=sys.stderr, flush=True)
+            if self.driver.took_over and not options.quiet:
+                print(f"note: took over the stale lease of driver run {self.driver.took_over}", file=sys.stderr)
+            self.driver.start_heartbeat()
+            log = log_path(self.trace_store, self.spec.experiment, self.invocation_id)
+            if not options.quiet:
+                print(f"log: {log} (engine and Ray output)", file=sys.stderr, flush=True)
+            try:
+                with RunLog(log):
+                    result = self._run_stages()
+            finally:
+                self.driver.end(catalog)
+        result.log_path = str(log)
+        return result
+
+    def appends(self) -> bool:
+        """Whether this run appends to its experiment (an instrument holding cells across invocations, not a
+        reproduction): then one driver at a time may run the experiment (``cluster.runs.refuse_concurrent_append``)."""
+        return self.reproduction is None and instrument_ref(self.settings).instrument.appends
+
+    def _submitted(self) -> dict:
+        """What the driver run records as submitted."""
+        return self.reproduction.submitted if self.reproduction is not None else submitted_config(self.spec)
+
+    def _take_up(self) -> None:
+        """Resume: the unfinished invocation, in the store it recorded, under a fresh lease; stale parts cleared."""
+        from mirrorscan.cluster import runs
+        from mirrorscan.cluster.store import open_store
+
+        spec, catalog, reproduction = self.spec, self.catalog, self.reproduction
+        inv = resume_target(catalog, spec, self.settings, reproduction.resumes if reproduction is not None else None)
+        self.invocation_id = str(inv["invocation_id"])
+        if inv.get("store_uri") and inv["store_uri"] != spec.store:
+            if not self.options.quiet:
+                print(f"note: resuming in the invocation's own store {inv['store_uri']} "
+                      f"(not {spec.store})", file=sys.stderr)
+            self.spec = spec = dataclasses.replace(spec, store=inv["store_uri"])
+            self.settings = spec.settings().to_json()
+            self.trace_store = open_store(spec.store)
+        reproduces = (inv["settings"].get("execution") or {}).get("reproduces")
+        if reproduces:   # a reproduction stays one: its full grid, holding no cells
+            self.settings["execution"]["reproduces"] = reproduces
+            if reproduction is not None and reproduction.warnings:
+                self.settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
+        # before touching the store: refused while another driver runs it (or, appending, its experiment)
+        with catalog.transaction():
+            if self.appends():
+                runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path,
+                                              invocation_id=self.invocation_id)
+            self.driver = runs.acquire(catalog, self.invocation_id, execution(self.settings), resumed=True,
+                                       config_file=spec.config_path, submitted=self._submitted())
+        removed, quarantined = self.trace_store.cleanup(spec.experiment, self.invocation_id)
+        if not self.options.quiet and (removed or quarantined):
+            print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable "
+                  f"part(s)", file=sys.stderr)
+        catalog.update_progress(self.invocation_id, "running", inv.get("counts") or {})
+
+    def _start(self) -> bool:
+        """A new invocation recorded (catalog row, manifest) under this driver's lease; False when an appending
+        instrument has nothing left to run (no invocation is made)."""
+        from mirrorscan.cluster import runs
+        from mirrorscan.cluster.provenance import provenance
+
+        spec, settings, catalog, reproduction = self.spec, self.settings, self.catalog, self.reproduction
+        notes, nothing_left = check_append(spec, settings, self.sources, self.trace_store,
+                                           self.options.accept_changed_probes, catalog) \
+            if reproduction is None else ([], False)   # a reproduction reruns the full grid
+        for line in notes:
+            print(line, file=sys.stderr)
+        if nothing_left:
+            return False
+        if notes:
+            settings["execution"]["append_notes"] = notes   # recorded with the invocation, not hashed
+        if reproduction is not None:
+            settings["execution"]["reproduces"] = reproduction.of   # not hashed; a resume reads it
+            if reproduction.warnings:
+                settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
+        self.invocation_id = invocation_id = str(uuid.uuid4())
+        prov = provenance()
+        weights = model_weights(spec, self.sources)
+        n_cells = self.first_cells.num_rows if self.first_cells is not None else spec.n_cells()
+        reproduces = {"reproduces": reproduction.of} if reproduction is not None else {}
+        with catalog.transaction():   # appending: refused while another scan of the experiment runs
+            if self.appends():
+                runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path)
+            catalog.create_invocation({
+                "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
+                "settings": settings, "settings_hash": settings_hash(settings), **prov,
+                "content_hashes": content_hashes(spec), "model_weights": weights,
+                "reproduces": reproduction.of if reproduction is not None else None,
+                "store_uri": spec.store, "status": "running", "counts": {"cells": n_cells}})
+            self.trace_store.write_manifest(spec.experiment, invocation_id, {
+                "invocation_id": invocation_id, "settings": settings, "provenance": prov,
+                "model_sources": self.sources, "model_weights": weights, **reproduces})
+            self.driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
+                                       config_file=spec.config_path, submitted=self._submitted())
+        return True
+
+    def _run_stages(self) -> ScanResult:
+        """Expand the grid from the frozen settings (or take the reproduction's first-stage cells), run what is
+        left stage by stage (``cluster.stages``), and record the outcome. A reproduction
+        (``execution.reproduces``) runs its full grid: no cell counts as held by another invocation."""
+        store, experiment, invocation_id = self.trace_store, self.spec.experiment, self.invocation_id
+        settings, max_attempts = self.settings, self.options.max_attempts
+        n_cells, given_up, held = 0, 0, 0
+        status = "running"
+        hold = not settings.get("execution", {}).get("reproduces")
+        first = grid_cells(settings) if self.first_cells is None else self.first_cells
+        try:
+            for stage in stage_grids(instrument_ref(settings), first, store, experiment, invocation_id,
+                                     self.sources, hold=hold):
+                n_cells += stage.cells.num_rows
+                held += stage.held_elsewhere
+                prior = store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
+                todo, gave_up = plan_attempts(stage.cells, prior, max_attempts)
+                given_up += gave_up.num_rows
+                for count in (pc.value_counts(todo.column("label")).to_pylist() if todo.num_rows else []):
+                    self.ran[(stage.name, count["values"])] = count["counts"]
+                if todo.num_rows:
+                    self._run_stage(add_seeds(todo, settings["seed"]), stage.name)
+            counts = cell_counts(store, experiment, invocation_id, n_cells)
+            counts["given_up"] = given_up
+            if held:
+                counts["held_elsewhere"] = held
+            status = "complete" if counts["ok"] == counts["cells"] else "incomplete"
+        except KeyboardInterrupt:
+            status, counts = "interrupted", cell_counts(store, experiment, invocation_id, n_cells)
+            raise
+        except BaseException:
+            status, counts = "failed", cell_counts(store, experiment, invocation_id, n_cells)
+            raise
+        finally:
+            if status != "running":
+                index_rows(store, experiment, invocation_id, settings)
+                record_outcome(self, status, counts, raise_on_failure=status in ("complete", "incomplete"))
+        return ScanResult(invocation_id, experiment, status, store.display(store.traces_dir(experiment, invocation_id)),
+                          counts, instrument=settings["instrument"])
+
+    def _run_stage(self, todo: pa.Table, stage: str) -> None:
+        """Run one stage's cells, then wait (bounded) for their inference_log rows."""
+        store, catalog, experiment, invocation_id = self.trace_store, self.catalog, self.spec.experiment, self.invocation_id
+        before = (loggable_rows(store, experiment, invocation_id), logged_rows(store, catalog, experiment, invocation_id))
+        self.run_cells(todo, stage)
+        missing = await_inference_log(store, catalog, experiment, invocation_id, before)
+        if missing:
+            print(f"warning: {missing} inference_log row(s) of invocation {invocation_id} were neither in the "
+                  f"catalog nor spilled {LOG_SETTLE_S:.0f} s after the run; the engine actors keep trying "
+                  f"while they live", file=sys.stderr)
+
+    def run_cells(self, todo: pa.Table, stage: str = "") -> None:
+        """Send ``todo`` (cells with seeds) through one actor pool per model (``cluster.sweep``), with a progress
+        bar, progress in the catalog every few seconds, and the lease checked as each part lands."""
+        from tqdm import tqdm
+
+        from mirrorscan.cluster.progress import ModelProgress
+        from mirrorscan.cluster.ray_session import ensure_ray
+        from mirrorscan.cluster.run_log import attach_ray_output
+        from mirrorscan.cluster.sweep import Sweep, concurrent_models, run_grid
+
+        settings, catalog, options = self.settings, self.catalog, self.options
+        title = f"scan {self.spec.experiment}" + (f" ({stage})" if stage else "")
+        bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=options.quiet,
+                   file=sys.stderr, dynamic_ncols=True, smoothing=0.1)   # says what it waits for until cells land
+        ensure_ray(options.ray_address)
+        attach_ray_output()   # forwarded engine output goes to the run's log file
+        if _SIGTERM_INTERRUPTS:
+            signal.signal(signal.SIGTERM, _terminated)
+        ref = instrument_ref(settings)
+        run = RunContext(invocation_id=self.invocation_id, experiment=self.spec.experiment, instrument=ref.instrument.name,
+                         envelope_version=ref.instrument.envelope_version(ref.spec),
+                         catalog_dsn=self.dsn, store_uri=settings["execution"]["store"])   # actors log there
+        done = {"rows": 0, "errors": 0}
+        last_update = [time.monotonic()]
+        variants = [ModelVariant.from_settings(m) for m in settings["models"]]
+        per_model = ModelProgress(todo, title)
+
+        def on_model(variant: ModelVariant) -> None:
+            per_model.loading(variant)
+            bar.set_description(per_model.description(), refresh=True)
+
+        def on_part(rows: int, errors: int, label: str) -> None:
+            if self.driver is not None:
+                self.driver.check()   # a driver whose lease lapsed stops: another may have taken the invocation over
+            per_model.landed(label, rows)
+            done["rows"] += rows
+            done["errors"] += errors
+            bar.set_description(per_model.description(), refresh=False)
+            bar.update(rows)
+            bar.set_postfix(errors=done["errors"], refresh=False)
+            # progress in the catalog, at most every 5 s (a lost catalog: a reconnect try at most every 30 s)
+            if time.monotonic() - last_update[0] > (5 if catalog.connected else 30):
+                last_update[0] = time.monotonic()
+                try:
+                    if not catalog.connected:
+                        catalog.reconnect()
+                    catalog.update_progress(self.invocation_id, "running", {"cells_this_run": todo.num_rows, **done})
+                except CatalogError:
+                    pass   # progress is advisory; the final status is written at the end (record_outcome)
+        sweep = Sweep(run, ref, settings["execution"]["store"], batch_size=settings["batch_size"], pool_size=settings["execution"]["actor_pool_size"],
+                      max_attempts=options.max_attempts, max_concurrent_models=concurrent_models(
+                          settings["execution"].get("max_concurrent_models"), variants,
+                          joined=bool(options.ray_address or os.environ.get("RAY_ADDRESS"))))
+        try:
+            run_grid(todo, variants, self.sources, sweep, on_part, on_model=on_model)
+        finally:
+            bar.close()
+
+
+_SIGTERM_INTERRUPTS = False
+"""Set by a command that runs scans: SIGTERM stops the scan as Ctrl-C does (re-armed after Ray starts, whose
+core worker installs a SIGTERM handler of its own)."""
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM handler: stop the scan the way Ctrl-C does (the catalog records ``interrupted``)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends the process at once
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_like_ctrl_c_on_sigterm() -> None:
+    """For a command that runs scans (scan, reproduce): from now on SIGTERM stops a scan as Ctrl-C does, so a
+    job stopped by its scheduler ends ``interrupted`` and resumable (re-armed after Ray starts)."""
+    global _SIGTERM_INTERRUPTS
+    _SIGTERM_INTERRUPTS = True
+    signal.signal(signal.SIGTERM, _terminated)
