@@ -27,7 +27,7 @@ from mirrorscan.instruments.lens.directions import layer_curve
 def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str) -> list[dict]:
     """Every pair (A, B) of ``models`` (rows of ``scores`` (models, wrappers)): mean difference, permutation p,
     bootstrap interval; empty with fewer than 2 wrappers or no draws."""
-    from mirrorscan.instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.resampling import seed_for
 
     out = []
     if scores.shape[1] < 2 or n_draws < 1:
@@ -104,7 +104,7 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
     wrapper's headline as the analysis computed it, ``floors`` (same keys) its scoring-label floor when the null
     ran; projections are rebuilt only for the scaling bootstrap."""
     from mirrorscan.instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
-    from mirrorscan.instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.resampling import seed_for
 
     positive, draws, seed = frozen["positive"], frozen.get("bootstrap_draws", 0), frozen["seed"]
     names = [f"{e}×{d}" for e, d in wrappers]

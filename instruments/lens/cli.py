@@ -97,7 +97,7 @@ def extract(doc: dict, model: str, texts: list[str]):
 
     from mirrorscan.actors.registry import engine_class
     from mirrorscan.grid.records import ModelVariant, RunContext
-    from mirrorscan.instruments.lens.instrument import RENDERING_OPTIONS
+    from mirrorscan.instruments.lens.extraction import RENDERING_OPTIONS
     from mirrorscan.instruments.lens.items import apply_newline
 
     options = doc["extraction"]

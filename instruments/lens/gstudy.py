@@ -84,7 +84,7 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
     """(study name → numbers or ``missing``, chart name → PNG, the long table's rows): per variant the headline
     study (key: the variant) and the per-item projection study (``<variant> items``), and one across variants
     (``all variants``, fitted on the variants' own rows) when several were run."""
-    from mirrorscan.instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.resampling import seed_for
 
     positive, n_samples = frozen["positive"], frozen["item_samples"]
     kind = frozen.get("wrapper_facets", "pair")
@@ -148,7 +148,7 @@ ITEM_SCORE = "projection of the item onto the wrapper's unit direction at the la
 def concordance(rows: list[dict], frozen: dict) -> dict:
     """variant → Kendall's W (tie-corrected) of the models' headlines ranked within each wrapper, with its
     permutation p; variants with fewer than 2 models are left out."""
-    from mirrorscan.instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.resampling import seed_for
 
     out = {}
     for variant in frozen["variants"]:

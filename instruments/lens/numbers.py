@@ -30,7 +30,6 @@ The printed text (``report``) says in words which way AUROC points for the confi
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +41,7 @@ from mirrorscan.grid.instrument import Analysis
 from mirrorscan.instruments.lens.directions import (cosine, framing_projections, layer_curve, layers_in_max,
                                          wrapper_projections)
 from mirrorscan.instruments.lens.items import EMPTY_TASK
+from mirrorscan.instruments.lens.resampling import seed_for
 
 GSTUDY_SCORES = pa.schema([
     ("study", pa.string()), ("model", pa.string()), ("variant", pa.string()), ("wrapper", pa.string()),
@@ -129,11 +129,6 @@ def extracted(traces: pa.Table) -> dict[tuple[str, str], Extracted]:
                 labels=[m["item_label"] for m, _ in scoring], subsets=[m["subset"] for m, _ in scoring],
                 texts=[m["user_text"] for m, _ in scoring], scoring=np.stack([v for _, v in scoring]))
     return out
-
-
-def seed_for(seed: int, *parts: str) -> np.random.SeedSequence:
-    """A seed sequence for one named piece of work (stable across runs and processes)."""
-    return np.random.SeedSequence([seed, *(zlib.crc32(p.encode()) for p in parts)])
 
 
 def summary(values) -> dict:

@@ -67,7 +67,7 @@ def read_rows(path: str) -> pa.Table:
 def layer_sets(spec: str) -> dict[str | None, str]:
     """``--layers``: one layer set for every variant (``blocks``), or per variant (``base=blocks,chat=all``);
     key None holds the default."""
-    from mirrorscan.instruments.lens.instrument import LAYER_SETS
+    from mirrorscan.instruments.lens.extraction import LAYER_SETS
 
     out: dict[str | None, str] = {}
     for part in (p.strip() for p in spec.split(",") if p.strip()):

@@ -20,6 +20,7 @@ reported as the share of the layer stack the best layer moves across and the num
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,11 @@ import numpy as np
 from mirrorscan.analysis.auroc import auroc_from_ranks, positive_mask
 from mirrorscan.analysis.bootstrap import argmax_layer_bootstrap
 from mirrorscan.analysis.resampling import permutation_p_value, run_local, summarise_null
+
+
+def seed_for(seed: int, *parts: str) -> np.random.SeedSequence:
+    """A seed sequence for one named piece of work (stable across runs and processes)."""
+    return np.random.SeedSequence([seed, *(zlib.crc32(p.encode()) for p in parts)])
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
     """The README's example (prompt and token ids per preset) is what the presets render on the demo model."""
     from pathlib import Path
 
-    from mirrorscan.instruments.lens.instrument import PRESETS
+    from mirrorscan.instruments.lens.extraction import PRESETS
 
     readme = (Path(__file__).parents[2] / "instruments/lens/README.md").read_text(encoding="utf-8")
     shown = {}

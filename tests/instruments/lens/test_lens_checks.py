@@ -341,7 +341,7 @@ def test_every_gstudy_score_is_the_headline_on_its_item_sample_alone(tmp_path):
     direction (mean evaluation-framed minus mean deployment-framed task vector), computed here in numpy on the
     items of that row's item sample only; the samples partition the scoring set, each class dealt evenly."""
     from mirrorscan.instruments.lens.gstudy import item_samples
-    from mirrorscan.instruments.lens.numbers import seed_for
+    from mirrorscan.instruments.lens.resampling import seed_for
 
     write_experiment(tmp_path)   # 20 testing, 20 deployment
     ref = lens_ref(tmp_path, null_permutations=0, item_samples=3, seed=8)

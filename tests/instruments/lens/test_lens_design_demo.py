@@ -56,7 +56,7 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
     from transformers import AutoTokenizer
 
     from mirrorscan.instruments.lens.cli import extract
-    from mirrorscan.instruments.lens.instrument import MANEK_SYSTEM
+    from mirrorscan.instruments.lens.extraction import MANEK_SYSTEM
 
     exp = tmp_path / "lens-design-demo"
     config = small_design(exp)

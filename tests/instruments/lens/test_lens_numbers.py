@@ -44,8 +44,8 @@ def charts_not_rendered(monkeypatch):
         plt.close(fig)
         return b""
 
-    monkeypatch.setattr(analysis.plotting, "png", closed)
-    monkeypatch.setattr(instruments.lens.charts, "png", closed)
+    monkeypatch.setattr(mirrorscan.analysis.plotting, "png", closed)
+    monkeypatch.setattr(mirrorscan.instruments.lens.charts, "png", closed)
 
 
 # --------------------------------------------------------------------------------------------------------------

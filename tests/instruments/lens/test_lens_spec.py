@@ -344,7 +344,7 @@ def test_the_rendering_is_frozen_with_no_system_block_and_a_fixed_date_by_defaul
 
 
 def test_the_two_manek_presets_send_what_the_docs_say_and_other_keys_override_them(tmp_path):
-    from mirrorscan.instruments.lens.instrument import MANEK_SYSTEM
+    from mirrorscan.instruments.lens.extraction import MANEK_SYSTEM
 
     ref = load(write_experiment(tmp_path), variants={
         "reference": {"preset": "manek-reference"}, "plain": {"preset": "manek-plain"},
