@@ -27,16 +27,10 @@ import json
 import time
 from datetime import datetime, timezone
 
-import pyarrow as pa
-
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
-from mirrorscan.actors.score_tokens import prepare_cells, score_fields, score_safely
+from mirrorscan.actors.score_tokens import LocalScorer, score_fields
 from mirrorscan.grid.records import ModelVariant, RunContext
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
-from mirrorscan.grid.trace_schema import trace_schema, to_trace_table
-
-_SCHEMA = trace_schema(SCORE_COLUMNS)
 
 PASS_COST_POSITIONS = {"cpu": 48}
 """What one forward pass costs, in padded token positions' worth of compute, per device type (the module
@@ -65,7 +59,7 @@ def length_groups(lengths: list[int], pass_cost: int | None) -> list[list[int]]:
     return groups[::-1]
 
 
-class HFScorer:
+class HFScorer(LocalScorer):
     """One transformers model held for the run; ``__call__`` scores a batch of cells, one row per cell."""
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
@@ -75,20 +69,6 @@ class HFScorer:
         self.trims_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         """Whether the model can project only the last positions onto the vocabulary (transformers' models can)."""
         self.where = where_am_i()
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        """Score every cell of ``batch``; rows in the cells' order."""
-        cells = batch.to_pylist()
-        prepared, errors = prepare_cells(self.tokenizer, cells, self.variant.add_bos, self.context)
-        rows = {i: self._row(cells[i], **fields) for i, fields in errors.items()}
-        if prepared:
-            for (i, *_), row in zip(prepared, self._score_safely(prepared)):
-                rows[i] = row
-        return to_trace_table([rows[i] for i in range(len(cells))], _SCHEMA)
-
-    def _score_safely(self, prepared: list) -> list[dict]:
-        """Score; if the batch fails, cell by cell (``actors.score_tokens.score_safely``)."""
-        return score_safely(prepared, self._score, lambda cell, message: self._row(cell, error=message))
 
     def _score(self, prepared: list) -> list[dict]:
         lengths = [len(p) + len(t) - 1 for _, _, p, t, *_ in prepared]

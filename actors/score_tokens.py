@@ -18,6 +18,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import pyarrow as pa
+
+from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
+
 SPACE_MARK = "\u2581"
 """SentencePiece's space mark "▁" (U+2581), which starts every word piece that follows a space."""
 LONE_SPACE_DROPPED = "lone_space_dropped"
@@ -132,3 +137,28 @@ def score_safely(prepared: list, score, error_row) -> list[dict]:
         if len(prepared) == 1:
             return [error_row(prepared[0][1], f"{type(exc).__name__}: {exc}")]
         return [row for item in prepared for row in score_safely([item], score, error_row)]
+
+
+class LocalScorer:
+    """What the engines that score on a model in their own process (HF, vLLM) share: ``__call__`` turns a
+    batch of cells into one row per cell. A subclass sets ``tokenizer``, ``variant`` and ``context`` (the
+    window in tokens) and defines ``_score(prepared)`` (rows of cells ``prepare_cells`` could tokenize, in
+    their order) and ``_row(cell, **fields)`` (a trace row)."""
+
+    schema = trace_schema(SCORE_COLUMNS)
+    """The rows' Arrow schema: the core trace columns and ``grid.score_columns``."""
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Score every cell of ``batch``; rows in the cells' order, a cell that cannot be tokenized or scored
+        an error row."""
+        cells = batch.to_pylist()
+        prepared, errors = prepare_cells(self.tokenizer, cells, self.variant.add_bos, self.context)
+        rows = {i: self._row(cells[i], **fields) for i, fields in errors.items()}
+        if prepared:
+            for (i, *_), row in zip(prepared, self._score_safely(prepared)):
+                rows[i] = row
+        return to_trace_table([rows[i] for i in range(len(cells))], self.schema)
+
+    def _score_safely(self, prepared: list) -> list[dict]:
+        """Score; if the batch fails, cell by cell (``score_safely``)."""
+        return score_safely(prepared, self._score, lambda cell, message: self._row(cell, error=message))

@@ -24,18 +24,12 @@ import os
 import time
 from datetime import datetime, timezone
 
-import pyarrow as pa
-
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
-from mirrorscan.actors.score_tokens import prepare_cells, score_fields, score_safely
+from mirrorscan.actors.score_tokens import LocalScorer, score_fields
 from mirrorscan.grid.records import ModelVariant, RunContext
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
-from mirrorscan.grid.trace_schema import trace_schema, to_trace_table
-
-_SCHEMA = trace_schema(SCORE_COLUMNS)
 
 
-class VLLMScorer:
+class VLLMScorer(LocalScorer):
     """One vLLM engine held for the run; ``__call__`` scores a batch of cells, one row per cell."""
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
@@ -70,23 +64,9 @@ class VLLMScorer:
 
         return VLLMSampler.ray_resources(variant)
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        """Score every cell of ``batch`` in one engine call; rows in the cells' order."""
-        cells = batch.to_pylist()
-        prepared, errors = prepare_cells(self.tokenizer, cells, self.variant.add_bos, self.context)
-        rows = {i: self._row(cells[i], **fields) for i, fields in errors.items()}
-        if prepared:
-            for (i, *_), row in zip(prepared, self._score_safely(prepared)):
-                rows[i] = row
-        return to_trace_table([rows[i] for i in range(len(cells))], _SCHEMA)
-
     def shutdown(self) -> None:
         """Release the engine (its memory goes with the object)."""
         self.llm = None
-
-    def _score_safely(self, prepared: list) -> list[dict]:
-        """Score; if the batch fails, cell by cell (``actors.score_tokens.score_safely``)."""
-        return score_safely(prepared, self._score, lambda cell, message: self._row(cell, error=message))
 
     def _score(self, prepared: list) -> list[dict]:
         """One engine call for ``prepared``: each cell's target tokens' prompt log-probs (nats) and its row."""
