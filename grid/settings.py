@@ -227,8 +227,17 @@ class Settings:
         return replace(self, execution=self.execution.with_values(**values), written=written)
 
     def settings_hash(self) -> str:
-        """``settings_hash`` of the stored form."""
+        """``settings_hash`` of the stored form: equal for equal result-shaping parts."""
         return settings_hash(self.to_json())
+
+    def execution_json(self) -> dict:
+        """``execution`` of the stored form: what a driver start records (``cluster.runs``)."""
+        return execution(self.to_json())
+
+    def shaping_differences(self, frozen: dict | Settings) -> list[str]:
+        """Dotted paths of the result-shaping fields where ``frozen`` (stored JSON of any format, or a record)
+        differs from this record (``scan --resume`` refuses any)."""
+        return shaping_differences(frozen.to_json() if isinstance(frozen, Settings) else frozen, self.to_json())
 
     def model(self, label: str) -> ModelVariant:
         """The model variant named ``label`` (KeyError if none)."""

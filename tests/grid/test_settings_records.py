@@ -122,3 +122,14 @@ def test_model_defaults_live_on_the_record_alone():
             assert default == record, f.name
     assert set(MODEL_KEYS) == {f.name for f in dataclasses.fields(ModelVariant)}
     assert Execution().actor_pool_size == 1 and Settings().batch_size == 16
+
+
+def test_the_record_answers_what_resume_and_the_driver_run_ask(tmp_path):
+    spec = load_spec(make_experiment(tmp_path, base_config()))
+    settings = spec.settings()
+    assert settings.shaping_differences(settings.to_json()) == [] and settings.shaping_differences(settings) == []
+    other = load_spec(make_experiment(tmp_path, base_config(seed=3))).settings()   # the same folder, rewritten
+    assert settings.shaping_differences(other) == ["seed"]
+    moved = dataclasses.replace(spec, store="/elsewhere").settings()
+    assert settings.shaping_differences(moved) == []   # where it runs shapes nothing
+    assert moved.execution_json()["store"] == "/elsewhere" and moved.execution_json()["models"][0]["label"] == "m1"
