@@ -33,7 +33,7 @@ def build(root: Path, dsn: str) -> dict:
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": world.ENVELOPES}, "max_tokens": 24, "seed": 7,
         "batch_size": 4}))
     store = open_store(str(root / "store"))
-    settings = load_spec(exp).settings()
+    settings = load_spec(exp).settings().to_json()
     settings["execution"]["store"] = store.uri
     invocation_id = str(uuid.uuid4())
     rows = world.cell_rows(invocation_id, datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc))
