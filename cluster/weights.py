@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mirrorscan.grid.files import file_sha256, sha256
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".npz")
 """File endings that hold weights (tokenizer and config files are not weights and are left out)."""
@@ -73,7 +74,7 @@ class HashCache:
         if found and found.get("size") == key["size"] and found.get("mtime_ns") == key["mtime_ns"]:
             self.served += 1
             return found["sha256"]
-        digest = _file_sha256(real)
+        digest = file_sha256(real)
         self.computed += 1
         self._store(real, {**key, "sha256": digest})
         return digest
@@ -98,14 +99,6 @@ def _locked(lock_path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def weight_files(folder: str | Path) -> list[Path]:
@@ -142,7 +135,7 @@ def weights_identity(source: str, backend: str = "hf", cache: HashCache | None =
         return {"kind": "hub_commit", "repo": found[0], "commit": found[1]}
     cache = cache or HashCache.default()
     files = {str(p.relative_to(folder)): cache.sha256(p) for p in weight_files(folder)}
-    combined = hashlib.sha256("".join(f"{name}\t{sha}\n" for name, sha in sorted(files.items())).encode()).hexdigest()
+    combined = sha256("".join(f"{name}\t{sha}\n" for name, sha in sorted(files.items())).encode())
     return {"kind": "sha256", "sha256": combined, "files": files}
 
 

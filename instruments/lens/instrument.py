@@ -26,12 +26,12 @@ import pyarrow as pa
 from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
                                      RENDERINGS, SYSTEMS, VECTOR_DTYPES)
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.files import stamp
+from mirrorscan.grid.files import packaged_path, stamp
 from mirrorscan.grid.names import check_name
 from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext
 from mirrorscan.grid.trace_schema import doc_field
-from mirrorscan.instruments.lens.items import (EMPTY_TASK, NEWLINES, SCORING, FramingSet, ItemSet, apply_newline, data_path,
-                                    load_framings, load_items)
+from mirrorscan.instruments.lens.items import (DATA, EMPTY_TASK, NEWLINES, PACKAGED, SCORING, FramingSet, ItemSet,
+                                               apply_newline, load_framings, load_items)
 from mirrorscan.instruments.lens.extraction import EXTRACTION_DEFAULTS, LAYER_SETS, PRESETS, RENDERING_OPTIONS
 from mirrorscan.instruments.lens.norms import DOC as NORM_DOC
 from mirrorscan.instruments.lens.norms import pooled_norm
@@ -85,7 +85,7 @@ class LensSpec:
         """(framings, task texts, scoring set), read once per process, and again after a file was written
         (``grid.files.stamp``); files changed since the run was frozen are refused."""
         sources = [json.loads(key) for key in self.inputs_key[:3]]
-        written = tuple(stamp(data_path(s["path"] if isinstance(s, dict) else s)) for s in sources)
+        written = tuple(stamp(packaged_path(s["path"] if isinstance(s, dict) else s, PACKAGED, DATA)) for s in sources)
         return _checked_inputs(*self.inputs_key, written)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt
+from mirrorscan.grid.files import packaged_path, sha256
 from mirrorscan.grid.ids import check_component
 from mirrorscan.grid.names import check_name
 
@@ -36,22 +37,12 @@ NEWLINES = ("lf", "crlf", "keep")
 """Newline conventions of the rendered texts: all LF, all CRLF, or the files' bytes as they are."""
 PACKAGED = {"packaged:v1": "framings/v1", "packaged:tasks": "tasks.jsonl", "packaged:synthetic": "scoring_synthetic.jsonl"}
 """Shipped inputs, by the name a config uses, relative to this package's ``data`` folder."""
+DATA = Path(__file__).resolve().parent / "data"
+"""This package's data folder, which the ``PACKAGED`` names point into (``grid.files.packaged_path``)."""
 EMPTY_TASK = "_empty"
 """Id of the empty task text: each framing rendered around nothing, for the surface-only direction."""
 SCORING = "score"
 """The framing coordinate of scoring items (rendered once, in no framing): no framing may be named so."""
-
-
-def data_path(name: str) -> Path:
-    """The file or folder a ``packaged:`` name stands for, else ``name`` as a path."""
-    if name in PACKAGED:
-        return Path(__file__).resolve().parent / "data" / PACKAGED[name]
-    return Path(name)
-
-
-def sha256(data: bytes) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def apply_newline(text: str, newline: str) -> str:
@@ -99,7 +90,7 @@ class FramingSet:
 
 def load_framings(name: str) -> FramingSet:
     """The framing set of ``name`` (``packaged:v1`` or a folder); ConfigError naming the file and the fix."""
-    folder = data_path(name)
+    folder = packaged_path(name, PACKAGED, DATA)
     if not folder.is_dir():
         raise ConfigError(str(folder), "framings", "is not a folder", "give a folder holding evaluation/*.txt and "
                           "deployment/*.txt, or 'packaged:v1'")
@@ -205,7 +196,7 @@ def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
             raise ConfigError(str(source["path"]), f"{field}.redistribute", f"is {redistribute!r}",
                               "use false for a set that may not be redistributed, true (the default) otherwise")
         source = source["path"]
-    file = data_path(source)
+    file = packaged_path(source, PACKAGED, DATA)
     if not file.is_file():
         raise ConfigError(str(file), field, "does not exist", "give a JSONL or CSV file, or a packaged: name")
     data = file.read_bytes()

@@ -42,12 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.files import stamp
+from mirrorscan.grid.files import file_sha256, packaged_path, stamp
 from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext, Stage
 from mirrorscan.grid.settings import SAMPLER_VERSION
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
-from mirrorscan.instruments.open_scan.probes import Probe, load_probes
+from mirrorscan.instruments.open_scan.probes import DATA, Probe, load_probes
 from mirrorscan.instruments.open_scan.templates import Templates, load_templates, parse_rating
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
@@ -95,10 +95,9 @@ class OpenScanSpec:
     def probes(self) -> tuple[Probe, ...]:
         """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
         file changed since the run was frozen is refused."""
-        from mirrorscan.instruments.open_scan.probes import data_path
-
         f = self.frozen["probes"]
-        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], stamp(data_path(f["path"])))
+        written = stamp(packaged_path(f["path"], PACKAGED_PROBES, DATA))
+        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], written)
 
     def templates(self) -> Templates:
         """The templates as frozen (their texts are part of the frozen section)."""
@@ -107,9 +106,7 @@ class OpenScanSpec:
 
 @lru_cache(maxsize=8)
 def _checked_probes(path: str, id_column: str, query_column: str, sha256: str, written: tuple) -> tuple[Probe, ...]:
-    from mirrorscan.instruments.open_scan.probes import data_path, file_sha256
-
-    actual = file_sha256(data_path(path))
+    actual = file_sha256(packaged_path(path, PACKAGED_PROBES, DATA))
     if actual != sha256:
         raise ConfigError(path, "probes", f"changed since the invocation was frozen (SHA-256 {actual[:12]}… ≠ "
                           f"{sha256[:12]}…)", "restore the file, or start a new invocation (scan without --resume)")
@@ -191,8 +188,6 @@ class OpenScan(Instrument):
         path = self._resolve(probes_value["path"], ctx, PACKAGED_PROBES)
         id_column, query_column = probes_value.get("id", "query_id"), probes_value.get("query", "query")
         probes = load_probes(path, id_column=id_column, query_column=query_column)
-        from mirrorscan.instruments.open_scan.probes import data_path, file_sha256
-
         files = values["template_files"]
         if not isinstance(files, dict):
             raise ctx.error("template_files", "must be an object", 'give e.g. {"cold": "my_cold.json"}')
@@ -215,7 +210,7 @@ class OpenScan(Instrument):
         frozen_templates = templates.frozen()
         return OpenScanSpec(json.dumps({
             "probes": {"path": path, "id_column": id_column, "query_column": query_column,
-                       "sha256": file_sha256(data_path(path)), "n": len(probes),
+                       "sha256": file_sha256(packaged_path(path, PACKAGED_PROBES, DATA)), "n": len(probes),
                        "items": [[p.query_id, p.query_hash] for p in probes]},
             "templates": frozen_templates, "locale": locale, "sampling": sampling, "report_max_tokens": report_max,
             "series": series_of(frozen_templates, locale, sampling, report_max)},

@@ -13,38 +13,24 @@ starts on, a quoted multi-line query counting all its lines).
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt, file_error
+from mirrorscan.grid.files import packaged_path, sha256
 from mirrorscan.grid.ids import check_component
 
 PACKAGED = {"packaged:demo": "probes/demo.csv"}
 """Shipped probe sets, by the name a config uses, relative to this package's ``data`` folder."""
+DATA = Path(__file__).resolve().parent / "data"
+"""This package's data folder, which the ``PACKAGED`` names of probes and templates point into
+(``grid.files.packaged_path``)."""
 KEY_SEPARATORS = ("@", "~")
 """Characters a query_id may not hold: ``@`` separates the id from the hash in an item_key, ``~`` a stage name."""
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte-order mark, refused: it would become part of the first column's name."""
-
-
-def data_path(name: str) -> Path:
-    """The file a ``packaged:`` name stands for, else ``name`` as a path."""
-    if name in PACKAGED:
-        return Path(__file__).resolve().parent / "data" / PACKAGED[name]
-    return Path(name)
-
-
-def sha256(data: bytes) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of the bytes of the file at ``path`` (a ``packaged:`` name or a path)."""
-    return sha256(data_path(str(path)).read_bytes())
 
 
 @dataclass(frozen=True)
@@ -134,7 +120,7 @@ def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
 
 def load_probes(path: str | Path, *, id_column: str = "query_id", query_column: str = "query") -> tuple[Probe, ...]:
     """The probes of the CSV file at ``path`` (a ``packaged:`` name or a path), in file order."""
-    file = data_path(str(path))
+    file = packaged_path(str(path), PACKAGED, DATA)
     if not file.is_file():
         raise ConfigError(str(file), "probes", "does not exist", "give a CSV file with columns "
                           f"{id_column},{query_column}, or {', '.join(PACKAGED)}")

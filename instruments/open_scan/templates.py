@@ -19,7 +19,6 @@ bytes is frozen with the run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import string
@@ -27,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
-from mirrorscan.instruments.open_scan.probes import decode_utf8
+from mirrorscan.grid.files import packaged_path, sha256
+from mirrorscan.instruments.open_scan.probes import DATA, decode_utf8
 
 PACKAGED = {"packaged:v1": "templates/v1"}
 """Shipped template sets, by the name a config uses, relative to this package's ``data`` folder."""
@@ -44,13 +44,6 @@ default behaviour rather than a persona the instrument imposes."""
 BASE_USER_TEMPLATE = "Locale: {locale}\n\n{query}"
 """The shipped user turn (``v1/user.txt``): the locale on a line of its own, then the query as given."""
 BRACES_FIX = "write literal braces as {{ and }}"
-
-
-def data_path(name: str) -> Path:
-    """The folder a ``packaged:`` name stands for, else ``name`` as a path."""
-    if name in PACKAGED:
-        return Path(__file__).resolve().parent / "data" / PACKAGED[name]
-    return Path(name)
 
 
 def placeholders(template: str, file: str, field: str) -> tuple[str, ...]:
@@ -194,7 +187,7 @@ def _read(kind: str, path: Path, overridden: bool, config: str) -> tuple[object,
         raise ConfigError(file, FILES[kind], "does not exist", f"correct the {kind} override's path in {config}"
                           if overridden else f"add {FILES[kind]} to the template folder, or override it")
     data = path.read_bytes()
-    sha, text = hashlib.sha256(data).hexdigest(), decode_utf8(data, file, FILES[kind])
+    sha, text = sha256(data), decode_utf8(data, file, FILES[kind])
     if kind in ("system", "user"):
         return text, sha
     try:
@@ -209,7 +202,7 @@ def load_templates(name_or_folder: str = "packaged:v1", overrides: dict | None =
     """The template set of a folder (or ``packaged:v1``), with any file replaced by ``overrides`` (keys
     ``system``, ``user``, ``cold``, ``posthoc``; absolute paths). ``file`` and ``field`` name the config
     entry in errors about the folder or the overrides; errors inside a template name that template's file."""
-    folder = data_path(name_or_folder)
+    folder = packaged_path(name_or_folder, PACKAGED, DATA)
     overrides = dict(overrides or {})
     for key in overrides:
         if key not in FILES:

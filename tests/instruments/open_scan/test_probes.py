@@ -9,8 +9,9 @@ import unicodedata
 import pytest
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.instruments.open_scan.probes import (PACKAGED, Probe, changed_probes, data_path, file_sha256, load_probes,
-                                          probes_from_bytes)
+from mirrorscan.grid.files import file_sha256, packaged_path
+from mirrorscan.instruments.open_scan.probes import (DATA, PACKAGED, Probe, changed_probes, load_probes,
+                                                     probes_from_bytes)
 
 
 def read(data: bytes, **kw) -> tuple[Probe, ...]:
@@ -36,9 +37,10 @@ def test_demo_set_loads_20_probes_with_a_comma_a_quote_and_non_ascii():
     assert any("," in p.query for p in probes) and any(not p.query.isascii() for p in probes)
     assert any('"' in p.query for p in probes)
     assert all(p.query == p.query.strip() and "{" not in p.query for p in probes)
-    raw = data_path("packaged:demo").read_bytes()
+    demo = packaged_path("packaged:demo", PACKAGED, DATA)
+    raw = demo.read_bytes()
     assert raw.startswith(b"query_id,query\n") and raw.endswith(b"\n") and b"\r" not in raw
-    assert file_sha256("packaged:demo") == hashlib.sha256(raw).hexdigest() == file_sha256(data_path("packaged:demo"))
+    assert file_sha256(demo) == hashlib.sha256(raw).hexdigest()
     assert set(PACKAGED) == {"packaged:demo"}
 
 

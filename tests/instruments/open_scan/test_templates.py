@@ -10,10 +10,12 @@ import shutil
 import pytest
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.instruments.open_scan.templates import (BASE_SYSTEM_PROMPT, BASE_USER_TEMPLATE, FILES, SelfReport, Templates,
-                                             data_path, load_templates, parse_rating)
+from mirrorscan.grid.files import packaged_path
+from mirrorscan.instruments.open_scan.probes import DATA
+from mirrorscan.instruments.open_scan.templates import (BASE_SYSTEM_PROMPT, BASE_USER_TEMPLATE, FILES, PACKAGED, SelfReport,
+                                                        Templates, load_templates, parse_rating)
 
-V1 = data_path("packaged:v1")
+V1 = packaged_path("packaged:v1", PACKAGED, DATA)
 
 
 @pytest.fixture
