@@ -56,6 +56,7 @@ from typing import Any
 import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.reader import Reader
 
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
@@ -352,8 +353,9 @@ class Instrument(Items, Renderer, Annotator, Analyzer, Presenter):
     tools: str = ""
     """One line saying what ``cli`` offers (``mirrorscan <name> …``); empty: the instrument has no tools."""
 
-    def cli(self, argv: list[str], prog: str) -> int:
-        """With ``tools``: ``mirrorscan <name> …``, the instrument's own tools; returns the exit code."""
+    def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
+        """With ``tools``: ``mirrorscan <name> …``, the instrument's own tools; returns the exit code. ``reader``
+        (``grid.reader``) reaches the catalog, the store and the engines: an instrument imports none of them."""
         raise ConfigError("", "instrument", f"instrument {self.name!r} has no tools of its own",
                           "use the mirrorscan verbs (mirrorscan --help)")
 

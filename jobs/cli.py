@@ -99,12 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = verb_first(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] in INSTRUMENT_ALIASES:
         from mirrorscan.grid.instrument import resolve
+        from mirrorscan.results.reader import StoreReader
 
-        return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, prog="mirrorscan")
+        return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, "mirrorscan", StoreReader())
     if argv and argv[0] not in VERBS and argv[0] in INSTRUMENT_TOOLS:
         from mirrorscan.grid.instrument import resolve
+        from mirrorscan.results.reader import StoreReader
 
-        return resolve(argv[0]).cli(argv[1:], prog=f"mirrorscan {argv[0]}")
+        return resolve(argv[0]).cli(argv[1:], f"mirrorscan {argv[0]}", StoreReader())
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in VERBS:
         asked = not argv or argv[0] in ("-h", "--help")
         stream = sys.stdout if asked else sys.stderr   # an unknown verb: the whole list goes to stderr

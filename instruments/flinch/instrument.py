@@ -26,6 +26,7 @@ import pyarrow as pa
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import stamp
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
+from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.score_columns import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
@@ -325,7 +326,7 @@ class Flinch(Instrument):
     tools = "flinch's own tools: `compare` results side by side (a table and an overlay radar)"
     """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
-    def cli(self, argv: list[str], prog: str = "mirrorscan flinch") -> int:
+    def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
         """flinch's own tools: `compare` results side by side (a table and an overlay radar)"""
         from mirrorscan.instruments.flinch.cli import main
 

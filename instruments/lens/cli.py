@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.reader import Reader
 
 EPILOG = """\
 ANALYSIS is the folder `mirrorscan analyze` wrote for a lens invocation (it holds predict-<label>-<variant>.json
@@ -88,20 +89,19 @@ def load_basis(folder: str, label: str | None, variant: str):
     return doc, np.array([rows[w] for w in doc["wrappers"]], dtype=np.float64)
 
 
-def extract(doc: dict, model: str, texts: list[str]):
+def extract(doc: dict, model: str, texts: list[str], reader: Reader):
     """(texts, hidden) pooled vectors at the basis's layer, extracted as the invocation extracted its items: the
     variant's newline convention applied to each text, then its rendering (system turn, suffix, prefix, frozen
     date), truncation, dropping and pooling."""
     import numpy as np
     import pyarrow as pa
 
-    from mirrorscan.actors.registry import engine_class
     from mirrorscan.grid.records import ModelVariant, RunContext
     from mirrorscan.instruments.lens.extraction import RENDERING_OPTIONS
     from mirrorscan.instruments.lens.items import apply_newline
 
     options = doc["extraction"]
-    engine = engine_class("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
+    engine = reader.engine("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
                                                model, RunContext("predict", "predict", "lens"))
     cells = pa.Table.from_pylist([{"probe_id": f"predict|{n}", "sample": 0, "seed": 0,
                                    "text": apply_newline(t, options.get("newline", "lf")),
@@ -185,8 +185,9 @@ def build_parser(prog: str = "mirrorscan lens") -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
-    """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
+def main(argv: list[str], prog: str, reader: Reader) -> int:
+    """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr). ``reader``
+    gives ``predict`` its engine (``grid.reader.Reader.engine``)."""
     args = build_parser(prog).parse_args(argv)
     if args.command == "headline":
         return headline_main(args)
@@ -199,7 +200,7 @@ def main(argv: list[str], prog: str = "mirrorscan lens") -> int:
         if not model or not Path(model).exists():
             raise ConfigError(args.analysis, "--model", f"the invocation's model {model!r} is not on this machine",
                               "give its folder with --model")
-        results = predict(extract(doc, model, [t for _, t in texts]), units, doc["classes"])
+        results = predict(extract(doc, model, [t for _, t in texts], reader), units, doc["classes"])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import packaged_path, stamp
 from mirrorscan.grid.names import check_name
 from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext
+from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.lens.items import (DATA, EMPTY_TASK, NEWLINES, PACKAGED, SCORING, FramingSet, ItemSet,
                                                apply_newline, load_framings, load_items)
@@ -384,12 +385,12 @@ class Lens(Instrument):
     tools = "lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`"
     """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
-    def cli(self, argv: list[str], prog: str = "mirrorscan lens") -> int:
+    def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
         """lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`
         computes the headline, its spread and the null's floor again from the report's query rows"""
         from mirrorscan.instruments.lens.cli import main
 
-        return main(argv, prog)
+        return main(argv, prog, reader)
 
     def describe_cell(self, row: dict) -> str:
         """``<variant>/<framing> <item>: "<text…>"``."""

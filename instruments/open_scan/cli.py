@@ -1,7 +1,7 @@
 """``mirrorscan matrix | remeasure | open_scan import | open_scan export``: an open_scan experiment as a whole.
 
-An entry point, like ``jobs/``: it reads the catalog and the store (``cluster``, imported where used), which the
-rest of the instrument never touches; the numbers come from ``numbers`` and ``matrix``.
+An entry point, like ``jobs/``: it reads the catalog and the store through the ``grid.reader.Reader`` the command
+line hands it (the instrument imports neither); the numbers come from ``numbers`` and ``matrix``.
 
 An open_scan experiment is the union of its invocations (each scan appends the cells no earlier one holds).
 These verbs read every stored row of the experiment, never a copy:
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -31,36 +30,27 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError, reports_user_errors
 from mirrorscan.grid.formatting import with_article
+from mirrorscan.grid.reader import Reader
 
 INSTRUMENT = "open_scan"
 IMPORTED_SERIES = "imported"
 """Series prefix of imported runs (``imported:<sha256 of the file, 12 hex>``): never held by a scan's series."""
 
 
-def _catalog(dsn: str | None):
-    from mirrorscan.cluster.catalog import Catalog, resolve_dsn
-
-    return Catalog(resolve_dsn(dsn or os.environ.get("MIRRORSCAN_CATALOG_DSN")))
-
-
-def _target(target: str, dsn: str | None) -> dict:
-    from mirrorscan.cluster.catalog import resolve_invocation
-
-    with _catalog(dsn) as catalog:
-        inv = resolve_invocation(target, catalog)
+def _target(reader: Reader, target: str, dsn: str | None) -> dict:
+    inv = reader.invocation(target, dsn)
     if inv["instrument"] != INSTRUMENT:
         raise ConfigError("", "experiment", f"{target!r} is {with_article(inv['instrument'])} invocation",
                           "give an open_scan experiment or invocation")
     return inv
 
 
-def experiment_rows(inv: dict, store: str | None) -> pa.Table:
+def experiment_rows(reader: Reader, inv: dict, store: str | None) -> pa.Table:
     """Every stored row of ``inv``'s experiment (all invocations), with open_scan's columns."""
-    from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
 
-    trace_store = open_store(store or inv["store_uri"])
+    trace_store = reader.store(store or inv["store_uri"])
     return trace_store.dataset(inv["experiment"], schema=trace_schema(resolve(INSTRUMENT).columns)).to_table()
 
 
@@ -163,12 +153,12 @@ def _experiment_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
-def _experiment_view(args) -> tuple[dict, pa.Table, View]:
+def _experiment_view(reader: Reader, args) -> tuple[dict, pa.Table, View]:
     """(newest invocation, every row of the experiment, its view) for ``args``."""
-    inv = _target(args.experiment, args.catalog_dsn)
-    with _catalog(args.catalog_dsn) as catalog:
+    inv = _target(reader, args.experiment, args.catalog_dsn)
+    with reader.catalog(args.catalog_dsn) as catalog:
         invocations = invocations_of(catalog, inv["experiment"])
-    rows = without_reproductions(experiment_rows(inv, args.store), invocations)
+    rows = without_reproductions(experiment_rows(reader, inv, args.store), invocations)
     return inv, rows, current_view(invocations, rows, args.series)
 
 
@@ -186,7 +176,7 @@ def _when(value) -> str:
 
 
 @reports_user_errors
-def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") -> int:
+def matrix_main(argv: list[str], prog: str, reader: Reader) -> int:
     """``mirrorscan matrix``: models × probes with coverage and per-model summaries."""
     from mirrorscan.instruments.open_scan.history import describe
     from mirrorscan.instruments.open_scan.matrix import build_matrix
@@ -199,7 +189,7 @@ def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") 
     p.add_argument("--parquet", metavar="FILE", help="write the long matrix (one row per label, probe, sample) here")
     p.add_argument("--csv", metavar="FILE", help="write the coverage matrix (labels × probes) here as CSV")
     args = p.parse_args(argv)
-    inv, rows, view = _experiment_view(args)
+    inv, rows, view = _experiment_view(reader, args)
     matrix = build_matrix(rows, view.items, view.groups, view.series, view.samples)
     counts = matrix.counts()
     print(f"experiment {inv['experiment']} · series {view.series} · {len(matrix.rows)} models × {len(view.items)} "
@@ -231,7 +221,7 @@ def matrix_main(argv: list[str] | None = None, prog: str = "mirrorscan matrix") 
 
 
 @reports_user_errors
-def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeasure") -> int:
+def remeasure_main(argv: list[str], prog: str, reader: Reader) -> int:
     """``mirrorscan remeasure``: per-model summaries recomputed from stored rows, labels matched exactly."""
     from mirrorscan.instruments.open_scan.matrix import Row, build_matrix
     from mirrorscan.instruments.open_scan.numbers import summary_text
@@ -242,7 +232,7 @@ def remeasure_main(argv: list[str] | None = None, prog: str = "mirrorscan remeas
     p.add_argument("--models", help="comma-separated labels (default: every label of the newest invocation)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     args = p.parse_args(argv)
-    _, rows, view = _experiment_view(args)
+    _, rows, view = _experiment_view(reader, args)
     scanned = [g for g in view.groups if g.series == view.series]
     wanted = [m for m in args.models.split(",")] if args.models else [g.label for g in scanned]
     stored = set(rows.filter(pc.equal(rows.column("series"), view.series)).column("label").to_pylist()) \
@@ -275,13 +265,12 @@ def export_lines(inv: dict, rows: pa.Table, by_invocation: bool, view: View | No
 
 
 @reports_user_errors
-def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_scan") -> int:
+def open_scan_main(argv: list[str], prog: str, reader: Reader) -> int:
     """``mirrorscan open_scan import|export|matrix|remeasure``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "matrix":
-        return matrix_main(argv[1:], f"{prog} matrix")
+        return matrix_main(argv[1:], f"{prog} matrix", reader)
     if argv and argv[0] == "remeasure":
-        return remeasure_main(argv[1:], f"{prog} remeasure")
+        return remeasure_main(argv[1:], f"{prog} remeasure", reader)
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("export", help="write the method's JSONL from stored columns")
@@ -296,14 +285,12 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
     exp.add_argument("--store", help="trace store URI (default: the invocation's)")
     args = p.parse_args(argv)
     if args.command == "export":
-        from mirrorscan.cluster.catalog import UUID_PATTERN
-
-        inv = _target(args.target, args.catalog_dsn)
-        rows = experiment_rows(inv, args.store)
-        by_invocation = bool(UUID_PATTERN.match(args.target.strip().lower()))
+        inv = _target(reader, args.target, args.catalog_dsn)
+        rows = experiment_rows(reader, inv, args.store)
+        by_invocation = reader.is_invocation_id(args.target)
         view = None
         if not by_invocation:
-            with _catalog(args.catalog_dsn) as catalog:
+            with reader.catalog(args.catalog_dsn) as catalog:
                 invocations = invocations_of(catalog, inv["experiment"])
             rows = without_reproductions(rows, invocations)
             view = current_view(invocations, rows, None)
@@ -312,7 +299,7 @@ def open_scan_main(argv: list[str] | None = None, prog: str = "mirrorscan open_s
         lines = data.count(b"\n")
         print(f"wrote {lines} line(s) to {args.output}")
         return 0
-    return _import(args)
+    return _import(reader, args)
 
 
 def experiment_context(catalog, experiment: str) -> dict:
@@ -333,12 +320,9 @@ def experiment_context(catalog, experiment: str) -> dict:
     return {"labels": labels, "current": current, "scales": scales}
 
 
-def _import(args) -> int:
+def _import(reader: Reader, args) -> int:
     from datetime import datetime, timezone
 
-    from mirrorscan.cluster.home import default_store_uri
-    from mirrorscan.cluster.provenance import provenance
-    from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.names import check_experiment_name
     from mirrorscan.grid.settings import FORMAT, settings_hash
     from mirrorscan.instruments.open_scan.importing import IMPORTER_VERSION, import_rows, plan_import, read_import
@@ -353,10 +337,10 @@ def _import(args) -> int:
     experiment = check_experiment_name(args.experiment, "", "--experiment")
     sha = hashlib.sha256(data).hexdigest()
     series, invocation_id = f"{IMPORTED_SERIES}:{sha[:12]}", str(uuid.uuid4())
-    store_uri = args.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()   # as scan resolves it
-    trace_store = open_store(store_uri)
+    store_uri = reader.store_uri(args.store)   # as scan resolves it
+    trace_store = reader.store(store_uri)
     trace_store.check_writable()
-    with _catalog(args.catalog_dsn) as catalog:
+    with reader.catalog(args.catalog_dsn) as catalog:
         context = experiment_context(catalog, experiment)
         plan = plan_import(lines, str(path), **context)
         for line in plan.dropped + plan.disagreements:
@@ -382,7 +366,7 @@ def _import(args) -> int:
                     "execution": {"store": store_uri}}
         catalog.create_invocation({
             "invocation_id": invocation_id, "experiment": experiment, "instrument": INSTRUMENT, "settings": settings,
-            "settings_hash": settings_hash(settings), **provenance(), "content_hashes": {"jsonl": sha},
+            "settings_hash": settings_hash(settings), **reader.provenance(), "content_hashes": {"jsonl": sha},
             "store_uri": store_uri, "status": "running", "counts": {"cells": table.num_rows},
             "reconstructed_from": f"jsonl {path.resolve()} sha256:{sha} importer {IMPORTER_VERSION}"})
         trace_store.write_part(table, experiment, invocation_id, "import")
@@ -394,7 +378,7 @@ def _import(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "mirrorscan open_scan") -> int:
+def main(argv: list[str], prog: str, reader: Reader) -> int:
     """Entry point of ``mirrorscan open_scan matrix|remeasure|import|export`` (``mirrorscan matrix`` and
-    ``mirrorscan remeasure`` arrive here as the first two)."""
-    return open_scan_main(argv, prog)
+    ``mirrorscan remeasure`` arrive here as the first two); ``reader`` reaches the catalog and the store."""
+    return open_scan_main(argv, prog, reader)

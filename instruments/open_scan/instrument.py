@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import file_sha256, packaged_path, stamp
 from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext, Stage
+from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import SAMPLER_VERSION
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
@@ -430,11 +431,11 @@ class OpenScan(Instrument):
     tools = "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"
     """What ``cli`` offers (``mirrorscan --help`` lists it)."""
 
-    def cli(self, argv: list[str], prog: str = "mirrorscan open_scan") -> int:
+    def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
         """open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"""
         from mirrorscan.instruments.open_scan.cli import main
 
-        return main(argv, prog)
+        return main(argv, prog, reader)
 
     def describe_cell(self, row: dict) -> str:
         """``<query_id> <envelope> #<sample>: "<user text…>"``."""

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, cell_value, resolve
+from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, SpecContext, cell_value, resolve
 from mirrorscan.grid.trace_schema import TRACE_COLUMNS, trace_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,3 +125,43 @@ def test_the_import_walk_sees_a_function_level_import(tmp_path):
     sample = tmp_path / "x.py"
     sample.write_text("def f():\n    from mirrorscan.instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")
     assert "mirrorscan.instruments.forced_choice" in imported_modules(sample)
+
+
+def test_a_named_object_that_is_not_an_instrument_instance_is_refused_with_the_fix():
+    """The class in place of an instance, and an instance that leaves ``render`` to the bases: a ConfigError
+    each, saying what to write."""
+    with pytest.raises(ConfigError, match="names the class Echo") as info:
+        resolve("broken_instruments:ECHO_CLASS")
+    assert "ECHO_CLASS = Echo()" in info.value.fix
+    with pytest.raises(ConfigError, match="lacks render of the Instrument parts"):
+        resolve("broken_instruments:UNRENDERED")
+    with pytest.raises(ConfigError, match="lacks the Instrument base class") as info:
+        resolve("mirrorscan.grid.ids:cell_seed")
+    assert "mirrorscan.grid.instrument.Instrument" in info.value.fix
+
+
+def test_an_instrument_with_only_the_required_members_gets_every_default_from_its_parts():
+    """What the engine calls on an instrument that defines nothing optional: nothing held across invocations,
+    no later stage, rows unchanged in the actor, no envelope version, the default query and matrix, no
+    comparison and no tools (each refused as a ConfigError, not an AttributeError)."""
+    from mirrorscan.grid.instrument import DEFAULT_QUERY, CellValue
+
+    minimal = resolve("broken_instruments:MINIMAL")
+    spec = minimal.load_spec({"items": ["a", "b"]}, SpecContext("config.json", "echo", "."))
+    cells = minimal.cells(spec, ["m"], 1)
+    earlier = cells.append_column("probe_id", pa.array(["m|a|-|-", "m|b|-|-"]))
+    assert not minimal.appends and minimal.stages == () and minimal.content_hashes(spec) == {}
+    assert minimal.done_cells(spec, earlier).column_names == ["probe_id", "sample"]
+    assert minimal.scanned_rows(earlier) is earlier and minimal.check_append(spec, earlier, False) == []
+    assert minimal.annotate(cells, spec) is cells and minimal.envelope_version(spec) is None
+    assert minimal.empty_prefix_items(spec) == ("", []) and not minimal.sampled
+    assert minimal.suggested_query("x") == DEFAULT_QUERY.format(invocation="'x'")
+    assert minimal.matrix_coordinates() == ("label", "item_key") and minimal.describe_cell({"probe_id": "p"}) == ""
+    assert cell_value(minimal) == CellValue(None, "none") and minimal.headline_units == {}
+    assert minimal.same_answer({"response": "a"}, {"response": "a"}) and not minimal.same_answer({"response": "a"}, {})
+    assert minimal.headline(None) == {} and minimal.headline_sources(None, {}, "x") == ()
+    assert not minimal.compares and minimal.tools == ""
+    with pytest.raises(ConfigError, match="offers no comparison"):
+        minimal.compare((cells, {}), (cells, {}))
+    with pytest.raises(ConfigError, match="has no tools of its own"):
+        minimal.cli([], "mirrorscan minimal", None)

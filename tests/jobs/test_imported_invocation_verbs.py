@@ -10,6 +10,7 @@ import pytest
 
 from mirrorscan.instruments.open_scan import cli as open_scan_cli
 from mirrorscan.jobs import analyze, reproduce
+from mirrorscan.results.reader import StoreReader
 
 LINES = [
     {"model": "org/Tiny-Chat", "query_id": "q1", "sample": 0, "query": "Which colour do you like?",
@@ -28,7 +29,7 @@ def imported(tmp_path, catalog_dsn, capsys):
     path.write_text("".join(json.dumps(line) + "\n" for line in LINES))
     store = str(tmp_path / "store")
     assert open_scan_cli.main(["import", str(path), "--experiment", "imp", "--store", store,
-                               "--catalog-dsn", catalog_dsn]) == 0
+                               "--catalog-dsn", catalog_dsn], "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     return out.split("as invocation ")[1].split()[0], store
 

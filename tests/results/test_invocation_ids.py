@@ -75,8 +75,9 @@ def test_every_verb_refuses_an_ambiguous_or_unknown_start_with_one_line(made, ca
     for name, (module, argv) in verbs(made, target).items():
         if module == "mirrorscan.instruments.open_scan.cli":
             from mirrorscan.grid.instrument import resolve
+            from mirrorscan.results.reader import StoreReader
 
-            code, err = resolve("open_scan").cli(argv, prog="mirrorscan open_scan"), capsys.readouterr().err
+            code, err = resolve("open_scan").cli(argv, "mirrorscan open_scan", StoreReader()), capsys.readouterr().err
         else:
             code, err = run_verb(module, argv, capsys)
         lines = err.strip().splitlines()

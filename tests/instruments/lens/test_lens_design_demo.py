@@ -56,6 +56,7 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
     from transformers import AutoTokenizer
 
     from mirrorscan.instruments.lens.cli import extract
+    from mirrorscan.results.reader import StoreReader
     from mirrorscan.instruments.lens.extraction import MANEK_SYSTEM
 
     exp = tmp_path / "lens-design-demo"
@@ -100,10 +101,11 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
     basis = json.loads((folder / "predict-smollm2-plain.json").read_text())
     layer = basis["layer"]
     lf_text = "Evaluation item 1.\nAnswer the following.\nAdd 2 and 3."
-    again = extract(basis, basis["model"], [lf_text])[0]
+    again = extract(basis, basis["model"], [lf_text], StoreReader())[0]
     stored = np.asarray(framed["layer_vectors"], dtype=np.float64)[layer]
     assert np.abs(again - stored).max() <= 1e-5 * np.abs(stored).max()
-    as_lf = extract({**basis, "extraction": {**basis["extraction"], "newline": "lf"}}, basis["model"], [lf_text])[0]
+    as_lf = extract({**basis, "extraction": {**basis["extraction"], "newline": "lf"}}, basis["model"], [lf_text],
+                    StoreReader())[0]
     assert np.abs(as_lf - stored).max() > 1e-3 * np.abs(stored).max()      # without CRLF it would not match
     texts = tmp_path / "texts.jsonl"
     texts.write_text(json.dumps({"id": "x", "text": lf_text}) + "\n")

@@ -10,6 +10,7 @@ import pytest
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.instruments.lens.cli import main
+from mirrorscan.results.reader import StoreReader
 from mirrorscan.instruments.lens.recompute import layer_sets, read_rows
 
 ROW = {"probe_id": "m|x", "label": "m", "variant": "base", "framing": "e1", "arm": "evaluation", "item_id": "t0",
@@ -53,7 +54,7 @@ def test_the_command_exits_2_with_one_line_for_framings_it_has_no_rows_for(tmp_p
     write_csv(tmp_path / "v.csv", [ROW, {**ROW, "probe_id": "m|s", "arm": "scoring", "framing": "score",
                                          "item_id": "s0", "item_label": "deployment"}])
     code = main(["headline", "--input", str(tmp_path / "v.csv"), "--positive", "deployment",
-                 "--evaluation", "x1", "--deployment", "y1"])
+                 "--evaluation", "x1", "--deployment", "y1"], "mirrorscan lens", StoreReader())
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "--evaluation" in err and "m/base" in err
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from mirrorscan.grid.instrument import cell_value, resolve
 from mirrorscan.results.browse.pages import _cell_html
+from mirrorscan.results.reader import StoreReader
 
 
 def test_cold_and_posthoc_ratings_are_shown_apart_and_absence_as_absence():
@@ -41,7 +42,7 @@ def test_the_browsers_matrix_of_an_imported_file_shows_each_self_report_apart(tm
     path = tmp_path / "seed.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert cli.main(["import", str(path), "--experiment", "shown", "--store", str(tmp_path / "store"),
-                     "--catalog-dsn", catalog_dsn]) == 0
+                     "--catalog-dsn", catalog_dsn], "mirrorscan open_scan", StoreReader()) == 0
     invocation_id = capsys.readouterr().out.split("as invocation ")[1].split()[0]
     browser = Browser(catalog_dsn, tmp_path / "index")
     try:

@@ -8,6 +8,7 @@ import json
 import pyarrow.parquet as pq
 
 from mirrorscan.instruments.open_scan import cli
+from mirrorscan.results.reader import StoreReader
 
 
 def line(model, qid, sample, answer, cold, posthoc, query):
@@ -22,18 +23,21 @@ def test_two_imported_files_are_two_labelled_rows_never_merged(tmp_path, catalog
     b.write_text(json.dumps(line("other/M", "q1", 0, "Coffee.", "9", "9", "Tea?")) + "\n")
     store = str(tmp_path / "store")
     for f in (a, b):
-        assert cli.main(["import", str(f), "--experiment", "files", "--store", store, "--catalog-dsn", catalog_dsn]) == 0
+        assert cli.main(["import", str(f), "--experiment", "files", "--store", store, "--catalog-dsn", catalog_dsn],
+                        "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     series = [s.split(",")[0] for s in out.split("(series ")[1:]]
     assert len(series) == 2 and series[0] != series[1]
-    assert cli.main(["matrix", "files", "--catalog-dsn", catalog_dsn, "--parquet", str(tmp_path / "m.parquet")]) == 0
+    assert cli.main(["matrix", "files", "--catalog-dsn", catalog_dsn, "--parquet", str(tmp_path / "m.parquet")],
+                    "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     assert f"experiment files · series {series[1]} · 2 models × 1 probes" in out   # the newest file's probes
     assert f"m [{series[1]} imported b.jsonl]" in out and f"m [{series[0]} imported a.jsonl]" in out
     cells = {(r["series"], r["query_id"]): (r["answer"], r["cold_rating"], r["posthoc_rating"])
              for r in pq.read_table(tmp_path / "m.parquet").to_pylist() if r["status"] == "answered"}
     assert cells == {(series[1], "q1"): ("Coffee.", 9, 9), (series[0], "q1"): ("Tea.", 4, 6)}   # each its own
-    assert cli.main(["matrix", "files", "--series", series[0], "--catalog-dsn", catalog_dsn]) == 0
+    assert cli.main(["matrix", "files", "--series", series[0], "--catalog-dsn", catalog_dsn],
+                    "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     assert f"series {series[0]} · 1 models × 2 probes" in out and "b.jsonl" not in out
 
@@ -45,6 +49,7 @@ def test_an_import_without_store_flag_writes_where_mirrorscan_store_points(tmp_p
     home, store = tmp_path / "home", tmp_path / "elsewhere"
     monkeypatch.setenv("MIRRORSCAN_HOME", str(home))
     monkeypatch.setenv("MIRRORSCAN_STORE", str(store))
-    assert cli.main(["import", str(f), "--experiment", "files", "--catalog-dsn", catalog_dsn]) == 0
+    assert cli.main(["import", str(f), "--experiment", "files", "--catalog-dsn", catalog_dsn],
+                    "mirrorscan open_scan", StoreReader()) == 0
     assert list((store / "files").rglob("*.parquet")), "nothing written under $MIRRORSCAN_STORE"
     assert not (home / "store").exists()

@@ -20,6 +20,7 @@ from mirrorscan.grid.instrument import Stage, resolve
 from mirrorscan.instruments.open_scan import cli as verbs
 from mirrorscan.jobs import cli
 from mirrorscan.jobs.scan import run_scan
+from mirrorscan.results.reader import StoreReader
 from suggested_query import check_suggested_query
 
 NO_SYSTEM_TEMPLATE = (
@@ -110,27 +111,30 @@ def test_an_open_scan_experiment_appends_versions_and_round_trips_its_jsonl(tmp_
 
     capsys.readouterr()
     assert verbs.main(["matrix", exp, "--catalog-dsn", catalog_dsn, "--csv", str(tmp_path / "m.csv"),
-                       "--parquet", str(tmp_path / "m.parquet")]) == 0
+                       "--parquet", str(tmp_path / "m.parquet")], "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     assert "1 models × 3 probes: 3 answered · 0 missing · 0 failed · 3 superseded" in out
     header, *table = (tmp_path / "m.csv").read_text().splitlines()
     assert header == '"label","series","source","q1","q2","q3"' and len(table) == 1
     assert table[0].startswith('"nosys",') and table[0].endswith(',"scan","3","3","3"')
 
-    assert cli.main(["remeasure", exp, "--models", "nosys,tiny2", "--catalog-dsn", catalog_dsn]) == 0
+    assert cli.main(["remeasure", exp, "--models", "nosys,tiny2", "--catalog-dsn", catalog_dsn],
+                    "mirrorscan open_scan", StoreReader()) == 0
     captured = capsys.readouterr()
     assert "no rows for label tiny2 — skipped" in captured.err
     assert "tiny2" not in captured.out and "nosys " in captured.out
 
     exported = tmp_path / "os.jsonl"
-    assert verbs.main(["export", exp, "-o", str(exported), "--catalog-dsn", catalog_dsn]) == 0
+    assert verbs.main(["export", exp, "-o", str(exported), "--catalog-dsn", catalog_dsn],
+                      "mirrorscan open_scan", StoreReader()) == 0
     lines = exported.read_bytes().decode().splitlines()
     assert len(lines) == 3 * 3 and list(json.loads(lines[0])) == list(verbs_keys())
     assert verbs.main(["import", str(exported), "--experiment", "imported", "--store", store_uri,
-                       "--catalog-dsn", catalog_dsn]) == 0
+                       "--catalog-dsn", catalog_dsn], "mirrorscan open_scan", StoreReader()) == 0
     imported_id = capsys.readouterr().out.split("as invocation ")[1].split()[0]
     back = tmp_path / "back.jsonl"
-    assert verbs.main(["export", imported_id, "-o", str(back), "--catalog-dsn", catalog_dsn]) == 0
+    assert verbs.main(["export", imported_id, "-o", str(back), "--catalog-dsn", catalog_dsn],
+                      "mirrorscan open_scan", StoreReader()) == 0
     assert back.read_bytes() == exported.read_bytes()
 
     other = {"nosys": models["tiny"]}   # the label "nosys" now names another model
