@@ -16,14 +16,12 @@ import dataclasses
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.records import ModelVariant
-
-HTTP_BACKENDS = ("openai", "anthropic")
-"""Backends whose requests go to an endpoint over HTTP."""
+from mirrorscan.grid.spec import API_BACKENDS
 
 
 def endpoint_key(variant: ModelVariant) -> str | None:
     """The endpoint a variant's requests go to (backend and base URL), or None for an in-process engine."""
-    if variant.backend not in HTTP_BACKENDS or not variant.endpoint:
+    if variant.backend not in API_BACKENDS or not variant.endpoint:
         return None
     return f"{variant.backend} {variant.endpoint.rstrip('/')}"
 
