@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from mirrorscan.cluster.store import TraceStore
+from mirrorscan.grid.cells import remove_done
 from mirrorscan.grid.records import ModelVariant, RunContext
 
 log = logging.getLogger(__name__)
@@ -162,14 +163,6 @@ def _typed(cells: pa.Table) -> pa.Table:
     return cells
 
 
-def _anti(cells: pa.Table, keys: pa.Table) -> pa.Table:
-    """Rows of ``cells`` whose (probe_id, sample, attempt) is not in ``keys``."""
-    if keys.num_rows == 0 or cells.num_rows == 0:
-        return cells
-    keys = keys.select(list(_KEYS.names)).cast(_KEYS)
-    return _typed(cells).join(keys, keys=list(_KEYS.names), join_type="left anti", use_threads=True)
-
-
 def _semi(cells: pa.Table, keys: pa.Table) -> pa.Table:
     """Rows of ``cells`` whose (probe_id, sample, attempt) is in ``keys``."""
     if keys.num_rows == 0 or cells.num_rows == 0:
@@ -202,7 +195,7 @@ def settle(store: TraceStore, folder: str, cells: pa.Table, pool) -> pa.Table:
             keyed[(p, int(s), int(a))] = record
     marked = pa.table({"probe_id": [k[0] for k in keyed], "sample": [k[1] for k in keyed],
                        "attempt": [k[2] for k in keyed]}, schema=_KEYS)
-    died = _anti(_semi(cells, marked), stored_keys(store, experiment, invocation_id))
+    died = remove_done(_semi(cells, marked), stored_keys(store, experiment, invocation_id), _KEYS)
     if died.num_rows:
         rendered = instrument.instrument.render(died, instrument.spec)
         rows = []

@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.cluster.crash_journal import (EXTRA_ROUNDS, _anti, _detach_error_tracebacks, _with_attempt, leftover_markers,
+from mirrorscan.cluster.crash_journal import (EXTRA_ROUNDS, _KEYS, _detach_error_tracebacks, _with_attempt, leftover_markers,
                                    round_folder, settle, stored_keys)
 from mirrorscan.cluster.pipeline import Pool, engine_resources, release_engine_resources, run_model
 from mirrorscan.actors.placement import NoRoom
 from mirrorscan.cluster.store import open_store
+from mirrorscan.grid.cells import remove_done
 from mirrorscan.grid.instrument import InstrumentRef
 from mirrorscan.grid.records import ModelVariant, RunContext
 
@@ -89,7 +90,7 @@ def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
         if landed + died.num_rows == ran.num_rows:
             not_started = ran.slice(0, 0)
         else:
-            not_started = _anti(ran, stored_keys(store, experiment, invocation_id))
+            not_started = remove_done(ran, stored_keys(store, experiment, invocation_id), _KEYS)
         attempts = died.column("attempt")
         retry = died.filter(pc.less(attempts, max_attempts))
         given_up = died.num_rows - retry.num_rows

@@ -53,13 +53,22 @@ def _distinct_keys(cells: pa.Table) -> int:
         cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([]).num_rows
 
 
-def remove_done(cells: pa.Table, done: pa.Table) -> pa.Table:
-    """Cells whose (probe_id, sample) is not in ``done`` (a left anti-join), in the original order."""
-    if done.num_rows == 0:
+CELL_KEY_TYPES = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
+"""The columns of ``CELL_KEY`` with the types a join compares them as."""
+
+
+def remove_done(cells: pa.Table, done: pa.Table, key: pa.Schema = CELL_KEY_TYPES) -> pa.Table:
+    """Cells whose ``key`` columns (default: (probe_id, sample)) are not among ``done``'s (a left anti-join),
+    in the original order; both sides' key columns are compared as ``key``'s types (the cells' are returned
+    so cast)."""
+    if done.num_rows == 0 or cells.num_rows == 0:
         return cells
-    keys = done.select(list(CELL_KEY)).cast(pa.schema([("probe_id", pa.string()), ("sample", pa.int32())]))
+    keys = done.select(key.names).cast(key)
+    for field in key:
+        cells = cells.set_column(cells.schema.get_field_index(field.name), field.name,
+                                 cells.column(field.name).cast(field.type))
     with_pos = cells.append_column("_pos", pa.array(np.arange(cells.num_rows, dtype=np.int64)))
-    left = with_pos.join(keys, keys=list(CELL_KEY), join_type="left anti", use_threads=True)
+    left = with_pos.join(keys, keys=key.names, join_type="left anti", use_threads=True)
     return left.sort_by("_pos").drop_columns(["_pos"])
 
 
