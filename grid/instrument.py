@@ -27,6 +27,7 @@ core schema) and ``cli``/``tools`` (``mirrorscan <name> …``, its own tools). A
 ``engine_kind`` and the ``REQUIRED`` methods; ``resolve`` refuses anything else with a ConfigError saying what
 to add. The parts are base classes of one class, not objects held by the instrument: one object is what a
 config names and what travels to every worker, and its members read as ``instrument.cells(…)`` everywhere.
+(This module is longer than most: the whole contract and its documentation are here, in one place.)
 
 A dry run (``cluster.scan_plan``) states each instrument's plan from these same members, as the scan would
 walk them: ``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
@@ -56,6 +57,7 @@ from typing import Any
 import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 
 ENGINE_KINDS = ("generate", "score", "activations")
@@ -140,41 +142,6 @@ class Stage:
     reads: tuple[str, ...] = ()
     """Trace columns ``cells`` reads besides the identity and coordinate columns (open_scan: ``response``);
     empty: all of them. Naming them keeps a plan over a large store from reading every stored column."""
-
-
-@dataclass(frozen=True)
-class CellValue:
-    """What one cell of the browser's matrix shows: a stored trace column, or one number derived from each
-    stored row (an instrument whose answer is not a scalar: lens's per-layer vectors). The plain form
-    ``cell_value = (column, kind)`` is this without ``derive``."""
-
-    column: str | None
-    """The stored trace column (plain form), or the derived value's name (shown as the cell's column name);
-    None: the instrument names none and cells show row counts."""
-    kind: str
-    """``class`` (counted per value) or ``score`` (averaged over a cell's successful rows); ``none`` without a
-    column."""
-    reads: tuple[str, ...] = ()
-    """The trace columns ``derive`` reads (only they are read from each part); empty for a stored column."""
-    derive: Callable[[pa.Table], pa.Array] | None = None
-    """Rows (the ``reads`` columns of one part) → one value per row, null where a row has none (a failed row);
-    text for ``class``, float64 for ``score``. It runs where the browser indexes, once per part."""
-    doc: str = ""
-    """One line saying what the value is (the matrix legend shows it)."""
-
-
-def cell_value(instrument) -> CellValue:
-    """The instrument's ``cell_value`` (``(column, "class" | "score")`` or a ``CellValue``) as a CellValue, checked;
-    ``CellValue(None, "none")`` where it names none (cells show row counts)."""
-    value = instrument.cell_value
-    value = value if isinstance(value, CellValue) else CellValue(*value)
-    if value.column is None and value.kind == "none":
-        return value
-    if value.kind not in ("class", "score"):
-        raise ValueError(f"instrument {instrument.name!r}: cell_value kind {value.kind!r} is not 'class' or 'score'")
-    if value.derive is not None and not value.reads:
-        raise ValueError(f"instrument {instrument.name!r}: a derived cell_value must name the columns it reads")
-    return value
 
 
 DEFAULT_QUERY = "SELECT probe_id, response FROM traces WHERE invocation_id = {invocation} LIMIT 5"
@@ -305,7 +272,7 @@ class Presenter:
 
     cell_value: CellValue | tuple[str, str] = CellValue(None, "none")
     """The browser matrix's value of a cell: ``(column, "class" | "score")`` or a ``CellValue`` derived from each
-    row; read through ``cell_value(instrument)``. Default: none (cells show row counts)."""
+    row; read through ``grid.matrix.cell_value(instrument)``. Default: none (cells show row counts)."""
     headline_units: Mapping[str, int | str] = MappingProxyType({})
     """Headline number name (or ``prefix*``) → how report and diff write it as ``analyze`` prints it (decimals
     as an int, or percent / points / ms / s / fixed; ``grid.formatting.headline``)."""

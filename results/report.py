@@ -151,7 +151,7 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
     log-probs, lens's vectors) — the cell's value as the browser shows it (``cell_value``) and its per-layer
     vectors summarised (``results.vectors.summary``: shape and a few norms, never the values); and the stored
     class where the instrument has one. Only those rows are taken from ``traces``."""
-    from mirrorscan.grid.instrument import cell_value
+    from mirrorscan.grid.matrix import cell_value
     from mirrorscan.results import vectors
 
     order = [k for k in ("probe_id", "sample", "attempt") if k in traces.column_names]

@@ -28,7 +28,8 @@ from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_O
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import packaged_path, stamp
 from mirrorscan.grid.names import check_name
-from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext
+from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
+from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.lens.items import (DATA, EMPTY_TASK, NEWLINES, PACKAGED, SCORING, FramingSet, ItemSet,

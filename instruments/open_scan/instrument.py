@@ -43,7 +43,8 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import file_sha256, packaged_path, stamp
-from mirrorscan.grid.instrument import Analysis, CellValue, Instrument, SpecContext, Stage
+from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
+from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import SAMPLER_VERSION
 from mirrorscan.grid.trace_schema import doc_field

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from mirrorscan.grid.instrument import CellValue, cell_value
+from mirrorscan.grid.matrix import CellValue, cell_value
 
 INDEX_SCHEMA = pa.schema([
     ("probe_id", pa.string()), ("sample", pa.int32()), ("attempt", pa.int32()), ("label", pa.string()),

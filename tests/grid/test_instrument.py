@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, SpecContext, cell_value, resolve
+from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, SpecContext, resolve
+from mirrorscan.grid.matrix import cell_value
 from mirrorscan.grid.trace_schema import TRACE_COLUMNS, trace_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def test_every_instrument_gives_the_browser_a_cell_value_it_can_read(name):
 
 
 def test_a_cell_value_of_another_kind_or_derived_from_nothing_is_refused():
-    from mirrorscan.grid.instrument import CellValue
+    from mirrorscan.grid.matrix import CellValue
 
     class Named:
         name = "x"
@@ -144,7 +145,8 @@ def test_an_instrument_with_only_the_required_members_gets_every_default_from_it
     """What the engine calls on an instrument that defines nothing optional: nothing held across invocations,
     no later stage, rows unchanged in the actor, no envelope version, the default query and matrix, no
     comparison and no tools (each refused as a ConfigError, not an AttributeError)."""
-    from mirrorscan.grid.instrument import DEFAULT_QUERY, CellValue
+    from mirrorscan.grid.instrument import DEFAULT_QUERY
+    from mirrorscan.grid.matrix import CellValue
 
     minimal = resolve("broken_instruments:MINIMAL")
     spec = minimal.load_spec({"items": ["a", "b"]}, SpecContext("config.json", "echo", "."))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mirrorscan.grid.instrument import cell_value, resolve
+from mirrorscan.grid.instrument import resolve
+from mirrorscan.grid.matrix import cell_value
 from mirrorscan.results.browse.pages import _cell_html
 from mirrorscan.results.reader import StoreReader
 
