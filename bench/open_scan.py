@@ -172,7 +172,7 @@ def write_parts(store, rows: pa.Table, invocation_id: str, part_rows: int) -> in
     return parts
 
 
-def build_store(store_uri: str, spec, settings: dict, invocations: int, part_rows: int) -> dict:
+def build_store(store_uri: str, spec, settings, invocations: int, part_rows: int) -> dict:
     """Write the full store: every answer, cold and post-hoc cell of the grid once, the probes split into
     ``invocations`` consecutive slices, each appended by its own invocation (first stage, then post-hoc)."""
     import pyarrow.compute as pc
@@ -197,11 +197,11 @@ def build_store(store_uri: str, spec, settings: dict, invocations: int, part_row
     out = {"parts": 0, "rows": 0, "by_stage": {"answer+cold": 0, "posthoc": 0}}
     for k in range(invocations):
         invocation_id = str(uuid.UUID(int=rng.integers(1 << 62).item() << 64 | k))
-        mine = add_seeds(cells.filter(pc.equal(which, k)), settings["seed"])
+        mine = add_seeds(cells.filter(pc.equal(which, k)), settings.seed)
         first = made_up_rows(ref.instrument.render(mine, ref.spec), invocation_id=invocation_id, labels_model=models,
                              envelope_version=version, schema=schema, rng=rng, clock=clock + timedelta(days=7 * k))
         out["by_stage"]["answer+cold"] += write_parts(store, first, invocation_id, part_rows)
-        post = add_seeds(later_stage_cells(ref, 1, first), settings["seed"])
+        post = add_seeds(later_stage_cells(ref, 1, first), settings.seed)
         second = made_up_rows(ref.instrument.render(post, ref.spec), invocation_id=invocation_id, labels_model=models,
                               envelope_version=version, schema=schema, rng=rng,
                               clock=clock + timedelta(days=7 * k, hours=12))
@@ -241,7 +241,7 @@ def prepared_experiment(args) -> tuple[Path, dict]:
     print(f"building the store under {work} (setup, not measured; cached for these parameters) …", file=sys.stderr,
           flush=True)
     t0 = time.monotonic()
-    built = build_store(str(work / "store"), spec, spec.settings().to_json(), args.invocations, args.part_rows)
+    built = build_store(str(work / "store"), spec, spec.settings(), args.invocations, args.part_rows)
     built["build_s"] = time.monotonic() - t0
     built["bytes"] = sum(f.stat().st_size for f in (work / "store").rglob("*.parquet"))
     done.write_text(json.dumps(built))
@@ -256,7 +256,7 @@ def plan_once(work: Path) -> dict:
 
     t0 = time.monotonic()
     spec = load_spec(work / EXPERIMENT)
-    settings = spec.settings().to_json()
+    settings = spec.settings()
     spec_s = time.monotonic() - t0
     notes, nothing_left = check_append(spec, settings, sources_of(spec), open_store(str(work / "store")), False)
     return {"s": time.monotonic() - t0, "spec_s": spec_s, "notes": notes, "nothing_left": nothing_left}

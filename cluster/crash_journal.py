@@ -50,7 +50,6 @@ import pyarrow.fs as pafs
 
 from mirrorscan.cluster.store import TraceStore
 from mirrorscan.grid.cells import remove_done
-from mirrorscan.grid.records import ModelVariant, RunContext
 
 log = logging.getLogger(__name__)
 

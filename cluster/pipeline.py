@@ -144,7 +144,7 @@ def instrument_rows(rows: pa.Table, cells: pa.Table, instrument: InstrumentRef |
     if instrument is None:
         return rows
     inst = instrument.instrument
-    coordinates = [c for c in getattr(inst, "coordinates", ()) if c in cells.column_names]
+    coordinates = [c for c in inst.coordinates if c in cells.column_names]
     if coordinates and rows.num_rows:
         position = {(p, s): i for i, (p, s) in enumerate(zip(cells.column("probe_id").to_pylist(),
                                                               cells.column("sample").to_pylist()))}
@@ -154,8 +154,7 @@ def instrument_rows(rows: pa.Table, cells: pa.Table, instrument: InstrumentRef |
             column = cells.column(name).take(take)
             i = rows.schema.get_field_index(name)
             rows = rows.set_column(i, name, column) if i >= 0 else rows.append_column(name, column)
-    annotate = getattr(inst, "annotate", None)
-    return annotate(rows, instrument.spec) if annotate is not None else rows
+    return inst.annotate(rows, instrument.spec)
 
 
 def render_block(table: pa.Table, instrument: InstrumentRef) -> pa.Table:

@@ -1,5 +1,5 @@
 """What ``scan`` checks and resolves before anything is written: engines for the instrument's kind, overrides
-that would change nothing, and where the store and the catalog are.
+that would change nothing, and where the store is.
 
 Every problem is a ConfigError naming the file, the field and the fix (exit 2), raised before the
 invocation is recorded, so a refused config leaves no catalog row and no file behind.
@@ -79,7 +79,7 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
 def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> None:
     """ConfigError when a ``score`` instrument's model cannot score as configured: a forced BOS
     (``models[].add_bos`` true) that the tokenizer lacks or that is a chat-template token; or items whose
-    prefix is empty (the instrument's optional hook ``empty_prefix_items(spec)`` → (file, field paths)) for
+    prefix is empty (the instrument's ``empty_prefix_items(spec)`` → (file, field paths)) for
     a model that puts no BOS first (its tokenizer's rule, or ``add_bos`` false): the first target token would
     have no position to be scored at. Names the items and the models. ``cells``: the first stage's cells when
     they do not come from the item files (a reproduction from the stored coordinates): their rendered
@@ -90,14 +90,13 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> Non
 
     from mirrorscan.actors.score_tokens import ScoreTokenError, adds_bos, score_ids
 
-    hook = getattr(spec.instrument, "empty_prefix_items", None)
     if cells is not None:
         rendered = spec.instrument.render(cells, spec.instrument_spec)
         file, items = spec.config_path, sorted({p for p, prefix in zip(rendered.column("probe_id").to_pylist(),
                                                                           rendered.column("prefix").to_pylist())
                                                 if prefix == ""})
     else:
-        file, items = hook(spec.instrument_spec) if hook else ("", [])
+        file, items = spec.instrument.empty_prefix_items(spec.instrument_spec)
     tokenizers: dict[str, object] = {}
     lacking = []
     for i, m in enumerate(spec.models):
@@ -133,7 +132,3 @@ def resolve_store(flag: str | None, spec: Spec) -> str:
     uri = flag or spec.store or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     return uri if "://" in uri else os.path.abspath(uri)
 
-
-def resolve_catalog(flag: str | None, spec: Spec | None) -> str | None:
-    """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
-    return flag or (spec.catalog_dsn if spec else None) or os.environ.get("MIRRORSCAN_CATALOG_DSN") or None

@@ -1,11 +1,19 @@
-"""The scan's progress bar text: what each model's pool is doing while the cells land."""
+"""A scan's progress while its cells land: the bar on the terminal (what each model's pool is doing), the
+counts in the catalog every few seconds, and the driver's lease checked as each part lands."""
 
 from __future__ import annotations
+
+import sys
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.records import ModelVariant
+
+CATALOG_EVERY_S, RECONNECT_EVERY_S = 5.0, 30.0
+"""Seconds between progress updates in the catalog; between reconnect tries while the catalog is lost."""
 
 
 class ModelProgress:
@@ -38,3 +46,51 @@ class ModelProgress:
         if len(self.total) <= 1:
             running = [t for t in running if t.startswith("loading")]
         return " · ".join([self.title, *running])
+
+
+class RunProgress:
+    """The progress of one stage of a run (``cluster.scan_run.ScanRun``): its ``on_model`` and ``on_part`` are
+    the sweep's callbacks (``cluster.sweep.run_grid``)."""
+
+    def __init__(self, run, todo: pa.Table, stage: str = ""):
+        """A bar over ``todo``'s cells (none with the run's ``quiet``), titled by the run's experiment and
+        ``stage``; it says what it waits for until cells land."""
+        from tqdm import tqdm
+
+        self.run, self.cells = run, todo.num_rows
+        title = f"scan {run.spec.experiment}" + (f" ({stage})" if stage else "")
+        self.per_model = ModelProgress(todo, title)
+        self.bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=run.options.quiet,
+                        file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        self.done = {"rows": 0, "errors": 0}
+        self.last_update = time.monotonic()
+
+    def on_model(self, variant: ModelVariant) -> None:
+        """``variant``'s pool started: its engines load."""
+        self.per_model.loading(variant)
+        self.bar.set_description(self.per_model.description(), refresh=True)
+
+    def on_part(self, rows: int, errors: int, label: str) -> None:
+        """A part of ``rows`` rows (``errors`` of them errors) of ``label`` landed. A driver whose lease lapsed
+        stops here (LeaseLost): another may have taken the invocation over."""
+        if self.run.driver is not None:
+            self.run.driver.check()
+        self.per_model.landed(label, rows)
+        self.done["rows"] += rows
+        self.done["errors"] += errors
+        self.bar.set_description(self.per_model.description(), refresh=False)
+        self.bar.update(rows)
+        self.bar.set_postfix(errors=self.done["errors"], refresh=False)
+        catalog = self.run.catalog
+        if time.monotonic() - self.last_update > (CATALOG_EVERY_S if catalog.connected else RECONNECT_EVERY_S):
+            self.last_update = time.monotonic()
+            try:
+                if not catalog.connected:
+                    catalog.reconnect()
+                catalog.update_progress(self.run.invocation_id, "running", {"cells_this_run": self.cells, **self.done})
+            except CatalogError:
+                pass   # progress is advisory; the final status is written at the end (cluster.scan_outcome)
+
+    def close(self) -> None:
+        """Close the bar."""
+        self.bar.close()

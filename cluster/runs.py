@@ -119,11 +119,26 @@ class DriverRun:
             pass
 
 
-def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, config_file: str = "",
-            submitted: dict | None = None, ttl_s: float | None = None, host: str | None = None,
+@dataclass(frozen=True)
+class DriverStart:
+    """What one driver start of an invocation records in ``scan_runs`` besides who it is."""
+
+    execution: dict
+    """The execution settings this start uses (``grid.settings.execution``: store, pool sizes, per-model
+    execution keys); they may differ from an earlier start's."""
+    resumed: bool
+    """Whether the start resumes an invocation an earlier start began."""
+    config_file: str = ""
+    """The config file a refusal names."""
+    submitted: dict | None = None
+    """The config as the user submitted it (its file and JSON; no secrets: the caller redacts the DSN's password)."""
+
+
+def acquire(catalog, invocation_id: str, start: DriverStart, ttl_s: float | None = None, host: str | None = None,
             pid: int | None = None) -> DriverRun:
-    """Record a driver start of ``invocation_id`` holding its lease, or refuse while another's is fresh.
-    ``submitted`` is the config as the user submitted it (no secrets: the caller redacts the DSN's password)."""
+    """Record a driver start (``start``) of ``invocation_id`` holding its lease for ``ttl_s`` seconds (default
+    ``lease_ttl_s``), or refuse while another's is fresh. ``host`` and ``pid`` name the driver (default this
+    process)."""
     ttl_s = lease_ttl_s() if ttl_s is None else ttl_s
     host, pid = host or socket.gethostname(), pid or os.getpid()
     run_id = str(uuid.uuid4())
@@ -139,7 +154,7 @@ def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, conf
             ours = (other_host, other_pid) == (host, pid)   # an earlier driver of this process (ended or dead)
             dead = other_host == host and not pid_alive(int(other_pid))   # killed on this very host
             if float(age_s) <= float(other_ttl) and not (ours or dead):
-                raise ConfigError(config_file, "--resume",
+                raise ConfigError(start.config_file, "--resume",
                                   f"invocation {invocation_id} is being run by the driver on host {other_host} "
                                   f"(pid {other_pid}), whose lease was renewed {float(age_s):.0f} s ago",
                                   f"wait for it to finish, or stop it; a lease not renewed for {float(other_ttl):.0f} s "
@@ -148,8 +163,8 @@ def acquire(catalog, invocation_id: str, execution: dict, *, resumed: bool, conf
         catalog.execute(
             "INSERT INTO scan_runs (run_id, invocation_id, host, pid, username, resumed, took_over, execution, "
             "lease_ttl_s, submitted_config) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb)",
-            [run_id, invocation_id, host, pid, _user(), resumed, took_over, json.dumps(execution), ttl_s,
-             None if submitted is None else json.dumps(submitted)])
+            [run_id, invocation_id, host, pid, _user(), start.resumed, took_over, json.dumps(start.execution), ttl_s,
+             None if start.submitted is None else json.dumps(start.submitted)])
     return DriverRun(run_id, invocation_id, catalog.dsn, ttl_s, took_over)
 
 

@@ -12,9 +12,10 @@ import socket
 from pathlib import Path
 
 from mirrorscan.cluster.runs import pid_alive
-from mirrorscan.cluster.stages import NO_INVOCATION, earlier_rows, grid_cells, instrument_ref, of_sources, stage_grids
+from mirrorscan.cluster.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, instrument_ref, of_sources,
+                                       stage_grids)
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.settings import shaping_differences
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import Spec
 
 CONFIG_ORIGIN_ENV = "MIRRORSCAN_CONFIG_ORIGIN"
@@ -90,7 +91,7 @@ def changed_inputs_detail(inv: dict, spec: Spec) -> str:
     return "; ".join(f"{name} SHA-256 {before[name][:12]}… → {now[name][:12]}…" for name in changed_inputs(inv, spec))
 
 
-def resume_target(catalog, spec: Spec, settings: dict, invocation_id: str | None = None) -> dict:
+def resume_target(catalog, spec: Spec, settings: Settings, invocation_id: str | None = None) -> dict:
     """The invocation a resume finishes: ``invocation_id``, else the experiment's newest unfinished one; refused
     when there is none, its inputs or result-shaping settings changed, or another process still runs it."""
     inv = catalog.newest_unfinished(spec.experiment) if invocation_id is None else catalog.get_invocation(invocation_id)
@@ -106,7 +107,7 @@ def resume_target(catalog, spec: Spec, settings: dict, invocation_id: str | None
                           f"file content changed since invocation {inv['invocation_id']} started "
                           f"({changed_inputs_detail(inv, spec)})",
                           "put the file back as it was, or start a new invocation without --resume")
-    diffs = shaping_differences(inv["settings"], settings)
+    diffs = settings.shaping_differences(inv["settings"])
     if diffs:
         raise ConfigError(spec.config_path, ", ".join(diffs),
                           f"differs from the frozen settings of invocation {inv['invocation_id']}",
@@ -130,7 +131,7 @@ def earlier_scans(catalog, experiment: str) -> list[tuple[str, object, dict]]:
     return [(i, t, s or {}) for i, t, s in rows]
 
 
-def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_changed: bool,
+def check_append(spec: Spec, settings: Settings, sources: dict, trace_store, accept_changed: bool,
                  catalog=None) -> tuple[list[str], bool]:
     """Before a new invocation of an instrument that holds cells across invocations (``done_cells``): refuse a
     label that earlier invocations ran with another model, let the instrument check its items
@@ -139,7 +140,7 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
     ref = instrument_ref(settings)
     if not ref.instrument.appends:
         return [], False
-    earlier = earlier_rows(trace_store, spec.experiment, NO_INVOCATION, ref)
+    earlier = earlier_rows(StageScope(trace_store, spec.experiment, NO_INVOCATION, ref))
     own = ref.instrument.scanned_rows(earlier)   # imported rows name their models as their file did
     if own.num_rows:
         pairs = own.group_by(["label", "model", "model_canonical"]).aggregate([]).to_pylist()
@@ -154,8 +155,8 @@ def check_append(spec: Spec, settings: dict, sources: dict, trace_store, accept_
                                              scans=earlier_scans(catalog, spec.experiment) if catalog is not None else None))
     if notes:   # a recorded change (a changed or reverted probe, a new series) makes an invocation, cells or not
         return notes, False
-    for stage in stage_grids(ref, grid_cells(settings), trace_store, spec.experiment, NO_INVOCATION, sources,
-                             of_sources(earlier, sources)):
+    scope = StageScope(trace_store, spec.experiment, NO_INVOCATION, ref, sources)
+    for stage in stage_grids(scope, grid_cells(settings), of_sources(earlier, sources)):
         if stage.cells.num_rows:
             return notes, False
     return notes + [f"nothing to do: every cell of experiment {spec.experiment!r} is already held by an earlier "

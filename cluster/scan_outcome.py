@@ -33,9 +33,10 @@ def cell_counts(store, experiment: str, invocation_id: str, n_cells: int) -> dic
             "error_rows": rows.num_rows - pc.sum(pc.is_null(rows.column("error")), min_count=0).as_py()}
 
 
-def index_rows(store, experiment: str, invocation_id: str, settings: dict) -> None:
+def index_rows(store, experiment: str, invocation_id: str, settings) -> None:
     """For an instrument that holds cells across invocations: write the invocation's row index, which the next
-    scan's plan reads instead of every part (``cluster.row_index``). A failure only costs that speed."""
+    scan's plan reads instead of every part (``cluster.row_index``); ``settings``: the invocation's frozen
+    ``grid.settings.Settings``. A failure only costs that speed."""
     from mirrorscan.cluster.row_index import write_index
     from mirrorscan.cluster.stages import index_columns, instrument_ref
     from mirrorscan.grid.trace_schema import trace_schema

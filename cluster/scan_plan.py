@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import API_BACKENDS
 
 EMPTY_PRIOR = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("error", pa.string())])
@@ -199,27 +200,28 @@ class PlanScope:
     """Count the input tokens of the cells to run (False: ``tokens_in`` is None, nothing is tokenized)."""
 
 
-def scan_plan(settings: dict, scope: PlanScope = PlanScope()) -> list[StagePlan]:
-    """The plan (see the module docstring) of (format 2) ``settings``: a new invocation, or the resume of
+def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StagePlan]:
+    """The plan (see the module docstring) of frozen ``settings``: a new invocation, or the resume of
     ``scope.invocation_id``, in ``scope.store``, as ``scope`` says (``PlanScope``)."""
-    from mirrorscan.cluster.stages import (NO_INVOCATION, earlier_rows, grid_cells, held_elsewhere, instrument_ref,
-                                           later_stage_cells, stage_names)
+    from mirrorscan.cluster.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, held_elsewhere,
+                                           instrument_ref, later_stage_cells, stage_names)
     from mirrorscan.grid.cells import plan_attempts, remove_done
 
     store, invocation_id, max_attempts, count_tokens = (scope.store, scope.invocation_id, scope.max_attempts,
                                                         scope.count_tokens)
     ref = instrument_ref(settings)
     instrument = ref.instrument
-    models = {m["label"]: ModelVariant.from_settings(m) for m in settings["models"]}
+    models = {m.label: m for m in settings.models}
     sources = dict(scope.sources or {})
     exists = store is not None
     own = invocation_id or NO_INVOCATION
     held = None
+    experiment = settings.experiment
     if scope.hold and exists and instrument.appends:
-        earlier = earlier_rows(store, settings["experiment"], own, ref, sources or None)
-        held = held_elsewhere(store, settings["experiment"], own, ref, sources or None, earlier)
-    prior = (store.read(settings["experiment"], own, columns=["probe_id", "sample", "error"])
-             if exists and invocation_id and store.list_parts(settings["experiment"], own) else EMPTY_PRIOR.empty_table())
+        scope = StageScope(store, experiment, own, ref, sources or None)
+        held = held_elsewhere(scope, earlier_rows(scope))
+    prior = (store.read(experiment, own, columns=["probe_id", "sample", "error"])
+             if exists and invocation_id and store.list_parts(experiment, own) else EMPTY_PRIOR.empty_table())
     tokenizers = {label: _tokenizer(sources.get(label)) for label in models} if count_tokens else {}
     stages = list(instrument.stages)
     cells = grid_cells(settings) if scope.first is None else scope.first
@@ -298,18 +300,6 @@ def plan_sources(spec) -> dict[str, str]:
         else:
             sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
     return sources
-
-
-def running_catalog_dsn(dsn: str | None) -> str | None:
-    """The catalog DSN when a catalog can be read without starting one: ``dsn`` as given (flag, config or
-    environment: ``cluster.preflight.resolve_catalog``), or the embedded server when it is already running;
-    None otherwise."""
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.home import locate_home
-
-    if dsn and dsn.strip() != "embedded":
-        return dsn
-    return embedded_pg.running_dsn(locate_home() / "catalog")
 
 
 def unfinished_invocation(dsn: str, experiment: str) -> dict | None:

@@ -20,94 +20,24 @@ import dataclasses
 import os
 import signal
 import sys
-import time
 import uuid
-from dataclasses import dataclass, field
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.cluster.preflight import (check_context, check_empty_prefixes, check_engines, check_template_overrides,
-                                          resolve_catalog, resolve_store)
+                                          resolve_store)
 from mirrorscan.cluster.scan_inputs import (changed_inputs, changed_inputs_detail, check_append,
                                             check_experiment_home, content_hashes, model_weights, resume_target,
                                             submitted_config)
 from mirrorscan.cluster.scan_outcome import (LOG_SETTLE_S, await_inference_log, cell_counts, index_rows,
                                              loggable_rows, logged_rows, record_outcome)
 from mirrorscan.cluster.scan_plan import PlanScope, StagePlan, existing_store, plan_sources, scan_plan
-from mirrorscan.cluster.stages import grid_cells, instrument_ref, stage_grids
+from mirrorscan.cluster.scan_records import Reproduction, ScanOptions, ScanResult
+from mirrorscan.cluster.stages import StageScope, grid_cells, instrument_ref, stage_grids
 from mirrorscan.grid.cells import add_seeds, plan_attempts
-from mirrorscan.grid.errors import CatalogError, ConfigError
 from mirrorscan.grid.records import ModelVariant, RunContext
-from mirrorscan.grid.settings import execution, settings_hash, shaping_differences
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import API_BACKENDS, Spec
-
-
-@dataclass(frozen=True)
-class Reproduction:
-    """What makes a new invocation a reproduction of an earlier one (``mirrorscan reproduce``)."""
-
-    of: str
-    """The invocation id reproduced (catalog ``reproduces``; also in the manifest and ``execution``)."""
-    cells: pa.Table | None = None
-    """The first stage's cells when they cannot come from the item files (their hashes changed): rebuilt from
-    the coordinates stored in the traces; None: the instrument expands them from the files."""
-    submitted: dict = field(default_factory=dict)
-    """What the driver run records as submitted (the original's config file where one is known)."""
-    sources: dict | None = None
-    """Label → resolved model source, resolved by the caller (None: resolved here, as a scan does)."""
-    resumes: str | None = None
-    """An unfinished reproduction of ``of`` to finish (``reproduce --resume``), its stored cells kept; None: a
-    new invocation."""
-    warnings: tuple[str, ...] = ()
-    """What could not be restored (``results.reproduce.Plan.warnings``), recorded with the new invocation as
-    ``settings.execution.reproduce_warnings`` (not hashed)."""
-
-
-@dataclass(frozen=True)
-class ScanOptions:
-    """How this start of the driver runs a spec: the invocation's options, none of which shapes results."""
-
-    resume: bool = False
-    """Finish the experiment's newest unfinished invocation instead of starting a new one."""
-    max_attempts: int = 3
-    """Attempts per cell (a died batch's cells, a resume's error cells) before the cell is given up (≥ 1)."""
-    store: str | None = None
-    """Trace store URI given by flag (None: config ``store``, $MIRRORSCAN_STORE, else the home's store)."""
-    catalog_dsn: str | None = None
-    """Catalog DSN given by flag (None: config ``catalog_dsn``, $MIRRORSCAN_CATALOG_DSN, else embedded)."""
-    ray_address: str | None = None
-    """Ray cluster to join (None: $RAY_ADDRESS, else a local Ray started here)."""
-    quiet: bool = False
-    """No progress bar and no notes on the terminal (warnings and the invocation line still print)."""
-    check_home: bool = True
-    """Refuse an experiment name that belongs to another folder's runs (False: the name was given by ``--as``)."""
-    accept_changed_probes: bool = False
-    """An appending instrument (open_scan) takes probes whose text changed under their id as new versions."""
-    reproduction: Reproduction | None = None
-    """A rerun of an earlier invocation's full grid (no cell held elsewhere, none held for later scans), or with
-    its ``resumes`` the resume of such a rerun; None: a scan."""
-
-    def __post_init__(self):
-        """ConfigError for fewer than one attempt per cell."""
-        if self.max_attempts < 1:
-            raise ConfigError("", "--max-attempts", f"is {self.max_attempts}", "use 1 or more")
-
-
-@dataclass
-class ScanResult:
-    """What one scan did: the invocation, where its traces are and how many cells ended how (an appending
-    instrument with nothing left to run makes no invocation: ``invocation_id`` is "")."""
-
-    invocation_id: str
-    experiment: str
-    status: str
-    traces_path: str
-    counts: dict = field(default_factory=dict)
-    log_path: str = ""
-    """The file holding the run's engine and Ray output (``cluster.run_log``)."""
-    instrument: str = ""
-    """The instrument's registry name or import path (the summary prints its suggested query)."""
 
 
 class ScanRun:
@@ -118,8 +48,8 @@ class ScanRun:
         self.options = options
         self.spec = dataclasses.replace(spec, store=resolve_store(options.store, spec))
         """The spec with its store resolved (flag, config, environment, home)."""
-        self.settings = self.spec.settings().to_json()
-        """The settings this run freezes (format 2, as stored); a resume takes the store the invocation
+        self.settings: Settings = self.spec.settings()
+        """The settings this run freezes (``grid.settings.Settings``); a resume takes the store the invocation
         recorded, and what a run adds to ``execution`` (notes, what it reproduces) is set here."""
         self.sources: dict[str, str] | None = None
         """Label → canonical model source, once ``check`` resolved them."""
@@ -165,7 +95,7 @@ class ScanRun:
         """What ``execute`` would run as a new invocation, per stage and model (``cluster.scan_plan``), read
         from the store as it is now; nothing is started or written."""
         return scan_plan(self.settings, PlanScope(
-            store=existing_store(self.settings["execution"]["store"]), sources=self.sources,
+            store=existing_store(self.settings.execution.store), sources=self.sources,
             max_attempts=self.options.max_attempts, first=self.first_cells, hold=self.reproduction is None,
             count_tokens=count_tokens))
 
@@ -175,22 +105,26 @@ class ScanRun:
         differ; the resume's plan)."""
         if changed_inputs(inv, self.spec):
             return 0, 0, [f"file content changed ({changed_inputs_detail(inv, self.spec)})"], []
-        diffs = shaping_differences(inv["settings"], self.settings)
+        diffs = self.settings.shaping_differences(inv["settings"])
         if diffs:
             return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"], []
         plans = scan_plan(self.settings, PlanScope(
-            store=existing_store(inv["store_uri"] or self.settings["execution"]["store"]),
+            store=existing_store(inv["store_uri"] or self.settings.execution.store),
             invocation_id=str(inv["invocation_id"]), sources=self.sources, max_attempts=self.options.max_attempts,
             hold=not (inv["settings"].get("execution") or {}).get("reproduces")))
         return sum(p.run for p in plans), sum(p.given_up for p in plans), [], plans
 
-    def catalog_dsn(self) -> str | None:
-        """The catalog DSN as given (flag, config, $MIRRORSCAN_CATALOG_DSN), or None for the embedded one."""
-        return resolve_catalog(self.options.catalog_dsn, self.spec)
+    def catalog_dsn(self, *, start: bool = True) -> str | None:
+        """The catalog DSN the run records to (``cluster.catalog.resolve_dsn``: flag, config,
+        $MIRRORSCAN_CATALOG_DSN, else the embedded server, started now; with ``start`` False, only when it
+        already runs: None otherwise)."""
+        from mirrorscan.cluster.catalog import resolve_dsn
+
+        return resolve_dsn(self.options.catalog_dsn, self.spec.catalog_dsn, start=start)
 
     def execute(self) -> ScanResult:
         """Run (or resume) the grid; return the invocation id, final status, counts and traces path."""
-        from mirrorscan.cluster.catalog import Catalog, resolve_dsn
+        from mirrorscan.cluster.catalog import Catalog
         from mirrorscan.cluster.run_log import RunLog, log_path
         from mirrorscan.cluster.store import open_store
 
@@ -202,7 +136,7 @@ class ScanRun:
             from mirrorscan.cluster.home import check_home_writable
 
             check_home_writable()   # a local Ray keeps its token there, a remote store's run log goes there
-        self.dsn = resolve_dsn(self.catalog_dsn())
+        self.dsn = self.catalog_dsn()
         with Catalog(self.dsn) as catalog:
             self.catalog = catalog
             if options.check_home and self.reproduction is None:
@@ -251,20 +185,21 @@ class ScanRun:
                 print(f"note: resuming in the invocation's own store {inv['store_uri']} "
                       f"(not {spec.store})", file=sys.stderr)
             self.spec = spec = dataclasses.replace(spec, store=inv["store_uri"])
-            self.settings = spec.settings().to_json()
+            self.settings = spec.settings()
             self.trace_store = open_store(spec.store)
         reproduces = (inv["settings"].get("execution") or {}).get("reproduces")
         if reproduces:   # a reproduction stays one: its full grid, holding no cells
-            self.settings["execution"]["reproduces"] = reproduces
+            self.settings = self.settings.with_execution(reproduces=reproduces)
             if reproduction is not None and reproduction.warnings:
-                self.settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
+                self.settings = self.settings.with_execution(reproduce_warnings=reproduction.warnings)
         # before touching the store: refused while another driver runs it (or, appending, its experiment)
         with catalog.transaction():
             if self.appends():
                 runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path,
                                               invocation_id=self.invocation_id)
-            self.driver = runs.acquire(catalog, self.invocation_id, execution(self.settings), resumed=True,
-                                       config_file=spec.config_path, submitted=self._submitted())
+            self.driver = runs.acquire(catalog, self.invocation_id, runs.DriverStart(
+                self.settings.execution_json(), resumed=True, config_file=spec.config_path,
+                submitted=self._submitted()))
         removed, quarantined = self.trace_store.cleanup(spec.experiment, self.invocation_id)
         if not self.options.quiet and (removed or quarantined):
             print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable "
@@ -277,20 +212,21 @@ class ScanRun:
         from mirrorscan.cluster import runs
         from mirrorscan.cluster.provenance import provenance
 
-        spec, settings, catalog, reproduction = self.spec, self.settings, self.catalog, self.reproduction
-        notes, nothing_left = check_append(spec, settings, self.sources, self.trace_store,
+        spec, catalog, reproduction = self.spec, self.catalog, self.reproduction
+        notes, nothing_left = check_append(spec, self.settings, self.sources, self.trace_store,
                                            self.options.accept_changed_probes, catalog) \
             if reproduction is None else ([], False)   # a reproduction reruns the full grid
         for line in notes:
             print(line, file=sys.stderr)
         if nothing_left:
             return False
-        if notes:
-            settings["execution"]["append_notes"] = notes   # recorded with the invocation, not hashed
-        if reproduction is not None:
-            settings["execution"]["reproduces"] = reproduction.of   # not hashed; a resume reads it
+        if notes:   # recorded with the invocation, not hashed
+            self.settings = self.settings.with_execution(append_notes=tuple(notes))
+        if reproduction is not None:   # not hashed; a resume reads it
+            self.settings = self.settings.with_execution(reproduces=reproduction.of)
             if reproduction.warnings:
-                settings["execution"]["reproduce_warnings"] = list(reproduction.warnings)
+                self.settings = self.settings.with_execution(reproduce_warnings=reproduction.warnings)
+        settings = self.settings.to_json()
         self.invocation_id = invocation_id = str(uuid.uuid4())
         prov = provenance()
         weights = model_weights(spec, self.sources)
@@ -301,15 +237,15 @@ class ScanRun:
                 runs.refuse_concurrent_append(catalog, spec.experiment, spec.config_path)
             catalog.create_invocation({
                 "invocation_id": invocation_id, "experiment": spec.experiment, "instrument": spec.instrument.name,
-                "settings": settings, "settings_hash": settings_hash(settings), **prov,
+                "settings": settings, "settings_hash": self.settings.settings_hash(), **prov,
                 "content_hashes": content_hashes(spec), "model_weights": weights,
                 "reproduces": reproduction.of if reproduction is not None else None,
                 "store_uri": spec.store, "status": "running", "counts": {"cells": n_cells}})
             self.trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov,
                 "model_sources": self.sources, "model_weights": weights, **reproduces})
-            self.driver = runs.acquire(catalog, invocation_id, execution(settings), resumed=False,
-                                       config_file=spec.config_path, submitted=self._submitted())
+            self.driver = runs.acquire(catalog, invocation_id, runs.DriverStart(
+                self.settings.execution_json(), resumed=False, config_file=spec.config_path, submitted=self._submitted()))
         return True
 
     def _run_stages(self) -> ScanResult:
@@ -320,11 +256,11 @@ class ScanRun:
         settings, max_attempts = self.settings, self.options.max_attempts
         n_cells, given_up, held = 0, 0, 0
         status = "running"
-        hold = not settings.get("execution", {}).get("reproduces")
+        hold = not settings.execution.reproduces
         first = grid_cells(settings) if self.first_cells is None else self.first_cells
         try:
-            for stage in stage_grids(instrument_ref(settings), first, store, experiment, invocation_id,
-                                     self.sources, hold=hold):
+            scope = StageScope(store, experiment, invocation_id, instrument_ref(settings), self.sources)
+            for stage in stage_grids(scope, first, hold=hold):
                 n_cells += stage.cells.num_rows
                 held += stage.held_elsewhere
                 prior = store.read(experiment, invocation_id, columns=["probe_id", "sample", "error"])
@@ -333,7 +269,7 @@ class ScanRun:
                 for count in (pc.value_counts(todo.column("label")).to_pylist() if todo.num_rows else []):
                     self.ran[(stage.name, count["values"])] = count["counts"]
                 if todo.num_rows:
-                    self._run_stage(add_seeds(todo, settings["seed"]), stage.name)
+                    self._run_stage(add_seeds(todo, settings.seed), stage.name)
             counts = cell_counts(store, experiment, invocation_id, n_cells)
             counts["given_up"] = given_up
             if held:
@@ -350,7 +286,7 @@ class ScanRun:
                 index_rows(store, experiment, invocation_id, settings)
                 record_outcome(self, status, counts, raise_on_failure=status in ("complete", "incomplete"))
         return ScanResult(invocation_id, experiment, status, store.display(store.traces_dir(experiment, invocation_id)),
-                          counts, instrument=settings["instrument"])
+                          counts, instrument=settings.instrument)
 
     def _run_stage(self, todo: pa.Table, stage: str) -> None:
         """Run one stage's cells, then wait (bounded) for their inference_log rows."""
@@ -365,61 +301,40 @@ class ScanRun:
 
     def run_cells(self, todo: pa.Table, stage: str = "") -> None:
         """Send ``todo`` (cells with seeds) through one actor pool per model (``cluster.sweep``), with a progress
-        bar, progress in the catalog every few seconds, and the lease checked as each part lands."""
-        from tqdm import tqdm
-
-        from mirrorscan.cluster.progress import ModelProgress
+        bar, progress in the catalog every few seconds, and the lease checked as each part lands
+        (``cluster.progress.RunProgress``)."""
+        from mirrorscan.cluster.progress import RunProgress
         from mirrorscan.cluster.ray_session import ensure_ray
         from mirrorscan.cluster.run_log import attach_ray_output
-        from mirrorscan.cluster.sweep import Sweep, concurrent_models, run_grid
+        from mirrorscan.cluster.sweep import run_grid
 
-        settings, catalog, options = self.settings, self.catalog, self.options
-        title = f"scan {self.spec.experiment}" + (f" ({stage})" if stage else "")
-        bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=options.quiet,
-                   file=sys.stderr, dynamic_ncols=True, smoothing=0.1)   # says what it waits for until cells land
-        ensure_ray(options.ray_address)
-        attach_ray_output()   # forwarded engine output goes to the run's log file
-        if _SIGTERM_INTERRUPTS:
-            signal.signal(signal.SIGTERM, _terminated)
+        progress = RunProgress(self, todo, stage)
+        try:
+            ensure_ray(self.options.ray_address)
+            attach_ray_output()   # forwarded engine output goes to the run's log file
+            if _SIGTERM_INTERRUPTS:
+                signal.signal(signal.SIGTERM, _terminated)
+            variants = list(self.settings.models)
+            run_grid(todo, variants, self.sources, self.sweep(variants), progress.on_part, on_model=progress.on_model)
+        finally:
+            progress.close()
+
+    def sweep(self, variants: list[ModelVariant]):
+        """What every model's pool of this run shares (``cluster.sweep.Sweep``): the invocation as the engines get
+        it (their inference_log rows go to the run's catalog), the instrument, batch and pool sizes, attempts,
+        and how many pools run at once."""
+        from mirrorscan.cluster.home import subdir
+        from mirrorscan.cluster.sweep import Sweep, concurrent_models
+
+        settings, how = self.settings, self.settings.execution
         ref = instrument_ref(settings)
         run = RunContext(invocation_id=self.invocation_id, experiment=self.spec.experiment, instrument=ref.instrument.name,
-                         envelope_version=ref.instrument.envelope_version(ref.spec),
-                         catalog_dsn=self.dsn, store_uri=settings["execution"]["store"])   # actors log there
-        done = {"rows": 0, "errors": 0}
-        last_update = [time.monotonic()]
-        variants = [ModelVariant.from_settings(m) for m in settings["models"]]
-        per_model = ModelProgress(todo, title)
-
-        def on_model(variant: ModelVariant) -> None:
-            per_model.loading(variant)
-            bar.set_description(per_model.description(), refresh=True)
-
-        def on_part(rows: int, errors: int, label: str) -> None:
-            if self.driver is not None:
-                self.driver.check()   # a driver whose lease lapsed stops: another may have taken the invocation over
-            per_model.landed(label, rows)
-            done["rows"] += rows
-            done["errors"] += errors
-            bar.set_description(per_model.description(), refresh=False)
-            bar.update(rows)
-            bar.set_postfix(errors=done["errors"], refresh=False)
-            # progress in the catalog, at most every 5 s (a lost catalog: a reconnect try at most every 30 s)
-            if time.monotonic() - last_update[0] > (5 if catalog.connected else 30):
-                last_update[0] = time.monotonic()
-                try:
-                    if not catalog.connected:
-                        catalog.reconnect()
-                    catalog.update_progress(self.invocation_id, "running", {"cells_this_run": todo.num_rows, **done})
-                except CatalogError:
-                    pass   # progress is advisory; the final status is written at the end (record_outcome)
-        sweep = Sweep(run, ref, settings["execution"]["store"], batch_size=settings["batch_size"], pool_size=settings["execution"]["actor_pool_size"],
-                      max_attempts=options.max_attempts, max_concurrent_models=concurrent_models(
-                          settings["execution"].get("max_concurrent_models"), variants,
-                          joined=bool(options.ray_address or os.environ.get("RAY_ADDRESS"))))
-        try:
-            run_grid(todo, variants, self.sources, sweep, on_part, on_model=on_model)
-        finally:
-            bar.close()
+                         envelope_version=ref.instrument.envelope_version(ref.spec), catalog_dsn=self.dsn,
+                         store_uri=how.store, cache_dir=str(subdir("cache")))
+        at_once = concurrent_models(how.max_concurrent_models, variants,
+                                    joined=bool(self.options.ray_address or os.environ.get("RAY_ADDRESS")))
+        return Sweep(run, ref, how.store, batch_size=settings.batch_size, pool_size=how.actor_pool_size,
+                     max_attempts=self.options.max_attempts, max_concurrent_models=at_once)
 
 
 _SIGTERM_INTERRUPTS = False

@@ -25,6 +25,7 @@ import pyarrow.dataset as pads
 from mirrorscan.grid.cells import CELL_KEY, remove_done, with_probe_ids
 from mirrorscan.grid.ids import SEP
 from mirrorscan.grid.instrument import InstrumentRef, Stage
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import trace_schema
 
 STAGE_SEP = "~"
@@ -33,16 +34,33 @@ NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
 """An invocation id no run has: what "this invocation" holds before it exists (nothing)."""
 
 
-def instrument_ref(settings: dict) -> InstrumentRef:
-    """The instrument of (format 2) settings, as it travels to Ray workers."""
-    return InstrumentRef(settings["instrument"], settings["instrument_settings"])
+def instrument_ref(settings: Settings) -> InstrumentRef:
+    """The instrument of frozen ``settings``, as it travels to Ray workers."""
+    return InstrumentRef(settings.instrument, settings.instrument_settings)
 
 
-def grid_cells(settings: dict) -> pa.Table:
-    """The full grid of (format 2) settings: the instrument's cells for every model label, with probe ids."""
+def grid_cells(settings: Settings) -> pa.Table:
+    """The full grid of frozen ``settings``: the instrument's cells for every model label, with probe ids."""
     ref = instrument_ref(settings)
-    labels = [m["label"] for m in settings["models"]]
-    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings["samples"]), instrument=ref.name)
+    labels = [m.label for m in settings.models]
+    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings.samples), instrument=ref.name)
+
+
+@dataclass(frozen=True)
+class StageScope:
+    """Whose stages are built and from what: an invocation of an experiment in a store, its instrument, and the
+    model each label names now."""
+
+    store: object
+    """The opened trace store (``cluster.store``)."""
+    experiment: str
+    """The experiment's name (the store's folder)."""
+    invocation_id: str
+    """The invocation whose rows count as "this invocation's" (``NO_INVOCATION`` before it exists)."""
+    ref: InstrumentRef
+    """The instrument and its frozen section."""
+    sources: dict[str, str] | None = None
+    """Label → canonical model source: earlier rows count only for the same model; None keeps every row."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,7 @@ class StageGrid:
 
 def stage_names(ref: InstrumentRef) -> list[str]:
     """The names of the instrument's stages, first ("") included; checks that each can be a probe_id part."""
-    names = [stage.name for stage in getattr(ref.instrument, "stages", ())]
+    names = [stage.name for stage in ref.instrument.stages]
     for name in names:
         if not name or SEP in name or STAGE_SEP in name or name != name.strip():
             raise ValueError(f"instrument {ref.name!r}: stage name {name!r} must be non-empty, without "
@@ -87,11 +105,11 @@ def stage_columns(ref: InstrumentRef, stage: Stage) -> list[str] | None:
     return list(dict.fromkeys([*IDENTITY_COLUMNS, "error", *ref.instrument.coordinates, *stage.reads]))
 
 
-def successful_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef, cells: pa.Table,
-                    columns: list[str] | None = None) -> pa.Table:
+def successful_rows(scope: StageScope, cells: pa.Table, columns: list[str] | None = None) -> pa.Table:
     """The invocation's stored successful rows of ``cells`` (``columns``, default all of the instrument's trace
     schema)."""
-    rows = store.read(experiment, invocation_id, columns=columns, schema=trace_schema(ref.instrument.columns))
+    rows = scope.store.read(scope.experiment, scope.invocation_id, columns=columns,
+                            schema=trace_schema(scope.ref.instrument.columns))
     ok = pc.and_(pc.is_null(rows.column("error")), pc.is_in(rows.column("probe_id"), cells.column("probe_id")))
     return rows.filter(ok)
 
@@ -101,17 +119,16 @@ IDENTITY_COLUMNS = ("invocation_id", "probe_id", "sample", "label", "model", "mo
 """Columns of earlier rows handed to an instrument's ``done_cells`` (with its coordinate columns)."""
 
 
-def earlier_rows(store, experiment: str, invocation_id: str, ref: InstrumentRef,
-                 sources: dict[str, str] | None = None) -> pa.Table:
+def earlier_rows(scope: StageScope) -> pa.Table:
     """Successful rows of the experiment's other invocations in this store (identity and coordinate columns,
     and ``part``: the file holding the row), read through their indexes (``cluster.row_index``): those of
-    each label answered by the model source it has now (``sources``: label → canonical source; None keeps
-    every row)."""
+    each label answered by the model source it has now (``scope.sources``; None keeps every row)."""
     from mirrorscan.cluster.row_index import read_successful_rows
 
-    rows = read_successful_rows(store, experiment, index_columns(ref), trace_schema(ref.instrument.columns),
-                                exclude=invocation_id)
-    return rows if sources is None else of_sources(rows, sources)
+    ref = scope.ref
+    rows = read_successful_rows(scope.store, scope.experiment, index_columns(ref), trace_schema(ref.instrument.columns),
+                                exclude=scope.invocation_id)
+    return rows if scope.sources is None else of_sources(rows, scope.sources)
 
 
 def index_columns(ref: InstrumentRef) -> list[str]:
@@ -128,24 +145,25 @@ def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
     return rows.filter(pc.fill_null(pc.equal(rows.column("model_canonical"), expected), False))
 
 
-def held_elsewhere(store, experiment: str, invocation_id: str, ref: InstrumentRef,
-                   sources: dict[str, str] | None = None, earlier: pa.Table | None = None) -> pa.Table | None:
+def held_elsewhere(scope: StageScope, earlier: pa.Table | None = None) -> pa.Table | None:
     """(probe_id, sample) keys the instrument counts as done by earlier invocations of the experiment (its
     ``done_cells``, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when it
     keeps no grid across invocations (``appends`` false)."""
+    ref = scope.ref
     if not ref.instrument.appends:
         return None
     if earlier is None:
-        earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
+        earlier = earlier_rows(scope)
     return ref.instrument.done_cells(ref.spec, earlier).select(list(CELL_KEY))
 
 
-def held_rows(store, ref: InstrumentRef, cells: pa.Table, held: pa.Table, earlier: pa.Table,
-              stage: str, columns: list[str] | None = None) -> tuple[pa.Table, int]:
+def held_rows(scope: StageScope, cells: pa.Table, held: pa.Table, earlier: pa.Table, stage: str,
+              columns: list[str] | None = None) -> tuple[pa.Table, int]:
     """(earlier invocations' successful rows (``columns``, default all) of the ``cells`` that ``held`` counts
     as done there and whose cell in the later stage ``stage`` is not held yet; how many of those cells' later
     cells are held already). A later stage is built from these rows too, so an earlier invocation's
     unfinished later stage finishes here. Only the parts holding them are read (``earlier``'s ``part``)."""
+    schema = trace_schema(scope.ref.instrument.columns)
     key_schema = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
     held = held.cast(key_schema).group_by(list(CELL_KEY)).aggregate([])
     wanted = cells.select(["label", "item_key", *CELL_KEY]).cast(
@@ -162,11 +180,10 @@ def held_rows(store, ref: InstrumentRef, cells: pa.Table, held: pa.Table, earlie
     skipped = len(next_key.filter(later_held).unique())   # held later cells (two previous rows may share one)
     wanted = wanted.filter(pc.invert(later_held)).select(list(CELL_KEY))
     if wanted.num_rows == 0:
-        empty = trace_schema(ref.instrument.columns).empty_table()
+        empty = schema.empty_table()
         return (empty if columns is None else empty.select(columns)), skipped
     holding = earlier.filter(pc.is_in(_cell_keys(earlier), _cell_keys(wanted))).column("part").unique().to_pylist()
-    rows = pads.dataset(holding, schema=trace_schema(ref.instrument.columns), format="parquet",
-                        filesystem=store.fs).to_table(columns=columns, filter=pc.field("error").is_null())
+    rows = pads.dataset(holding, schema=schema, format="parquet", filesystem=scope.store.fs).to_table(columns=columns, filter=pc.field("error").is_null())
     rows = rows.filter(pc.is_in(_cell_keys(rows), _cell_keys(wanted)))   # (not a join: payload may be lists)
     return _first_per_cell(rows), skipped
 
@@ -190,28 +207,28 @@ def _first_per_cell(rows: pa.Table) -> pa.Table:
     return rows.take(pa.array(keep, pa.int64()))
 
 
-def stage_grids(ref: InstrumentRef, first: pa.Table, store, experiment: str, invocation_id: str,
-                sources: dict[str, str] | None = None, earlier: pa.Table | None = None,
+def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = None,
                 hold: bool = True) -> Iterator[StageGrid]:
-    """Each stage's grid in order; a later one is built (lazily) from the previous stage's stored rows — this
-    invocation's and, for held cells, the earlier invocation's that holds them — so the caller runs a stage
-    before asking for the next. ``sources`` (label → canonical model source) limits held cells to rows of
-    the same model; ``earlier``: ``earlier_rows`` already read with those sources. ``hold`` False (a
-    reproduction): no cell counts as held by another invocation, every stage is the full grid."""
+    """Each stage's grid in order, the first from ``first``; a later one is built (lazily) from the previous
+    stage's stored rows — this invocation's and, for held cells, the earlier invocation's that holds them — so
+    the caller runs a stage before asking for the next. ``scope.sources`` limits held cells to rows of the same
+    model; ``earlier``: ``earlier_rows`` already read with those sources. ``hold`` False (a reproduction): no
+    cell counts as held by another invocation, every stage is the full grid."""
+    ref = scope.ref
     if not hold:
         held = None
     else:
         if ref.instrument.appends and earlier is None:
-            earlier = earlier_rows(store, experiment, invocation_id, ref, sources)
-        held = held_elsewhere(store, experiment, invocation_id, ref, sources, earlier)
+            earlier = earlier_rows(scope)
+        held = held_elsewhere(scope, earlier)
     cells = first
     for index, name in enumerate(stage_names(ref)):
         skipped = 0   # held later-stage cells whose previous rows were not even read
         if index:
             columns = stage_columns(ref, ref.instrument.stages[index - 1])
-            previous = successful_rows(store, experiment, invocation_id, ref, cells, columns)
+            previous = successful_rows(scope, cells, columns)
             if held is not None and held.num_rows:
-                earlier_held, skipped = held_rows(store, ref, cells, held, earlier, name, columns)
+                earlier_held, skipped = held_rows(scope, cells, held, earlier, name, columns)
                 previous = pa.concat_tables([previous, earlier_held.select(previous.column_names).cast(previous.schema)])
             cells = later_stage_cells(ref, index, previous)
         kept = cells if held is None else remove_done(cells, held)

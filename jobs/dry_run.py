@@ -14,7 +14,6 @@ it exists.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from mirrorscan.grid.spec import API_BACKENDS, Spec
@@ -54,8 +53,9 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
             max_attempts: int = 3, out=None) -> None:
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
     out = out or sys.stdout
-    from mirrorscan.cluster.scan_plan import running_catalog_dsn, unfinished_invocation
-    from mirrorscan.cluster.scan_run import ScanOptions, ScanRun
+    from mirrorscan.cluster.scan_plan import unfinished_invocation
+    from mirrorscan.cluster.scan_records import ScanOptions
+    from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.grid.spec import load_spec
 
     options = ScanOptions(max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn)
@@ -80,7 +80,7 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: Σ max_tokens "
           f"of the cells to run{'; some unknown' if unknown else ''})", file=out)
     print(f"store: {spec.store}", file=out)
-    dsn = running_catalog_dsn(scan.catalog_dsn())
+    dsn = scan.catalog_dsn(start=False)
     if dsn is None:
         print("resume: the embedded catalog is not running, so what --resume would run is not known "
               "(a dry run never starts it)", file=out)

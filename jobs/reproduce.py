@@ -51,7 +51,8 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
-    from mirrorscan.cluster.scan_run import ScanOptions, ScanRun, stop_like_ctrl_c_on_sigterm
+    from mirrorscan.cluster.scan_records import ScanOptions
+    from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
     from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, print_summary
     from mirrorscan.results.diff import diff_targets, format_diff
     from mirrorscan.results.invocations import catalog_dsn

@@ -12,7 +12,8 @@ import argparse
 import dataclasses
 import sys
 
-from mirrorscan.cluster.scan_run import ScanOptions, ScanResult, ScanRun, stop_like_ctrl_c_on_sigterm
+from mirrorscan.cluster.scan_records import ScanOptions, ScanResult
+from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
 from mirrorscan.grid.names import check_experiment_name
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs.errors import reports_user_errors

@@ -66,9 +66,9 @@ class Plan:
     """With ``resume``: the unfinished reproduction of ``original`` that this run finishes (its id)."""
 
     def reproduction(self):
-        """What makes the run of this plan a reproduction (``cluster.scan_run.Reproduction``): the original,
+        """What makes the run of this plan a reproduction (``cluster.scan_records.Reproduction``): the original,
         the cells, what was submitted, the model sources, the reproduction it finishes and the warnings."""
-        from mirrorscan.cluster.scan_run import Reproduction
+        from mirrorscan.cluster.scan_records import Reproduction
 
         return Reproduction(self.original.invocation_id, self.cells, self.submitted, self.sources, self.resumes,
                             tuple(self.warnings))
@@ -127,7 +127,7 @@ def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int]
     from mirrorscan.cluster.stages import STAGE_SEP
 
     rows = traces
-    if getattr(instrument, "stages", ()):
+    if instrument.stages:
         rows = rows.filter(pc.invert(pc.match_substring(rows.column("item_key"), STAGE_SEP)))
     columns = ["label", "item_key", "envelope", "ordering", "sample", *instrument.coordinates]
     first: dict[tuple[str, int], int] = {}
@@ -241,7 +241,7 @@ def _cells(spec: Spec, original: Invocation, warnings: list[str]) -> tuple[str, 
         cells = stored_cells(original.traces, spec.instrument,
                              run_order(original.store, original.experiment, original.invocation_id))
         planned = int((original.row.get("counts") or {}).get("cells") or 0)
-        if planned > cells.num_rows and not getattr(spec.instrument, "stages", ()):
+        if planned > cells.num_rows and not spec.instrument.stages:
             warnings.append(f"items: {planned - cells.num_rows} of the original's {planned} cells have no stored row "
                             f"and cannot be rebuilt")
         try:

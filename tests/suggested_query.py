@@ -6,7 +6,8 @@ import io
 import shlex
 
 from mirrorscan.jobs import sql
-from mirrorscan.jobs.scan import ScanResult, print_summary
+from mirrorscan.cluster.scan_records import ScanResult
+from mirrorscan.jobs.scan import print_summary
 
 
 def check_suggested_query(result: ScanResult, store: str, catalog_dsn: str, columns: set[str]) -> list[dict]:

@@ -26,14 +26,15 @@ def invocation(catalog_dsn):
 
 def test_a_fresh_lease_on_another_host_refuses_and_a_stale_one_is_taken_over(invocation):
     dsn, invocation_id = invocation
+    at_a, at_b = runs.DriverStart({"store": "/a"}, resumed=False), runs.DriverStart({"store": "/b"}, resumed=True)
     with Catalog(dsn) as catalog:
-        first = runs.acquire(catalog, invocation_id, {"store": "/a"}, resumed=False, host="host-a", pid=111)
+        first = runs.acquire(catalog, invocation_id, at_a, host="host-a", pid=111)
         with pytest.raises(ConfigError) as refused:
-            runs.acquire(catalog, invocation_id, {"store": "/b"}, resumed=True, host="host-b", pid=222)
+            runs.acquire(catalog, invocation_id, at_b, host="host-b", pid=222)
         assert "host host-a (pid 111)" in str(refused.value) and refused.value.field == "--resume"
         catalog.execute("UPDATE scan_runs SET heartbeat_at = now() - interval '1 hour' WHERE run_id = %s",
                         [first.run_id])   # host-a's driver died an hour ago
-        second = runs.acquire(catalog, invocation_id, {"store": "/b"}, resumed=True, host="host-b", pid=222)
+        second = runs.acquire(catalog, invocation_id, at_b, host="host-b", pid=222)
         assert second.took_over == first.run_id
         rows = catalog.execute("SELECT host, pid, resumed, took_over::text, execution FROM scan_runs "
                                "WHERE invocation_id = %s ORDER BY started_at", [invocation_id])
@@ -48,29 +49,30 @@ def test_an_ended_run_a_dead_local_driver_or_this_process_does_not_block(invocat
     import sys
 
     dsn, invocation_id = invocation
+    new, resumed = runs.DriverStart({}, resumed=False), resumed
     with Catalog(dsn) as catalog:
-        done = runs.acquire(catalog, invocation_id, {}, resumed=False, host="host-a", pid=1)
+        done = runs.acquire(catalog, invocation_id, new, host="host-a", pid=1)
         done.end(catalog)
-        runs.acquire(catalog, invocation_id, {}, resumed=True, host="host-b", pid=2)      # host-a had ended
-        again = runs.acquire(catalog, invocation_id, {}, resumed=True, host="host-b", pid=2)   # same process
+        runs.acquire(catalog, invocation_id, resumed, host="host-b", pid=2)      # host-a had ended
+        again = runs.acquire(catalog, invocation_id, resumed, host="host-b", pid=2)   # same process
         assert again.took_over is not None
         gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True)
         here = socket.gethostname()
         again.end(catalog)
-        killed = runs.acquire(catalog, invocation_id, {}, resumed=True, host=here, pid=int(gone.stdout))
-        after = runs.acquire(catalog, invocation_id, {}, resumed=True, host=here, pid=os.getpid())
+        killed = runs.acquire(catalog, invocation_id, resumed, host=here, pid=int(gone.stdout))
+        after = runs.acquire(catalog, invocation_id, resumed, host=here, pid=os.getpid())
         assert after.took_over == killed.run_id   # a driver of this host whose process is gone (kill -9)
         after.end(catalog)
-        runs.acquire(catalog, invocation_id, {}, resumed=True, host=here, pid=1)   # pid 1 always lives
+        runs.acquire(catalog, invocation_id, resumed, host=here, pid=1)   # pid 1 always lives
         with pytest.raises(ConfigError, match=f"host {here} \\(pid 1\\)"):
-            runs.acquire(catalog, invocation_id, {}, resumed=True, host=here, pid=os.getpid())
+            runs.acquire(catalog, invocation_id, resumed, host=here, pid=os.getpid())
 
 
 def test_runs_are_append_only_but_for_the_lease(invocation):
     dsn, invocation_id = invocation
     with Catalog(dsn) as catalog:
-        run = runs.acquire(catalog, invocation_id, {"store": "/a"}, resumed=False, host="h", pid=1)
+        run = runs.acquire(catalog, invocation_id, runs.DriverStart({"store": "/a"}, resumed=False), host="h", pid=1)
         catalog.execute("UPDATE scan_runs SET heartbeat_at = now() WHERE run_id = %s", [run.run_id])
         with pytest.raises(CatalogError, match="only heartbeat_at and ended_at"):
             catalog.execute("UPDATE scan_runs SET execution = '{}' WHERE run_id = %s", [run.run_id])
@@ -81,7 +83,7 @@ def test_runs_are_append_only_but_for_the_lease(invocation):
 def test_the_heartbeat_renews_and_a_driver_that_cannot_renew_stops(invocation):
     dsn, invocation_id = invocation
     with Catalog(dsn) as catalog:
-        run = runs.acquire(catalog, invocation_id, {}, resumed=False, ttl_s=2.0, host="h", pid=1)
+        run = runs.acquire(catalog, invocation_id, runs.DriverStart({}, resumed=False), ttl_s=2.0, host="h", pid=1)
         first_beat = catalog.execute("SELECT heartbeat_at FROM scan_runs WHERE run_id = %s", [run.run_id])[0][0]
         run.start_heartbeat()    # renews every ttl/6 = 0.33 s: a busy machine may delay a few, not six in a row
         time.sleep(4.5)          # 2.25 time-to-lives: alive only because it renews
@@ -120,7 +122,8 @@ def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_s
         scan.run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     with Catalog(catalog_dsn) as catalog:
         (invocation_id,) = catalog.execute("SELECT invocation_id::text FROM scan_invocations")[0]
-        other = runs.acquire(catalog, invocation_id, {}, resumed=True, host="gpu-node-7", pid=4242)   # another host
+        other = runs.acquire(catalog, invocation_id, runs.DriverStart({}, resumed=True), host="gpu-node-7",
+                             pid=4242)   # another host
     monkeypatch.setattr(ScanRun, "run_cells", lambda *a, **k: pytest.fail("ran cells under another driver's lease"))
     with pytest.raises(ConfigError, match="gpu-node-7 \\(pid 4242\\)"):
         scan.run_scan(str(exp), resume=True, store=store, catalog_dsn=catalog_dsn, quiet=True)

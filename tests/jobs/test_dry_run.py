@@ -81,7 +81,7 @@ def test_dry_run_reads_an_unfinished_invocation_and_says_what_resume_would_run(t
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "dry", "instrument": "forced_choice",
                                    "settings": settings, "settings_hash": "x", "store_uri": store,
                                    "status": "interrupted", "counts": {}})
-    cells = grid_cells(settings).slice(0, 5).to_pylist()
+    cells = grid_cells(spec.settings()).slice(0, 5).to_pylist()
     rows = [{"probe_id": c["probe_id"], "sample": c["sample"], "invocation_id": invocation_id, "experiment": "dry",
              "error": None if i < 3 else "RuntimeError: boom"} for i, c in enumerate(cells)]
     open_store(store).write_part(to_trace_table(rows), "dry", invocation_id, "t")

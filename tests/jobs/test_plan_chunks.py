@@ -35,7 +35,7 @@ def experiment(tmp_path, tiny_dir):
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict", "json_schema"]}}))
     spec = load_spec(exp)
     spec = dataclasses.replace(spec, store=str(tmp_path / "store"))
-    settings = spec.settings().to_json()
+    settings = spec.settings()
     invocation_id = str(uuid.uuid4())
     cells = [c for c in grid_cells(settings).to_pylist() if c["label"] == "tiny"][3:10]
     rows = [{"probe_id": c["probe_id"], "sample": c["sample"], "invocation_id": invocation_id,
@@ -59,7 +59,7 @@ def expected(experiment) -> dict:
     cells = grid_cells(experiment["settings"])
     rendered = ref.instrument.render(cells, ref.spec).to_pylist()
     answered = {(r["probe_id"], r["sample"]) for r in experiment["stored"] if r["error"] is None}
-    models = {m["label"]: m for m in experiment["settings"]["models"]}
+    models = {m.label: m for m in experiment["settings"].models}
     out = {}
     for label, model in models.items():
         mine = [r for r in rendered if r["label"] == label]
@@ -67,8 +67,8 @@ def expected(experiment) -> dict:
         tokens = sum(len(tok("\n".join(t for t in (r["system_text"], r["user_text"]) if t),
                              add_special_tokens=False)["input_ids"]) for r in run)
         out[label] = (len(mine), len(mine) - len(run), len(run),
-                      ((float(model["temperature"]), float(model["top_p"]), int(model["max_tokens"])),),
-                      tokens, len(run) * int(model["max_tokens"]))
+                      ((float(model.temperature), float(model.top_p), int(model.max_tokens)),),
+                      tokens, len(run) * int(model.max_tokens))
     return out
 
 

@@ -42,7 +42,7 @@ def planned(exp: str, store_uri: str, tiny_dir, **kw) -> list:
         store = open_store(store_uri, create=False)
     except Exception:   # noqa: BLE001 - not written yet
         store = None
-    return scan_plan(spec.settings().to_json(), PlanScope(store=store, sources={"tiny": str(tiny_dir)}, **kw))
+    return scan_plan(spec.settings(), PlanScope(store=store, sources={"tiny": str(tiny_dir)}, **kw))
 
 
 def stored(store_uri: str, experiment: str, invocation_id: str) -> list[dict]:
@@ -124,7 +124,7 @@ def test_a_resume_plan_leaves_out_the_cells_stored_and_runs_the_rest(tmp_path, t
                                    "instrument": "forced_choice", "settings": settings, "settings_hash": "x",
                                    "store_uri": store_uri, "content_hashes": content_hashes(spec),
                                    "status": "interrupted", "counts": {}})
-    cells = grid_cells(settings).slice(0, 5).to_pylist()   # 3 stored answers, 2 failed attempts
+    cells = grid_cells(spec.settings()).slice(0, 5).to_pylist()   # 3 stored answers, 2 failed attempts
     rows = [{"probe_id": c["probe_id"], "sample": c["sample"], "invocation_id": invocation_id, "experiment": "fc_plan",
              "label": "tiny", "item_key": c["item_key"], "response": "x" if i < 3 else None,
              "error": None if i < 3 else "RuntimeError: boom"} for i, c in enumerate(cells)]

@@ -13,7 +13,8 @@ import shlex
 
 from mirrorscan.grid.instrument import DEFAULT_QUERY, REGISTRY, Presenter, resolve
 from mirrorscan.jobs import sql
-from mirrorscan.jobs.scan import ScanResult, print_summary
+from mirrorscan.cluster.scan_records import ScanResult
+from mirrorscan.jobs.scan import print_summary
 from suggested_query import check_suggested_query
 
 FINISHED = "1dd40c56-1904-4178-a8ad-f8941f59374b"   # the legacy fixture's finished forced-choice invocation

@@ -107,7 +107,8 @@ def test_a_run_at_temperature_above_zero_differs_and_diff_says_where(scanned, ra
 
 def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scanned, ray_local):
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
+    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     pairs = scanned["base"] / "exps" / "repro_fc" / "pairs.csv"

@@ -62,8 +62,9 @@ def reproductions(dsn: str, original: str) -> list[dict]:
 def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
     from mirrorscan.cluster.stages import earlier_rows
     from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
-    from mirrorscan.cluster.stages import NO_INVOCATION, instrument_ref
+    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.stages import NO_INVOCATION, StageScope, instrument_ref
     from mirrorscan.jobs.scan import run_scan
     from mirrorscan.results.diff import diff_targets
     from mirrorscan.results.reproduce import ITEMS_FROM_FILES, plan
@@ -80,7 +81,7 @@ def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
     assert "held_elsewhere" not in copy.counts   # nothing of the original counted as held
 
     store = open_store(store_uri)
-    held_by = earlier_rows(store, "os_repro", NO_INVOCATION, instrument_ref(p.spec.settings().to_json()))
+    held_by = earlier_rows(StageScope(store, "os_repro", NO_INVOCATION, instrument_ref(p.spec.settings())))
     assert set(held_by.column("invocation_id").to_pylist()) == {original}   # the copy holds nothing
     copy_rows = store.read("os_repro", copy.invocation_id, columns=["probe_id", "error"])
     assert copy_rows.num_rows == 6 and pc.all(pc.is_null(copy_rows.column("error"))).as_py()

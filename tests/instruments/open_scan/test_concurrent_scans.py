@@ -26,7 +26,7 @@ def test_a_second_scan_of_an_appending_experiment_is_refused_while_the_first_run
     with Catalog(catalog_dsn) as catalog:   # a scan of the same experiment, its driver alive on another host
         catalog.create_invocation({"invocation_id": running, "experiment": "busy", "instrument": "open_scan",
                                    "settings": {"experiment": "busy"}, "settings_hash": "x", "status": "running"})
-        driver = runs.acquire(catalog, running, {}, resumed=False, host="other-host", pid=4242)
+        driver = runs.acquire(catalog, running, runs.DriverStart({}, resumed=False), host="other-host", pid=4242)
     with pytest.raises(ConfigError) as refused:
         run_scan(str(folder), store=str(tmp_path / "store"), catalog_dsn=catalog_dsn, quiet=True)
     assert f"is being scanned by invocation {running} (driver on host other-host, pid 4242" in refused.value.problem

@@ -16,6 +16,7 @@ from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.instruments.open_scan import cli as verbs
 from mirrorscan.jobs.scan import run_scan
+from mirrorscan.results.reader import StoreReader
 
 TEXTS = {"q1": "Tea or coffee?", "q2": "Which season do you like best?", "q3": "Cats or dogs?"}
 EDITED = "Which season do you like most?"
@@ -80,7 +81,7 @@ def check_matrix(exp: str, dsn: str, store_uri: str, tmp_path, groups: set, caps
     """Run ``matrix``; assert its long form and CSV equal the matrix computed from the raw rows; its output."""
     capsys.readouterr()
     assert verbs.main(["matrix", exp, "--catalog-dsn", dsn, "--parquet", str(tmp_path / "m.parquet"),
-                       "--csv", str(tmp_path / "m.csv")]) == 0
+                       "--csv", str(tmp_path / "m.csv")], "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr().out
     raw = open_store(store_uri).dataset("mixed").to_table(
         columns=["invocation_id", "series", "probe_id", "label", "query_id", "query_hash", "envelope", "sample", "response", "rating",
@@ -108,7 +109,8 @@ def check_matrix(exp: str, dsn: str, store_uri: str, tmp_path, groups: set, caps
 
 @pytest.mark.timeout(900)
 def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny_dir, catalog_dsn, ray_local, capsys):
-    from mirrorscan.cluster.scan_run import Reproduction, ScanOptions, ScanRun
+    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.results.reproduce import plan
 
     exp, store_uri = write(tmp_path / "mixed", tiny_dir, TEXTS["q2"]), str(tmp_path / "store")
@@ -119,7 +121,7 @@ def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny
     seed.write_text("".join(json.dumps(x) + "\n" for x in SEED_LINES))
     capsys.readouterr()
     assert verbs.main(["import", str(seed), "--experiment", "mixed", "--store", store_uri,
-                       "--catalog-dsn", catalog_dsn]) == 0
+                       "--catalog-dsn", catalog_dsn], "mirrorscan open_scan", StoreReader()) == 0
     out = capsys.readouterr()
     assert "dropped seed.jsonl:4: label 'other-model' (model 'org/other-model') matches no model" in out.err
     assert "1 line(s) of q2 carry another text than the probe set's" in out.err
