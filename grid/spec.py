@@ -13,22 +13,23 @@ secrets removed. It is what the catalog stores and what ``scan --resume`` rebuil
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
+from mirrorscan.grid.config_keys import (INHERITED_MODEL_KEYS, MODEL_KEYS, TOP_LEVEL, check_range, check_type,
+                                         default_of, type_ok)
 from mirrorscan.grid.device_map import check_device_map, default_num_gpus
-from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, shorten, unknown_key
+from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
 from mirrorscan.grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
 from mirrorscan.grid.instrument import Instrument, SpecContext, resolve
 from mirrorscan.grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, check as check_limit, resolve as resolve_limits
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
 from mirrorscan.grid.settings import SAMPLER_VERSION, Execution, Settings
+
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
 API_BACKENDS = ("openai", "anthropic")
@@ -39,68 +40,6 @@ BATCH_API_BACKENDS = ("openai_batch", "anthropic_batch", "batch")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 """Values of the Messages API's ``output_config.effort`` (anthropic SDK 2.15), where backend "anthropic" sends effort."""
-
-def _default(record: type, name: str) -> object:
-    """The default of ``record``'s field ``name``: the one place each default is written."""
-    f = next(f for f in dataclasses.fields(record) if f.name == name)
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-
-# Top-level keys with their default (None = required or resolved later) and expected type. The defaults are
-# the records' (``grid.settings.Settings``, ``Execution``), so a config and frozen settings read alike.
-TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
-    "instrument": (None, (str,)),                 # a registry name, or "package.module:Attr"
-    "description": (_default(Settings, "description"), (str,)),
-    "models": (None, (list,)),
-    "samples": (_default(Settings, "samples"), (int,)),          # samples per cell; sample is 0-based
-    "temperature": (_default(Settings, "temperature"), (int, float)),   # 0 = greedy
-    "top_p": (_default(Settings, "top_p"), (int, float)),
-    "max_tokens": (_default(Settings, "max_tokens"), (int,)),    # generated tokens per answer, at most
-    "seed": (_default(Settings, "seed"), (int,)),                # root seed; each cell's seed is derived from it
-    "batch_size": (_default(Settings, "batch_size"), (int,)),    # cells per engine batch
-    "actor_pool_size": (_default(Execution, "actor_pool_size"), (int,)),   # engine actors per model
-    "max_concurrent_models": (_default(Execution, "max_concurrent_models"), (int, type(None))),  # None = all on a cluster, else 1
-    "store": (None, (str, type(None))),           # trace store URI; None = $MIRRORSCAN_STORE or the home store
-    "catalog_dsn": (None, (str, type(None))),     # PostgreSQL DSN; None = embedded catalog
-    "limits": ({}, (dict,)),                      # raised size limits (grid.limits); recorded, not hashed
-}
-INHERITED_MODEL_KEYS = ("temperature", "top_p", "max_tokens")
-"""Model keys that default to the experiment's top-level value of the same name."""
-_MODEL_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,),                              # local path, hub id or packaged alias
-    "label": (str,),                              # unique variant name; default from model (+ @effort)
-    "backend": (str,),
-    "dtype": (str,),
-    "device": (str,),
-    "effort": (str, type(None)),                  # reasoning effort, part of the default label
-    "extra_body": (dict,),                        # provider/engine extras, recorded verbatim
-    "chat_template_kwargs": (dict,),              # passed to the chat template (e.g. enable_thinking)
-    "temperature": (int, float, type(None)),      # per-model overrides of the top-level values
-    "top_p": (int, float, type(None)),
-    "max_tokens": (int, type(None)),
-    "api_key_env": (str, type(None)),             # NAME of the environment variable holding a key
-    "endpoint": (str, type(None)),                # API base URL (openai: .../v1); None = the provider's
-    "max_concurrency": (int,),                    # requests in flight per endpoint (HTTP backends)
-    "timeout_s": (int, float),                    # per-request timeout, seconds (HTTP: also per stalled read)
-    "max_retries": (int,),                        # retries of 429/5xx/cut streams, with backoff and jitter
-    "tensor_parallel_size": (int,),               # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
-    "engine_args": (dict,),                       # vLLM engine arguments (per-model overrides), recorded verbatim
-    "num_gpus": (int, float, type(None)),         # GPUs per engine actor; None = vllm: tensor_parallel_size, hf: 1 on cuda, else 0
-    "memory_gb": (int, float, type(None)),        # memory request per engine actor (GiB), for scheduling
-    "device_map": (str, dict, type(None)),        # hf: accelerate's placement over the actor's GPUs (grid.device_map)
-    "min_actors": (int, type(None)),              # actor pool bounds for this model; None = actor_pool_size
-    "max_actors": (int, type(None)),
-    "add_bos": (bool, type(None)),                # score engines: force BOS (true/false); None = the tokenizer's rule
-    "tokenizer": (str, type(None)),               # score engines behind an API: the served model's tokenizer
-    "score_api": (str, type(None)),               # score engine of backend openai: "completions" (default) or "chat"
-}
-MODEL_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
-    key: (None if key in ("model", "label", *INHERITED_MODEL_KEYS) else _default(ModelVariant, key), types)
-    for key, types in _MODEL_TYPES.items()}
-"""Model entry keys with their default (``ModelVariant``'s; None: required, derived, or the experiment's
-value) and expected types."""
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
-               type(None): "null", bool: "true/false"}
 
 
 @dataclass(frozen=True)
@@ -122,23 +61,23 @@ class Spec:
     """The instrument's validated section (frozen, hashable)."""
     instrument_name: str
     """The instrument as config.json names it (a registry name or ``package.module:Attr``): what is frozen."""
-    description: str = _default(Settings, "description")
+    description: str = default_of(Settings, "description")
     """Free text from config.json."""
-    samples: int = _default(Settings, "samples")
+    samples: int = default_of(Settings, "samples")
     """Samples per cell; ``sample`` is 0-based."""
-    temperature: float = _default(Settings, "temperature")
+    temperature: float = default_of(Settings, "temperature")
     """Experiment sampling temperature (0 = greedy); a model may override it (``ModelVariant.temperature``)."""
-    top_p: float = _default(Settings, "top_p")
+    top_p: float = default_of(Settings, "top_p")
     """Experiment nucleus-sampling mass in (0, 1]; a model may override it."""
-    max_tokens: int = _default(Settings, "max_tokens")
+    max_tokens: int = default_of(Settings, "max_tokens")
     """Experiment limit of generated tokens per answer (tokens); a model may override it."""
-    seed: int = _default(Settings, "seed")
+    seed: int = default_of(Settings, "seed")
     """Root seed; each cell's seed is derived from it."""
-    batch_size: int = _default(Settings, "batch_size")
+    batch_size: int = default_of(Settings, "batch_size")
     """Cells per engine batch."""
-    actor_pool_size: int = _default(Execution, "actor_pool_size")
+    actor_pool_size: int = default_of(Execution, "actor_pool_size")
     """Engine actors per model, where a model sets no min_actors/max_actors."""
-    max_concurrent_models: int | None = _default(Execution, "max_concurrent_models")
+    max_concurrent_models: int | None = default_of(Execution, "max_concurrent_models")
     """Model pools at once; None: all on a cluster, one at a time on a local Ray."""
     store: str | None = None
     """Trace store URI (local folder or ``s3://``); None: ``$MIRRORSCAN_STORE`` or the home store, resolved by
@@ -169,8 +108,7 @@ class Spec:
         """Whether some cell is sampled (not greedy) on the in-process HF engine: a model at temperature > 0,
         or an instrument whose cells carry their own sampling (``sampled = True``). Only then does the HF
         sampler's version shape results (``grid.settings.SAMPLER_VERSION``)."""
-        sampled = bool(getattr(self.instrument, "sampled", False))
-        return any(m.backend == "hf" and (sampled or m.temperature > 0) for m in self.models)
+        return any(m.backend == "hf" and (self.instrument.sampled or m.temperature > 0) for m in self.models)
 
     def n_cells(self) -> int:
         """Number of cells in the full grid (models × the instrument's cells per model × samples)."""
@@ -188,30 +126,13 @@ def default_label(model: str, effort: str | None) -> str:
     return f"{last}@{effort}" if effort else last
 
 
-def _type_ok(value: object, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):   # bool is an int in Python; never accept it for a number
-        return bool in types
-    return isinstance(value, types)
-
-
-def _check_type(file: str, name: str, value: object, types: tuple[type, ...]) -> None:
-    if not _type_ok(value, types):
-        wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-        raise ConfigError(file, name, f"is {shorten(json.dumps(value))}, not {wanted}", f"write {wanted}")
-
-
-def _check_range(file: str, name: str, ok: bool, problem: str, fix: str) -> None:
-    if not ok:
-        raise ConfigError(file, name, problem, fix)
-
-
 def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant]:
     if not raw_models:
         raise ConfigError(file, "models", "is empty", 'add at least one model, e.g. {"model": "packaged:smollm2-135m-instruct"}')
     models, seen = [], {}
     for i, entry in enumerate(raw_models):
         where = f"models[{i}]"
-        _check_type(file, where, entry, (dict,))
+        check_type(file, where, entry, (dict,))
         for key in entry:
             if key not in MODEL_KEYS:
                 raise unknown_key(file, f"{where}.{key}", key, MODEL_KEYS)
@@ -221,7 +142,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
         for key, (default, types) in MODEL_KEYS.items():
             value = entry.get(key, default)
             if key in entry:
-                _check_type(file, f"{where}.{key}", value, types)
+                check_type(file, f"{where}.{key}", value, types)
             resolved[key] = json.loads(json.dumps(value))   # plain copy
         for key in INHERITED_MODEL_KEYS:
             if resolved[key] is None:
@@ -257,15 +178,15 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
     check_endpoint_url(file, f"{where}.endpoint", v["endpoint"])   # before any message that prints the URL
     if backend in API_BACKENDS:
         v["endpoint"] = (v["endpoint"] or DEFAULT_ENDPOINTS[backend]).rstrip("/")
-        _check_range(file, f"{where}.endpoint", v["endpoint"].startswith(("http://", "https://")),
+        check_range(file, f"{where}.endpoint", v["endpoint"].startswith(("http://", "https://")),
                      f"is {v['endpoint']!r}", "write an http:// or https:// base URL (openai: ending in /v1)")
     elif v["endpoint"] is not None:
         raise ConfigError(file, f"{where}.endpoint", f"is set but backend {backend!r} runs in-process",
                           'remove it, or use backend "openai" to reach an OpenAI-compatible server')
     for key in ("max_concurrency", "tensor_parallel_size"):
-        _check_range(file, f"{where}.{key}", v[key] >= 1, f"is {v[key]}", "use a positive integer")
-    _check_range(file, f"{where}.max_retries", v["max_retries"] >= 0, f"is {v['max_retries']}", "use 0 or more")
-    _check_range(file, f"{where}.timeout_s", v["timeout_s"] > 0, f"is {v['timeout_s']}", "use a positive number of seconds")
+        check_range(file, f"{where}.{key}", v[key] >= 1, f"is {v[key]}", "use a positive integer")
+    check_range(file, f"{where}.max_retries", v["max_retries"] >= 0, f"is {v['max_retries']}", "use 0 or more")
+    check_range(file, f"{where}.timeout_s", v["timeout_s"] > 0, f"is {v['timeout_s']}", "use a positive number of seconds")
     v["timeout_s"] = float(v["timeout_s"])
     if v["tensor_parallel_size"] > 1 and backend != "vllm":
         raise ConfigError(file, f"{where}.tensor_parallel_size", f"is {v['tensor_parallel_size']} but backend is {backend!r}",
@@ -276,15 +197,15 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
     _check_overrides(file, where, v)
     if v["num_gpus"] is None:
         v["num_gpus"] = default_num_gpus(backend, v["device"], v["tensor_parallel_size"])
-    _check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
+    check_range(file, f"{where}.num_gpus", v["num_gpus"] >= 0, f"is {v['num_gpus']}", "use 0 or more")
     check_device_map(file, where, v)
     if v["score_api"] == "completions":   # the default, spelled out: one spelling per setting
         v["score_api"] = None
-    _check_range(file, f"{where}.score_api", v["score_api"] in (None, "chat"), f"is {v['score_api']!r}",
+    check_range(file, f"{where}.score_api", v["score_api"] in (None, "chat"), f"is {v['score_api']!r}",
                  'use "completions" (/v1/completions with echo) or "chat" (/v1/chat/completions)')
-    _check_range(file, f"{where}.score_api", v["score_api"] is None or backend == "openai",
+    check_range(file, f"{where}.score_api", v["score_api"] is None or backend == "openai",
                  f"is set but backend is {backend!r}", 'remove it, or use backend "openai"')
-    _check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
+    check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
                  "use a positive number of GiB, or leave it out")
 
 
@@ -298,7 +219,7 @@ def _check_overrides(file: str, where: str, v: dict) -> None:
                           "request, so extra_body would be dropped", "remove it; pass template options in "
                           'chat_template_kwargs, or use backend "vllm" for sampling parameters (e.g. structured_outputs)')
     if "chat_template_kwargs" in extra:
-        _check_type(file, f"{where}.extra_body.chat_template_kwargs", extra["chat_template_kwargs"], (dict,))
+        check_type(file, f"{where}.extra_body.chat_template_kwargs", extra["chat_template_kwargs"], (dict,))
     if backend != "anthropic":
         return
     for name, value in (("chat_template_kwargs", v["chat_template_kwargs"]),
@@ -309,7 +230,7 @@ def _check_overrides(file: str, where: str, v: dict) -> None:
                               "ask for reasoning)")
     if v["effort"] is None:
         return
-    _check_range(file, f"{where}.effort", v["effort"] in ANTHROPIC_EFFORTS, f"is {v['effort']!r}, not an effort "
+    check_range(file, f"{where}.effort", v["effort"] in ANTHROPIC_EFFORTS, f"is {v['effort']!r}, not an effort "
                  "level of the Messages API (sent as output_config.effort)",
                  f"use one of: {', '.join(ANTHROPIC_EFFORTS)}, or leave effort out")
     if isinstance(extra.get("output_config"), dict) and "effort" in extra["output_config"]:
@@ -321,8 +242,8 @@ def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
     """Resolve the model's actor pool bounds from min_actors/max_actors and the experiment's actor_pool_size."""
     lo = v["min_actors"] if v["min_actors"] is not None else pool_size
     hi = v["max_actors"] if v["max_actors"] is not None else max(lo, pool_size)
-    _check_range(file, f"{where}.min_actors", lo >= 1, f"is {lo}", "use 1 or more")
-    _check_range(file, f"{where}.max_actors", hi >= lo, f"is {hi}, below min_actors {lo}", "make max_actors ≥ min_actors")
+    check_range(file, f"{where}.min_actors", lo >= 1, f"is {lo}", "use 1 or more")
+    check_range(file, f"{where}.max_actors", hi >= lo, f"is {hi}, below min_actors {lo}", "make max_actors ≥ min_actors")
     v["min_actors"], v["max_actors"] = lo, hi
     if v["tensor_parallel_size"] > 1 and hi > 1:   # each such engine needs its own placement group
         raise ConfigError(file, f"{where}.max_actors", f"is {hi} for a tensor-parallel model (tensor_parallel_size "
@@ -332,9 +253,9 @@ def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
 
 def _validate_sampling(file: str, where: str, v: dict) -> None:
     prefix = f"{where}." if where else ""
-    _check_range(file, f"{prefix}temperature", 0 <= v["temperature"] <= 5, f"is {v['temperature']}", "use a value in [0, 5] (0 = greedy)")
-    _check_range(file, f"{prefix}top_p", 0 < v["top_p"] <= 1, f"is {v['top_p']}", "use a value in (0, 1]")
-    _check_range(file, f"{prefix}max_tokens", v["max_tokens"] >= 1, f"is {v['max_tokens']}", "use a positive integer")
+    check_range(file, f"{prefix}temperature", 0 <= v["temperature"] <= 5, f"is {v['temperature']}", "use a value in [0, 5] (0 = greedy)")
+    check_range(file, f"{prefix}top_p", 0 < v["top_p"] <= 1, f"is {v['top_p']}", "use a value in (0, 1]")
+    check_range(file, f"{prefix}max_tokens", v["max_tokens"] >= 1, f"is {v['max_tokens']}", "use a positive integer")
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -354,13 +275,13 @@ def load_spec(path: str | Path) -> Spec:
     except RecursionError:
         raise ConfigError(file, "(file)", "nests arrays or objects too deeply to read",
                           "write the config as the documented flat object") from None
-    _check_type(file, "(top level)", raw, (dict,))
+    check_type(file, "(top level)", raw, (dict,))
     check_config_values(file, raw)   # no NUL (the catalog cannot store it), no secret: before anything else
     if "instrument" not in raw:
         raise ConfigError(file, "instrument", "missing", "add 'instrument' (e.g. \"forced_choice\")")
-    _check_type(file, "instrument", raw["instrument"], (str,))
+    check_type(file, "instrument", raw["instrument"], (str,))
     instrument = _resolve_instrument(file, raw["instrument"])
-    instrument_keys = {instrument.name, *getattr(instrument, "legacy_keys", ())}
+    instrument_keys = {instrument.name, *instrument.legacy_keys}
     for key in raw:
         if key not in TOP_LEVEL and key not in instrument_keys:
             raise unknown_key(file, key, key, TOP_LEVEL)
@@ -371,16 +292,16 @@ def load_spec(path: str | Path) -> Spec:
                 raise ConfigError(file, key, "missing", f"add {key!r}")
             values[key] = json.loads(json.dumps(default))
             continue
-        _check_type(file, key, raw[key], types)
+        check_type(file, key, raw[key], types)
         values[key] = raw[key]
     _validate_sampling(file, "", values)
     for key in ("samples", "batch_size", "actor_pool_size"):
-        _check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
+        check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
     limits, raised = resolve_limits(file, raw.get("limits"))
     for key in ("samples", "batch_size", "actor_pool_size", "max_tokens"):
         check_limit(file, key, values[key], key, limits)
     if values["max_concurrent_models"] is not None:
-        _check_range(file, "max_concurrent_models", values["max_concurrent_models"] >= 1,
+        check_range(file, "max_concurrent_models", values["max_concurrent_models"] >= 1,
                      f"is {values['max_concurrent_models']}", "use a positive integer, or leave it out (all models "
                      "at once on a cluster, one at a time on a local Ray)")
     config_dir = config_path.parent.resolve()
@@ -412,7 +333,7 @@ def load_spec(path: str | Path) -> Spec:
     section = _instrument_section(file, raw, instrument)
     where = instrument.name if instrument.name in raw else ""   # legacy top-level keys are named as written
     for key, limit in LIMITED_SECTION_KEYS.items():   # before the instrument reads any file
-        if _type_ok(section.get(key), (int,)):
+        if type_ok(section.get(key), (int,)):
             check_limit(file, f"{where}.{key}" if where else key, section[key], limit, limits)
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
     experiment = check_experiment_name(config_dir.name, file, "(experiment folder name)")
@@ -438,12 +359,12 @@ def _resolve_instrument(file: str, name: str) -> Instrument:
 def _instrument_section(file: str, raw: dict, instrument: Instrument) -> dict:
     """The instrument's section: ``raw[<name>]``, or, in configs written before sections, its legacy
     top-level keys (never both)."""
-    legacy = {k: raw[k] for k in getattr(instrument, "legacy_keys", ()) if k in raw}
+    legacy = {k: raw[k] for k in instrument.legacy_keys if k in raw}
     if instrument.name not in raw:
         return legacy
     if legacy:
         raise ConfigError(file, ", ".join(legacy), f"is given both at the top level and in the {instrument.name!r} section",
                           f"move it into the {instrument.name!r} section")
     section = raw[instrument.name]
-    _check_type(file, instrument.name, section, (dict,))
+    check_type(file, instrument.name, section, (dict,))
     return section

@@ -12,7 +12,8 @@ import pytest
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.settings import EXECUTION_MODEL_KEYS, FORMAT, SAMPLER_VERSION, Execution, Settings, \
     settings_hash, upgrade
-from mirrorscan.grid.spec import MODEL_KEYS, load_spec
+from mirrorscan.grid.config_keys import MODEL_KEYS
+from mirrorscan.grid.spec import load_spec
 from test_spec import base_config, make_experiment
 
 MODEL = {"label": "m1", "model": "/models/Some-Model", "backend": "hf", "dtype": "float32", "device": "cpu",
