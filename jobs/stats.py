@@ -102,11 +102,11 @@ def read_input(args):
     if getattr(args, "invocation", None):
         from mirrorscan.cluster.store import open_store
         from mirrorscan.grid.instrument import resolve
-        from mirrorscan.grid.settings import upgrade
+        from mirrorscan.grid.settings import Settings
         from mirrorscan.grid.trace_schema import trace_schema
 
         inv = args.invocation
-        columns = resolve(upgrade(inv["settings"])["instrument"]).columns
+        columns = resolve(Settings.from_json(inv["settings"]).instrument).columns
         return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]),
                                                  schema=trace_schema(columns))
     return read_table(args.input)
