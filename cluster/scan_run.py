@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import uuid
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
