@@ -51,13 +51,10 @@ class OpenAICompletionsScorer(HTTPSampler):
                               "itself (prompt, echo, logprobs, max_tokens, temperature)", f"remove extra_body.{key}")
         super().__init__(variant, model_source, run, **backoff)
         self.tokenizer = None
-        if variant.tokenizer:
+        if variant.tokenizer:   # a folder or hub id: the run resolved the config's entry (cluster.models.engine_variant)
             from transformers import AutoTokenizer
 
-            from mirrorscan.cluster.models import resolve_model_source
-
-            source = resolve_model_source(variant.tokenizer, "", f"models[{variant.label}].tokenizer")
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.tokenizer = AutoTokenizer.from_pretrained(variant.tokenizer)
         self.prompt_form = "ids" if self.tokenizer is not None and self._takes_ids() else "text"
         """How prompts are sent: ``ids`` (our tokenization) or ``text`` (the server's)."""
 

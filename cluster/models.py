@@ -20,6 +20,7 @@ No torch or transformers import happens when this module is imported.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import importlib.metadata
 import json
@@ -35,6 +36,7 @@ from typing import Callable, Iterator
 from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import file_sha256
+from mirrorscan.grid.records import ModelVariant
 
 DEMO_MODEL_ALIAS = "packaged:smollm2-135m-instruct"
 TINY_MODEL_ALIAS = "packaged:tiny-random-llama"
@@ -530,3 +532,13 @@ def resolve_model_source(entry: str, config_file: str = "", field: str = "") -> 
     raise ConfigError(config_file, field, f"no model folder at {looked}",
                       f"give an existing folder (relative paths start at the config's folder), a hub id "
                       f"as org/name, or {DEMO_MODEL_ALIAS}")
+
+
+def engine_variant(variant: ModelVariant) -> ModelVariant:
+    """``variant`` as its engines are given it: a named ``tokenizer`` resolved to what ``from_pretrained``
+    takes (``resolve_model_source``: a packaged alias prepared now, a folder made absolute, a hub id found in
+    the local cache), so that an engine loads it as it is; ``variant`` itself when it names none."""
+    if not variant.tokenizer:
+        return variant
+    return dataclasses.replace(variant, tokenizer=resolve_model_source(variant.tokenizer, "",
+                                                                         f"models[{variant.label}].tokenizer"))

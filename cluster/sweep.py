@@ -149,11 +149,13 @@ def _run_pool(sweep: Sweep, variant: ModelVariant, mine: pa.Table, source: str,
     """One model's cells (``mine``, engines loading ``source``) through its own pool, journaled; its placement
     group (if any) removed at the end. Stops between parts once ``stop`` is set."""
     from mirrorscan.actors.registry import engine_class
+    from mirrorscan.cluster.models import engine_variant
 
     run = sweep.run
     engine_cls = engine_class(variant.backend, sweep.instrument.instrument.engine_kind)
     resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
-    pool = Pool(engine_cls, {"variant": variant, "model_source": source, "run": run}, sweep.instrument,
+    engine_kwargs = {"variant": engine_variant(variant), "model_source": source, "run": run}
+    pool = Pool(engine_cls, engine_kwargs, sweep.instrument,
                 store_uri=sweep.store_uri, experiment=run.experiment, invocation_id=run.invocation_id,
                 batch_size=sweep.batch_size, pool_size=variant.min_actors or sweep.pool_size,
                 max_pool_size=variant.max_actors or sweep.pool_size, engine_resources=resources)

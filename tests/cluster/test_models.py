@@ -313,3 +313,23 @@ def test_a_sized_tiny_alias_builds_that_size_and_seed(tmp_path, monkeypatch, dem
     for bad in ("packaged:tiny-random-llama-3x50-s1", "packaged:tiny-random-llama-0x48-s1", "packaged:tiny-3x48"):
         with pytest.raises(ConfigError, match="not a packaged model"):
             resolve_model_source(bad, "config.json", "models[0].model")
+
+
+def test_an_engine_is_given_its_tokenizer_resolved_and_nothing_else_changed(demo_dir, tmp_path, monkeypatch):
+    """The run resolves a model entry's ``tokenizer`` before its engines start (they load it as given): a
+    packaged alias to its prepared folder, a relative folder to an absolute one; a bad name is the config's
+    error, naming the field."""
+    from mirrorscan.cluster.models import engine_variant
+    from mirrorscan.grid.records import ModelVariant
+
+    plain = ModelVariant(label="a", model="m", backend="openai")
+    assert engine_variant(plain) is plain
+    named = ModelVariant(label="a", model="m", backend="openai", tokenizer=models.DEMO_MODEL_ALIAS)
+    assert engine_variant(named) == ModelVariant(label="a", model="m", backend="openai", tokenizer=str(demo_dir))
+    (tmp_path / "tok").symlink_to(demo_dir)
+    monkeypatch.chdir(tmp_path)
+    assert engine_variant(ModelVariant(label="a", model="m", backend="openai", tokenizer="tok")).tokenizer == \
+        str((tmp_path / "tok").resolve())
+    with pytest.raises(ConfigError, match="no model folder") as info:
+        engine_variant(ModelVariant(label="b", model="m", backend="openai", tokenizer="no/such/folder/here"))
+    assert info.value.field == "models[b].tokenizer"
