@@ -1,16 +1,16 @@
-"""Environment for vLLM processes: the CPU build's required settings and caches inside $MIRRORSCAN_HOME.
+"""Environment for vLLM processes: the CPU build's required settings, and caches in the folder the caller names
+(the run's ``RunContext.cache_dir``: ``$MIRRORSCAN_HOME/cache``).
 
 Seen to work on 2-core CPU machines (docs/engines.md): a KV cache size is required
 on the CPU build; the in-process engine starts in seconds instead of tens; eager mode and no dynamo avoid
-minutes of compilation; caches and vLLM's socket files stay inside the home folder. On GPUs only the
-cache locations and the no-telemetry settings apply.
+minutes of compilation; caches and vLLM's socket files stay inside the cache folder given. On GPUs only
+the cache locations and the no-telemetry settings apply. Without a cache folder vLLM keeps its own defaults.
 """
 
 from __future__ import annotations
 
 import os
-
-from mirrorscan.cluster.home import subdir
+from pathlib import Path
 
 CPU_SETTINGS = {
     "VLLM_CPU_KVCACHE_SPACE": "1",          # GiB of KV cache; the CPU build refuses to start without it
@@ -21,20 +21,23 @@ CPU_SETTINGS = {
 COMMON_SETTINGS = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 
-def vllm_env(device: str = "cpu") -> dict[str, str]:
-    """Environment variables a vLLM engine (or server) on ``device`` needs; caches under $MIRRORSCAN_HOME."""
-    cache = subdir("cache")
-    env = {**COMMON_SETTINGS,
-           "VLLM_CACHE_ROOT": str(cache / "vllm"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-           "XDG_CACHE_HOME": str(cache / "xdg")}
+def vllm_env(device: str = "cpu", cache: str | Path | None = None) -> dict[str, str]:
+    """Environment variables a vLLM engine (or server) on ``device`` needs; its caches (and on CPU its
+    temporary files) under the folder ``cache`` (created if missing), or vLLM's defaults when None."""
+    env = dict(COMMON_SETTINGS)
+    if cache is not None:
+        cache = Path(cache)
+        env.update({"VLLM_CACHE_ROOT": str(cache / "vllm"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                    "XDG_CACHE_HOME": str(cache / "xdg")})
     if not device.startswith("cuda"):
         env.update(CPU_SETTINGS)
-        env["TMPDIR"] = str(subdir("cache") / "tmp")   # vLLM leaves socket files in the temp folder
-        os.makedirs(env["TMPDIR"], exist_ok=True)
+        if cache is not None:
+            env["TMPDIR"] = str(cache / "tmp")   # vLLM leaves socket files in the temp folder
+            os.makedirs(env["TMPDIR"], exist_ok=True)
     return env
 
 
-def apply_vllm_env(device: str = "cpu") -> None:
-    """Set ``vllm_env(device)`` in this process before vLLM is imported (existing values win)."""
-    for key, value in vllm_env(device).items():
+def apply_vllm_env(device: str = "cpu", cache: str | Path | None = None) -> None:
+    """Set ``vllm_env(device, cache)`` in this process before vLLM is imported (existing values win)."""
+    for key, value in vllm_env(device, cache).items():
         os.environ.setdefault(key, value)

@@ -175,7 +175,7 @@ class VLLMSampler:
         device = variant.device
         from mirrorscan.actors.vllm_env import apply_vllm_env
 
-        apply_vllm_env(device)
+        apply_vllm_env(device, run.cache_dir)
         if not device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from transformers import AutoTokenizer

@@ -36,7 +36,7 @@ class VLLMScorer(LocalScorer):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``."""
         from mirrorscan.actors.vllm_env import apply_vllm_env
 
-        apply_vllm_env(variant.device)
+        apply_vllm_env(variant.device, run.cache_dir)
         if not variant.device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from vllm import LLM

@@ -24,13 +24,14 @@ READY_TIMEOUT_S = 600.0
 
 def start_openai_server(model_dir: str | Path, port: int, log_path: str | Path, *, served_name: str = "smollm2",
                         host: str = "127.0.0.1", dtype: str = "float32", max_model_len: int = 2048,
-                        api_key: str | None = None,
+                        api_key: str | None = None, cache: str | Path | None = None,
                         timeout_s: float = READY_TIMEOUT_S) -> tuple[subprocess.Popen, str]:
     """Start the server on ``host:port`` (CPU settings from ``actors.vllm_env``) and wait until it is
     ready; returns (process, base URL ending in /v1). With ``api_key`` the server refuses requests
     without ``Authorization: Bearer <key>`` (the key is passed in the environment, never on the
-    command line where ``ps`` shows it). The server's output goes to ``log_path``."""
-    env = {**os.environ, **vllm_env("cpu"), "OMP_NUM_THREADS": "1"}
+    command line where ``ps`` shows it). Its caches and temporary files go under ``cache`` (``vllm_env``). The
+    server's output goes to ``log_path``."""
+    env = {**os.environ, **vllm_env("cpu", cache), "OMP_NUM_THREADS": "1"}
     if api_key:
         env["VLLM_API_KEY"] = api_key   # read by vLLM's server like --api-key
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),

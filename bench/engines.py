@@ -44,8 +44,10 @@ from pathlib import Path  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from mirrorscan.actors.vllm_env import apply_vllm_env  # noqa: E402
+from mirrorscan.cluster.home import subdir  # noqa: E402
 
-apply_vllm_env("cpu")   # before vllm is imported anywhere in this process: CPU settings, in-process engine core
+CACHE = str(subdir("cache"))
+apply_vllm_env("cpu", CACHE)   # before vllm is imported anywhere in this process: CPU settings, in-process engine core
 
 from mirrorscan.actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
 from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
@@ -55,7 +57,7 @@ TARGET_PIPELINE = 0.85
 TARGET_STREAM_COST = 0.10
 TARGET_TAP = 0.10
 RUN = RunContext(invocation_id=str(uuid.uuid4()), experiment="bench_engines", instrument="forced_choice",
-                 envelope_version="bench")
+                 envelope_version="bench", cache_dir=CACHE)
 
 
 def _bench_pipeline_module():

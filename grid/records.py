@@ -106,3 +106,7 @@ class RunContext:
     """Catalog DSN the actors write inference_log rows to (None: spilled beside the traces). Never stored."""
     store_uri: str | None = None
     """Trace store URI of the invocation."""
+    cache_dir: str | None = None
+    """Folder (absolute path) where engines keep caches and temporary files (vLLM's, torch inductor's): the
+    driver's ``$MIRRORSCAN_HOME/cache``, which is the same path on the workers (the Ray session gives them the
+    driver's home); None: each engine library's own default."""

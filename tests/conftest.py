@@ -250,10 +250,11 @@ def vllm_server(demo_dir, tmp_path_factory):
     127.0.0.1, one per session, requiring the API key in ``$MIRRORSCAN_TEST_VLLM_KEY`` (so that tests
     can see an Authorization header forwarded). Yields its base URL (``http://127.0.0.1:PORT/v1``)."""
     from mirrorscan.actors.vllm_server import start_openai_server, stop_server
+    from mirrorscan.cluster.home import subdir
 
     key = os.environ.setdefault(VLLM_TEST_KEY_ENV, f"sk-test-{uuid.uuid4().hex}")
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    proc, url = start_openai_server(demo_dir, free_port(), log_path, api_key=key)
+    proc, url = start_openai_server(demo_dir, free_port(), log_path, api_key=key, cache=subdir("cache"))
     try:
         yield url
     finally:

@@ -22,6 +22,7 @@ import pytest
 
 from mirrorscan.actors.streaming import timing_problems
 from fc_grid import fc_rendered
+from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.records import ModelVariant, RunContext
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.own_ray   # the tensor-parallel tests start a Ray with 
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
 ENVELOPES = ["english_strict", "json_schema", "english_casual", "bare_vs"]
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
+RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t",
+                 cache_dir=str(subdir("cache")))
 
 
 def cells(samples: int = 1, seed: int = 11, envelopes: list[str] = ENVELOPES) -> pa.Table:
