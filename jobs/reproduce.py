@@ -51,15 +51,15 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
+    from mirrorscan.cluster.catalog import resolve_dsn
     from mirrorscan.cluster.scan_records import ScanOptions
     from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
     from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, print_summary
     from mirrorscan.results.diff import diff_targets, format_diff
-    from mirrorscan.results.invocations import catalog_dsn
     from mirrorscan.results.reproduce import describe, plan
 
     args = build_parser(prog).parse_args(argv)
-    dsn = catalog_dsn(args.catalog_dsn)
+    dsn = resolve_dsn(args.catalog_dsn)
     rebuilt = plan(args.invocation, store=args.store, dsn=dsn, resume=args.resume)
     run = ScanRun(rebuilt.spec, ScanOptions(max_attempts=args.max_attempts, catalog_dsn=dsn,
                                             ray_address=args.ray_address, quiet=args.quiet,

@@ -49,20 +49,13 @@ class Invocation:
         return self.row["experiment"]
 
 
-def catalog_dsn(flag: str | None) -> str:
-    """The catalog DSN to read: the flag, else ``$MIRRORSCAN_CATALOG_DSN``, else the embedded server."""
-    from mirrorscan.cluster.catalog import resolve_dsn
-
-    return resolve_dsn(flag or os.environ.get("MIRRORSCAN_CATALOG_DSN"))
-
-
 def resolve_rows(target: str, *, dsn: str | None = None, every: bool = False) -> list[dict]:
     """Catalog rows of ``target``: an invocation id (or its unique start) → that one; an experiment (folder or
     name) → its newest invocation, or with ``every`` all its invocations, oldest first. ConfigError (naming
     what to run) when there is none."""
     from mirrorscan.cluster.catalog import Catalog, resolve_invocation
 
-    with Catalog(catalog_dsn(dsn)) as catalog:
+    with Catalog(dsn) as catalog:   # cluster.catalog.resolve_dsn: the flag, else $MIRRORSCAN_CATALOG_DSN, else embedded
         newest = resolve_invocation(target, catalog)
         if not every or _names_invocation(target, newest):
             return [newest]
@@ -123,7 +116,7 @@ def request_timing(invocation: Invocation, dsn: str | None = None) -> tuple[pa.T
     from mirrorscan.cluster.catalog import Catalog
     from mirrorscan.cluster.inference_log import spill_dataset
 
-    with Catalog(catalog_dsn(dsn)) as catalog:
+    with Catalog(dsn) as catalog:
         rows = catalog.execute("SELECT label, ttft_ms, decode_tok_s, total_ms FROM inference_log "
                                "WHERE invocation_id = %s AND status = 'ok'", [invocation.invocation_id])
     schema = pa.schema([("label", pa.string()), ("ttft_ms", pa.float64()), ("decode_tok_s", pa.float64()),

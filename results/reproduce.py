@@ -35,7 +35,7 @@ from mirrorscan.grid.cells import with_probe_ids
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.settings import Settings, shaping_differences
 from mirrorscan.grid.spec import API_BACKENDS, Spec
-from mirrorscan.results.invocations import Invocation, catalog_dsn, load, resolve_rows
+from mirrorscan.results.invocations import Invocation, load, resolve_rows
 
 ITEMS_FROM_FILES, ITEMS_FROM_TRACES = "item files", "stored coordinates"
 """Where a plan's cells come from."""
@@ -49,7 +49,7 @@ class Plan:
     """The invocation reproduced."""
     spec: Spec
     """The spec rebuilt from the frozen settings (``spec.settings()`` is what the new invocation freezes)."""
-    sources: dict[str, str]
+    model_sources: dict[str, str]
     """Label → model source resolved now (a folder, a cached hub id, or an API model's name)."""
     weights: dict[str, dict]
     """Label → the identity of those weights now (``cluster.weights``)."""
@@ -70,7 +70,7 @@ class Plan:
         the cells, what was submitted, the model sources, the reproduction it finishes and the warnings."""
         from mirrorscan.cluster.scan_records import Reproduction
 
-        return Reproduction(self.original.invocation_id, self.cells, self.submitted, self.sources, self.resumes,
+        return Reproduction(self.original.invocation_id, self.cells, self.submitted, self.model_sources, self.resumes,
                             tuple(self.warnings))
 
     @property
@@ -143,14 +143,14 @@ def submitted_config(invocation_id: str, dsn: str | None = None) -> dict | None:
     and JSON); None when none was recorded (before migration 0004)."""
     from mirrorscan.cluster.catalog import Catalog
 
-    with Catalog(catalog_dsn(dsn)) as catalog:
+    with Catalog(dsn) as catalog:
         rows = catalog.execute(
             "SELECT submitted_config FROM scan_runs WHERE invocation_id = %s AND submitted_config IS NOT NULL "
             "ORDER BY started_at LIMIT 1", [invocation_id])
     return rows[0][0] if rows else None
 
 
-def _recorded_sources(original: Invocation) -> dict[str, str]:
+def _recorded_model_sources(original: Invocation) -> dict[str, str]:
     """Label → the model source the original resolved (its manifest, else its trace rows)."""
     recorded = dict((original.manifest or {}).get("model_sources") or {})
     if not recorded and original.traces.num_rows:
@@ -159,15 +159,16 @@ def _recorded_sources(original: Invocation) -> dict[str, str]:
     return recorded
 
 
-def _resolve_sources(spec: Spec, config_file: str, recorded: dict[str, str], warnings: list[str]) -> dict[str, str]:
+def _resolve_model_sources(spec: Spec, config_file: str, recorded: dict[str, str],
+                           warnings: list[str]) -> dict[str, str]:
     """Each model's source now: an API model's name; else its entry resolved as a scan resolves it (relative
     paths next to the original config file), falling back to the source the original recorded."""
     from mirrorscan.cluster.models import resolve_model_source
 
-    sources = {}
+    model_sources = {}
     for i, m in enumerate(spec.models):
         if m.backend in API_BACKENDS:
-            sources[m.label] = m.model
+            model_sources[m.label] = m.model
             continue
         before = recorded.get(m.label)
         try:
@@ -176,16 +177,16 @@ def _resolve_sources(spec: Spec, config_file: str, recorded: dict[str, str], war
             if before and (os.path.isdir(before) or not before.startswith("/")):
                 warnings.append(f"model {m.label}: {m.model!r} does not resolve now ({exc.problem}); using the source "
                                 f"the original resolved, {before}")
-                sources[m.label] = before
+                model_sources[m.label] = before
                 continue
             raise
         if before and os.path.realpath(now) != os.path.realpath(before):
             warnings.append(f"model {m.label}: {m.model!r} resolves to {now} now, the original ran {before}")
-        sources[m.label] = now
-    return sources
+        model_sources[m.label] = now
+    return model_sources
 
 
-def _weight_warnings(spec: Spec, sources: dict, recorded: dict | None, warnings: list[str]) -> dict[str, dict]:
+def _weight_warnings(spec: Spec, model_sources: dict, recorded: dict | None, warnings: list[str]) -> dict[str, dict]:
     """Today's weight identities, with a warning for each that differs from the recorded one or cannot be
     compared."""
     from mirrorscan.cluster.weights import UNKNOWN, describe, same_weights, weights_identity
@@ -193,7 +194,7 @@ def _weight_warnings(spec: Spec, sources: dict, recorded: dict | None, warnings:
     now = {}
     for m in spec.models:
         try:
-            now[m.label] = weights_identity(sources[m.label], m.backend)
+            now[m.label] = weights_identity(model_sources[m.label], m.backend)
         except Exception as exc:   # noqa: BLE001 - an identity that cannot be read is a warning, not a stop
             now[m.label] = {"kind": UNKNOWN, "value": UNKNOWN, "reason": f"{type(exc).__name__}: {exc}"}
         before = (recorded or {}).get(m.label)
@@ -265,7 +266,7 @@ def unfinished_reproduction(target: str, dsn: str | None = None) -> tuple[str, s
     target_id = str(row["invocation_id"])
     if row.get("reproduces") and row["status"] != "complete":
         return str(row["reproduces"]), target_id
-    with Catalog(catalog_dsn(dsn)) as catalog:
+    with Catalog(dsn) as catalog:
         found = catalog.execute("SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s "
                                 "AND status <> 'complete' ORDER BY started_at DESC LIMIT 1", [target_id])
     if not found:
@@ -299,14 +300,14 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     for path in shaping_differences(original.row["settings"], rebuilt):
         warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
                         f"now {_at(rebuilt, path)!r})")
-    sources = _resolve_sources(spec, config_file, _recorded_sources(original), warnings)
-    weights = _weight_warnings(spec, sources, original.row.get("model_weights"), warnings)
+    model_sources = _resolve_model_sources(spec, config_file, _recorded_model_sources(original), warnings)
+    weights = _weight_warnings(spec, model_sources, original.row.get("model_weights"), warnings)
     items_from, cells = _cells(spec, original, warnings)
     _provenance_warnings(original.row, warnings)
     record = {"reproduces": original.invocation_id}
     if config_file:
         record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
-    return Plan(original, spec, sources, weights, items_from, cells, record, warnings, resumes)
+    return Plan(original, spec, model_sources, weights, items_from, cells, record, warnings, resumes)
 
 
 def check_recorded_config(original: Invocation, submitted: dict, where: str) -> None:
@@ -352,7 +353,7 @@ def describe(plan: Plan, stages: list) -> str:
         overrides = {k: val for k, val in (("effort", m.effort), ("extra_body", m.extra_body),
                                           ("chat_template_kwargs", m.chat_template_kwargs),
                                           ("engine_args", m.engine_args)) if val}
-        lines.append(f"  model {m.label}: {m.model} → {plan.sources[m.label]} ({m.backend}{where}, {m.dtype}"
+        lines.append(f"  model {m.label}: {m.model} → {plan.model_sources[m.label]} ({m.backend}{where}, {m.dtype}"
                      + (f"; overrides {overrides}" if overrides else "") + ")")
         for p in (p for p in stages if p.label == m.label):
             later = " (if every earlier cell is answered)" if p.stage else ""
