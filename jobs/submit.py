@@ -59,7 +59,7 @@ def secret_problem(name: str, value: str) -> str | None:
     variables named like secrets (but not ``*_PATH``/``*_FILE``/``*_ENV``, which point at one) unless
     the value only references another variable (``${VAR}``).
     """
-    from mirrorscan.grid.secrets import secret_shape   # the project's one list of credential shapes
+    from mirrorscan.grid.secret_shapes import secret_shape   # the project's one list of credential shapes
 
     value = str(value)
     what = secret_shape(value)
