@@ -324,10 +324,10 @@ class Flinch(Instrument):
         return ("label", "item_key")
 
     tools = "flinch's own tools: `compare` results side by side (a table and an overlay radar)"
-    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
+    """What ``cli`` offers, in one line (``jobs.cli``'s list of instrument tools is checked against it)."""
 
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
-        """flinch's own tools: `compare` results side by side (a table and an overlay radar)"""
+        """``mirrorscan flinch …``: the tools of ``tools`` (``instruments.flinch.cli``)."""
         from mirrorscan.instruments.flinch.cli import main
 
         return main(argv, prog)

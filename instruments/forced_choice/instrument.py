@@ -1,4 +1,4 @@
-"""The forced-choice instrument's hooks: what the grid engine calls to run word-pair preference probes.
+"""The forced-choice instrument (an ``Instrument``): what the grid engine calls to run word-pair preference probes.
 
 A cell is (model, word pair, envelope, ordering, sample): the envelope's user template is filled with the
 two words (AB: word_a into ``{a}``; BA: swapped), a ``generate`` engine answers, and the classifier reads

@@ -383,12 +383,12 @@ class Lens(Instrument):
         """Models down, rendered items across."""
         return ("label", "item_key")
 
-    tools = "lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`"
-    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
+    tools = ("lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline` "
+             "computes the headline, its spread and the null's floor again from the report's query rows")
+    """What ``cli`` offers, in one line (``jobs.cli``'s list of instrument tools is checked against it)."""
 
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
-        """lens's own tools: `predict` projects new texts on an invocation's wrapper directions; `headline`
-        computes the headline, its spread and the null's floor again from the report's query rows"""
+        """``mirrorscan lens …``: the tools of ``tools`` (``instruments.lens.cli``)."""
         from mirrorscan.instruments.lens.cli import main
 
         return main(argv, prog, reader)

@@ -430,10 +430,10 @@ class OpenScan(Instrument):
         return ("label", "query_id")
 
     tools = "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"
-    """What ``cli`` offers (``mirrorscan --help`` lists it)."""
+    """What ``cli`` offers, in one line (``jobs.cli``'s list of instrument tools is checked against it)."""
 
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
-        """open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"""
+        """``mirrorscan open_scan …``: the tools of ``tools`` (``instruments.open_scan.cli``)."""
         from mirrorscan.instruments.open_scan.cli import main
 
         return main(argv, prog, reader)
