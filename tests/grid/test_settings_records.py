@@ -134,3 +134,20 @@ def test_the_record_answers_what_resume_and_the_driver_run_ask(tmp_path):
     moved = dataclasses.replace(spec, store="/elsewhere").settings()
     assert settings.shaping_differences(moved) == []   # where it runs shapes nothing
     assert moved.execution_json()["store"] == "/elsewhere" and moved.execution_json()["models"][0]["label"] == "m1"
+
+
+def test_every_stored_manifest_in_the_fixtures_reads_back_byte_for_byte():
+    """The settings the previous releases wrote beside their traces (format 1 and 2) read into the record and
+    back to the same JSON, so their hashes and what a resume compares are unchanged."""
+    from pathlib import Path
+
+    manifests = sorted(Path(__file__).resolve().parents[1].glob("fixtures/*/store/*/*/invocation.json"))
+    assert len(manifests) >= 2   # the legacy (format 1) fixture's invocations at least
+    formats = set()
+    for path in manifests:
+        stored = json.loads(path.read_text(encoding="utf-8"))["settings"]
+        formats.add(stored.get("format", 1))
+        frozen = Settings.from_json(stored)
+        assert json.dumps(frozen.to_json(), ensure_ascii=False) == json.dumps(upgrade(stored), ensure_ascii=False), path
+        assert frozen.settings_hash() == settings_hash(stored), path
+    assert 1 in formats
