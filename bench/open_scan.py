@@ -294,7 +294,7 @@ TIMED = {
     "reading earlier rows (identity columns)": [("mirrorscan.cluster.stages", None, "earlier_rows")],
     "reading held answers (for post-hoc cells)": [("mirrorscan.cluster.stages", None, "held_rows")],
     "reading this invocation's rows": [("mirrorscan.cluster.stages", None, "successful_rows")],
-    "source filter (of_sources join)": [("mirrorscan.cluster.stages", None, "of_sources")],
+    "source filter (of_model_sources join)": [("mirrorscan.cluster.stages", None, "of_model_sources")],
     "anti-joins (remove_done)": [("mirrorscan.cluster.stages", None, "remove_done")],
     "grid expansion (cells, probe ids)": [("mirrorscan.cluster.stages", None, "grid_cells"), ("mirrorscan.cluster.stages", None, "with_probe_ids")],
     "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],

@@ -22,15 +22,15 @@ def check_engines(spec: Spec) -> None:
         check_engine(spec.instrument.engine_kind, m.backend, spec.config_path, f"models[{i}].backend")
 
 
-def check_context(spec: Spec, sources: dict[str, str]) -> None:
+def check_context(spec: Spec, model_sources: dict[str, str]) -> None:
     """ConfigError when a local model's ``max_tokens`` leaves no room in its context window (config.json:
     ``cluster.models.context_length``), which holds the prompt and the answer together."""
     from mirrorscan.cluster.models import context_length
 
     for i, m in enumerate(spec.models):
-        if m.backend in API_BACKENDS or m.label not in sources:   # a dry run knows no unconverted demo model
+        if m.backend in API_BACKENDS or m.label not in model_sources:   # a dry run knows no unconverted demo model
             continue
-        context = context_length(sources[m.label])
+        context = context_length(model_sources[m.label])
         if context is not None and m.max_tokens >= context:
             field = f"models[{i}].max_tokens" if "max_tokens" in spec.raw["models"][i] else "max_tokens"
             raise ConfigError(spec.config_path, field, f"is {m.max_tokens}, but {m.model}'s context window holds "
@@ -76,7 +76,7 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
                               "remove it, or use a model whose chat template reads it")
 
 
-def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> None:
+def check_empty_prefixes(spec: Spec, model_sources: dict[str, str], cells=None) -> None:
     """ConfigError when a ``score`` instrument's model cannot score as configured: a forced BOS
     (``models[].add_bos`` true) that the tokenizer lacks or that is a chat-template token; or items whose
     prefix is empty (the instrument's ``empty_prefix_items(spec)`` → (file, field paths)) for
@@ -107,7 +107,7 @@ def check_empty_prefixes(spec: Spec, sources: dict[str, str], cells=None) -> Non
         elif m.backend in API_BACKENDS or (m.add_bos is None and not items):
             continue
         else:
-            source = sources[m.label]
+            source = model_sources[m.label]
         if source not in tokenizers:
             tokenizers[source] = AutoTokenizer.from_pretrained(source)
         tok = tokenizers[source]

@@ -12,8 +12,8 @@ import socket
 from pathlib import Path
 
 from mirrorscan.cluster.runs import pid_alive
-from mirrorscan.cluster.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, instrument_ref, of_sources,
-                                       stage_grids)
+from mirrorscan.cluster.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, instrument_ref,
+                                       of_model_sources, stage_grids)
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import Spec
@@ -61,7 +61,7 @@ def content_hashes(spec: Spec) -> dict:
     return {"instrument_settings": hashlib.sha256(frozen.encode()).hexdigest()}
 
 
-def model_weights(spec: Spec, sources: dict) -> dict:
+def model_weights(spec: Spec, model_sources: dict) -> dict:
     """Each model variant's weight identity (``cluster.weights``), by label; a model whose identity cannot be
     read (a hub id gone from the cache) is recorded as unknown with the reason, never failing the scan."""
     from mirrorscan.cluster.weights import UNKNOWN, weights_identity
@@ -69,7 +69,7 @@ def model_weights(spec: Spec, sources: dict) -> dict:
     out = {}
     for m in spec.models:
         try:
-            out[m.label] = weights_identity(sources[m.label], m.backend)
+            out[m.label] = weights_identity(model_sources[m.label], m.backend)
         except Exception as exc:   # noqa: BLE001 - identity is provenance; the engine reports a bad source itself
             out[m.label] = {"kind": UNKNOWN, "value": UNKNOWN, "reason": f"{type(exc).__name__}: {exc}"}
     return out
@@ -131,7 +131,7 @@ def earlier_scans(catalog, experiment: str) -> list[tuple[str, object, dict]]:
     return [(i, t, s or {}) for i, t, s in rows]
 
 
-def check_append(spec: Spec, settings: Settings, sources: dict, trace_store, accept_changed: bool,
+def check_append(spec: Spec, settings: Settings, model_sources: dict, trace_store, accept_changed: bool,
                  catalog=None) -> tuple[list[str], bool]:
     """Before a new invocation of an instrument that holds cells across invocations (``done_cells``): refuse a
     label that earlier invocations ran with another model, let the instrument check its items
@@ -145,18 +145,19 @@ def check_append(spec: Spec, settings: Settings, sources: dict, trace_store, acc
     if own.num_rows:
         pairs = own.group_by(["label", "model", "model_canonical"]).aggregate([]).to_pylist()
         for i, m in enumerate(spec.models):
-            other = next((p for p in pairs if p["label"] == m.label and p["model_canonical"] != sources[m.label]), None)
+            other = next((p for p in pairs if p["label"] == m.label and p["model_canonical"] != model_sources[m.label]),
+                         None)
             if other is not None:
                 raise ConfigError(spec.config_path, f"models[{i}].label", f"label {m.label!r} already names "
                                   f"{other['model']!r} ({other['model_canonical']}) in experiment {spec.experiment!r}, "
-                                  f"and now names {m.model!r} ({sources[m.label]})",
+                                  f"and now names {m.model!r} ({model_sources[m.label]})",
                                   "give this model its own label (two models never share one in an experiment)")
     notes = list(ref.instrument.check_append(ref.spec, earlier, accept_changed,
                                              scans=earlier_scans(catalog, spec.experiment) if catalog is not None else None))
     if notes:   # a recorded change (a changed or reverted probe, a new series) makes an invocation, cells or not
         return notes, False
-    scope = StageScope(trace_store, spec.experiment, NO_INVOCATION, ref, sources)
-    for stage in stage_grids(scope, grid_cells(settings), of_sources(earlier, sources)):
+    scope = StageScope(trace_store, spec.experiment, NO_INVOCATION, ref, model_sources)
+    for stage in stage_grids(scope, grid_cells(settings), of_model_sources(earlier, model_sources)):
         if stage.cells.num_rows:
             return notes, False
     return notes + [f"nothing to do: every cell of experiment {spec.experiment!r} is already held by an earlier "

@@ -186,7 +186,7 @@ class PlanScope:
     """The opened trace store, or None when it does not exist yet (nothing is held there)."""
     invocation_id: str | None = None
     """The unfinished invocation whose resume is planned (its stored cells are not run again); None: a new one."""
-    sources: dict | None = None
+    model_sources: dict | None = None
     """Label → canonical model source: held cells count only for the same model; a local folder's tokenizer
     counts tokens. None: no model source is known (nothing held elsewhere counts, no tokens are counted)."""
     max_attempts: int = 3
@@ -212,17 +212,17 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
     ref = instrument_ref(settings)
     instrument = ref.instrument
     models = {m.label: m for m in settings.models}
-    sources = dict(scope.sources or {})
+    model_sources = dict(scope.model_sources or {})
     exists = store is not None
     own = invocation_id or NO_INVOCATION
     held = None
     experiment = settings.experiment
     if scope.hold and exists and instrument.appends:
-        scope = StageScope(store, experiment, own, ref, sources or None)
+        scope = StageScope(store, experiment, own, ref, model_sources or None)
         held = held_elsewhere(scope, earlier_rows(scope))
     prior = (store.read(experiment, own, columns=["probe_id", "sample", "error"])
              if exists and invocation_id and store.list_parts(experiment, own) else EMPTY_PRIOR.empty_table())
-    tokenizers = {label: _tokenizer(sources.get(label)) for label in models} if count_tokens else {}
+    tokenizers = {label: _tokenizer(model_sources.get(label)) for label in models} if count_tokens else {}
     stages = list(instrument.stages)
     cells = grid_cells(settings) if scope.first is None else scope.first
     pool = pa.default_memory_pool()
@@ -285,21 +285,21 @@ def existing_store(uri: str):
         return None
 
 
-def plan_sources(spec) -> dict[str, str]:
+def plan_model_sources(spec) -> dict[str, str]:
     """Label → the canonical model source a scan would use, where it is known without converting or loading
     anything (an API model's name; a local folder; the demo model once converted)."""
     from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
 
-    sources = {}
+    model_sources = {}
     for i, m in enumerate(spec.models):
         if m.backend in API_BACKENDS:
-            sources[m.label] = m.model
+            model_sources[m.label] = m.model
         elif m.model == DEMO_MODEL_ALIAS:
             if (demo_model_dir() / "config.json").is_file():
-                sources[m.label] = str(demo_model_dir())
+                model_sources[m.label] = str(demo_model_dir())
         else:
-            sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
-    return sources
+            model_sources[m.label] = resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+    return model_sources
 
 
 def unfinished_invocation(dsn: str, experiment: str) -> dict | None:

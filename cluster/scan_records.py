@@ -21,7 +21,7 @@ class Reproduction:
     the coordinates stored in the traces; None: the instrument expands them from the files."""
     submitted: dict = field(default_factory=dict)
     """What the driver run records as submitted (the original's config file where one is known)."""
-    sources: dict | None = None
+    model_sources: dict | None = None
     """Label → resolved model source, resolved by the caller (None: resolved here, as a scan does)."""
     resumes: str | None = None
     """An unfinished reproduction of ``of`` to finish (``reproduce --resume``), its stored cells kept; None: a

@@ -32,7 +32,7 @@ from mirrorscan.cluster.scan_inputs import (changed_inputs, changed_inputs_detai
                                             submitted_config)
 from mirrorscan.cluster.scan_outcome import (LOG_SETTLE_S, await_inference_log, cell_counts, index_rows,
                                              loggable_rows, logged_rows, record_outcome)
-from mirrorscan.cluster.scan_plan import PlanScope, StagePlan, existing_store, plan_sources, scan_plan
+from mirrorscan.cluster.scan_plan import PlanScope, StagePlan, existing_store, plan_model_sources, scan_plan
 from mirrorscan.cluster.scan_records import Reproduction, ScanOptions, ScanResult
 from mirrorscan.cluster.stages import StageScope, grid_cells, instrument_ref, stage_grids
 from mirrorscan.grid.cells import add_seeds, plan_attempts
@@ -52,7 +52,7 @@ class ScanRun:
         self.settings: Settings = self.spec.settings()
         """The settings this run freezes (``grid.settings.Settings``); a resume takes the store the invocation
         recorded, and what a run adds to ``execution`` (notes, what it reproduces) is set here."""
-        self.sources: dict[str, str] | None = None
+        self.model_sources: dict[str, str] | None = None
         """Label → canonical model source, once ``check`` resolved them."""
         self.trace_store = self.catalog = self.driver = None
         self.dsn: str | None = None
@@ -79,24 +79,24 @@ class ScanRun:
         check_engines(spec)
         check_template_overrides(spec, prepare=not dry)
         if dry:
-            self.sources = plan_sources(spec)
-        elif self.reproduction is not None and self.reproduction.sources is not None:
-            self.sources = dict(self.reproduction.sources)
+            self.model_sources = plan_model_sources(spec)
+        elif self.reproduction is not None and self.reproduction.model_sources is not None:
+            self.model_sources = dict(self.reproduction.model_sources)
         else:
             from mirrorscan.cluster.models import resolve_model_source
 
-            self.sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model is a name at its endpoint
-                            else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
-                            for i, m in enumerate(spec.models)}
-        check_context(spec, self.sources)
+            self.model_sources = {m.label: m.model if m.backend in API_BACKENDS   # an API model: a name at its endpoint
+                                  else resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+                                  for i, m in enumerate(spec.models)}
+        check_context(spec, self.model_sources)
         if not dry:
-            check_empty_prefixes(spec, self.sources, self.first_cells)
+            check_empty_prefixes(spec, self.model_sources, self.first_cells)
 
     def plan(self, *, count_tokens: bool = True) -> list[StagePlan]:
         """What ``execute`` would run as a new invocation, per stage and model (``cluster.scan_plan``), read
         from the store as it is now; nothing is started or written."""
         return scan_plan(self.settings, PlanScope(
-            store=existing_store(self.settings.execution.store), sources=self.sources,
+            store=existing_store(self.settings.execution.store), model_sources=self.model_sources,
             max_attempts=self.options.max_attempts, first=self.first_cells, hold=self.reproduction is None,
             count_tokens=count_tokens))
 
@@ -111,7 +111,8 @@ class ScanRun:
             return 0, 0, [f"{', '.join(diffs)} differ from the frozen settings"], []
         plans = scan_plan(self.settings, PlanScope(
             store=existing_store(inv["store_uri"] or self.settings.execution.store),
-            invocation_id=str(inv["invocation_id"]), sources=self.sources, max_attempts=self.options.max_attempts,
+            invocation_id=str(inv["invocation_id"]), model_sources=self.model_sources,
+            max_attempts=self.options.max_attempts,
             hold=not (inv["settings"].get("execution") or {}).get("reproduces")))
         return sum(p.run for p in plans), sum(p.given_up for p in plans), [], plans
 
@@ -214,7 +215,7 @@ class ScanRun:
         from mirrorscan.cluster.provenance import provenance
 
         spec, catalog, reproduction = self.spec, self.catalog, self.reproduction
-        notes, nothing_left = check_append(spec, self.settings, self.sources, self.trace_store,
+        notes, nothing_left = check_append(spec, self.settings, self.model_sources, self.trace_store,
                                            self.options.accept_changed_probes, catalog) \
             if reproduction is None else ([], False)   # a reproduction reruns the full grid
         for line in notes:
@@ -230,7 +231,7 @@ class ScanRun:
         settings = self.settings.to_json()
         self.invocation_id = invocation_id = str(uuid.uuid4())
         prov = provenance()
-        weights = model_weights(spec, self.sources)
+        weights = model_weights(spec, self.model_sources)
         n_cells = self.first_cells.num_rows if self.first_cells is not None else spec.n_cells()
         reproduces = {"reproduces": reproduction.of} if reproduction is not None else {}
         with catalog.transaction():   # appending: refused while another scan of the experiment runs
@@ -244,9 +245,10 @@ class ScanRun:
                 "store_uri": spec.store, "status": "running", "counts": {"cells": n_cells}})
             self.trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov,
-                "model_sources": self.sources, "model_weights": weights, **reproduces})
+                "model_sources": self.model_sources, "model_weights": weights, **reproduces})
             self.driver = runs.acquire(catalog, invocation_id, runs.DriverStart(
-                self.settings.execution_json(), resumed=False, config_file=spec.config_path, submitted=self._submitted()))
+                self.settings.execution_json(), resumed=False, config_file=spec.config_path,
+                submitted=self._submitted()))
         return True
 
     def _run_stages(self) -> ScanResult:
@@ -260,7 +262,7 @@ class ScanRun:
         hold = not settings.execution.reproduces
         first = grid_cells(settings) if self.first_cells is None else self.first_cells
         try:
-            scope = StageScope(store, experiment, invocation_id, instrument_ref(settings), self.sources)
+            scope = StageScope(store, experiment, invocation_id, instrument_ref(settings), self.model_sources)
             for stage in stage_grids(scope, first, hold=hold):
                 n_cells += stage.cells.num_rows
                 held += stage.held_elsewhere
@@ -291,8 +293,10 @@ class ScanRun:
 
     def _run_stage(self, todo: pa.Table, stage: str) -> None:
         """Run one stage's cells, then wait (bounded) for their inference_log rows."""
-        store, catalog, experiment, invocation_id = self.trace_store, self.catalog, self.spec.experiment, self.invocation_id
-        before = (loggable_rows(store, experiment, invocation_id), logged_rows(store, catalog, experiment, invocation_id))
+        store, catalog, experiment = self.trace_store, self.catalog, self.spec.experiment
+        invocation_id = self.invocation_id
+        before = (loggable_rows(store, experiment, invocation_id),
+                  logged_rows(store, catalog, experiment, invocation_id))
         self.run_cells(todo, stage)
         missing = await_inference_log(store, catalog, experiment, invocation_id, before)
         if missing:
@@ -316,7 +320,8 @@ class ScanRun:
             if _SIGTERM_INTERRUPTS:
                 signal.signal(signal.SIGTERM, _terminated)
             variants = list(self.settings.models)
-            run_grid(todo, variants, self.sources, self.sweep(variants), progress.on_part, on_model=progress.on_model)
+            run_grid(todo, variants, self.model_sources, self.sweep(variants), progress.on_part,
+                     on_model=progress.on_model)
         finally:
             progress.close()
 
@@ -329,9 +334,9 @@ class ScanRun:
 
         settings, how = self.settings, self.settings.execution
         ref = instrument_ref(settings)
-        run = RunContext(invocation_id=self.invocation_id, experiment=self.spec.experiment, instrument=ref.instrument.name,
-                         envelope_version=ref.instrument.envelope_version(ref.spec), catalog_dsn=self.dsn,
-                         store_uri=how.store, cache_dir=str(subdir("cache")))
+        run = RunContext(invocation_id=self.invocation_id, experiment=self.spec.experiment,
+                         instrument=ref.instrument.name, envelope_version=ref.instrument.envelope_version(ref.spec),
+                         catalog_dsn=self.dsn, store_uri=how.store, cache_dir=str(subdir("cache")))
         at_once = concurrent_models(how.max_concurrent_models, variants,
                                     joined=bool(self.options.ray_address or os.environ.get("RAY_ADDRESS")))
         return Sweep(run, ref, how.store, batch_size=settings.batch_size, pool_size=how.actor_pool_size,

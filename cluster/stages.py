@@ -59,7 +59,7 @@ class StageScope:
     """The invocation whose rows count as "this invocation's" (``NO_INVOCATION`` before it exists)."""
     ref: InstrumentRef
     """The instrument and its frozen section."""
-    sources: dict[str, str] | None = None
+    model_sources: dict[str, str] | None = None
     """Label → canonical model source: earlier rows count only for the same model; None keeps every row."""
 
 
@@ -122,13 +122,13 @@ IDENTITY_COLUMNS = ("invocation_id", "probe_id", "sample", "label", "model", "mo
 def earlier_rows(scope: StageScope) -> pa.Table:
     """Successful rows of the experiment's other invocations in this store (identity and coordinate columns,
     and ``part``: the file holding the row), read through their indexes (``cluster.row_index``): those of
-    each label answered by the model source it has now (``scope.sources``; None keeps every row)."""
+    each label answered by the model source it has now (``scope.model_sources``; None keeps every row)."""
     from mirrorscan.cluster.row_index import read_successful_rows
 
     ref = scope.ref
     rows = read_successful_rows(scope.store, scope.experiment, index_columns(ref), trace_schema(ref.instrument.columns),
                                 exclude=scope.invocation_id)
-    return rows if scope.sources is None else of_sources(rows, scope.sources)
+    return rows if scope.model_sources is None else of_model_sources(rows, scope.model_sources)
 
 
 def index_columns(ref: InstrumentRef) -> list[str]:
@@ -136,12 +136,12 @@ def index_columns(ref: InstrumentRef) -> list[str]:
     return list(dict.fromkeys([*IDENTITY_COLUMNS, "error", *ref.instrument.coordinates]))
 
 
-def of_sources(rows: pa.Table, sources: dict[str, str]) -> pa.Table:
-    """The rows whose (label, model_canonical) is a pair of ``sources`` (label → canonical model source)."""
+def of_model_sources(rows: pa.Table, model_sources: dict[str, str]) -> pa.Table:
+    """The rows whose (label, model_canonical) is a pair of ``model_sources`` (label → canonical model source)."""
     if rows.num_rows == 0:
         return rows
-    labels = pa.array(list(sources), pa.string())
-    expected = pc.take(pa.array(list(sources.values()), pa.string()), pc.index_in(rows.column("label"), labels))
+    labels = pa.array(list(model_sources), pa.string())
+    expected = pc.take(pa.array(list(model_sources.values()), pa.string()), pc.index_in(rows.column("label"), labels))
     return rows.filter(pc.fill_null(pc.equal(rows.column("model_canonical"), expected), False))
 
 
@@ -211,8 +211,8 @@ def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = N
                 hold: bool = True) -> Iterator[StageGrid]:
     """Each stage's grid in order, the first from ``first``; a later one is built (lazily) from the previous
     stage's stored rows — this invocation's and, for held cells, the earlier invocation's that holds them — so
-    the caller runs a stage before asking for the next. ``scope.sources`` limits held cells to rows of the same
-    model; ``earlier``: ``earlier_rows`` already read with those sources. ``hold`` False (a reproduction): no
+    the caller runs a stage before asking for the next. ``scope.model_sources`` limits held cells to rows of the same
+    model; ``earlier``: ``earlier_rows`` already read with those model sources. ``hold`` False (a reproduction): no
     cell counts as held by another invocation, every stage is the full grid."""
     ref = scope.ref
     if not hold:

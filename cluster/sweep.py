@@ -113,11 +113,11 @@ def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
         todo, alone = not_started, retry
 
 
-def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, str], sweep: Sweep,
+def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[str, str], sweep: Sweep,
              on_part: Callable[..., None], on_model: Callable[[ModelVariant], None] | None = None) -> None:
     """Run every model's cells, one actor pool per model, up to ``sweep.max_concurrent_models`` pools at once,
     calling ``on_part(rows, errors, label)`` per part (in this thread, whichever pool it came from).
-    ``sources``: label → the model source its engines load.
+    ``model_sources``: label → the model source its engines load.
 
     Pools start in the models' order as slots free up; each asks Ray for its actors at once, so what does not
     fit waits as resource demand (an autoscaler sees it) and starts when room appears. A tensor-parallel
@@ -133,7 +133,7 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], sources: dict[str, s
     for variant in share_endpoints(variants, sweep.max_concurrent_models):
         mine = cells.filter(pc.equal(cells.column("label"), variant.label))
         if mine.num_rows:
-            pools.append((variant, mine, sources[variant.label]))
+            pools.append((variant, mine, model_sources[variant.label]))
     if sweep.max_concurrent_models <= 1 or len(pools) <= 1:
         for variant, mine, source in pools:
             if on_model is not None:

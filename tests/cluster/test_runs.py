@@ -49,7 +49,7 @@ def test_an_ended_run_a_dead_local_driver_or_this_process_does_not_block(invocat
     import sys
 
     dsn, invocation_id = invocation
-    new, resumed = runs.DriverStart({}, resumed=False), resumed
+    new, resumed = runs.DriverStart({}, resumed=False), runs.DriverStart({}, resumed=True)
     with Catalog(dsn) as catalog:
         done = runs.acquire(catalog, invocation_id, new, host="host-a", pid=1)
         done.end(catalog)

@@ -79,7 +79,7 @@ def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experime
         return {p.label: (p.cells, p.held_here, p.run, p.sampling, p.tokens_in, p.tokens_out_bound)
                 for p in plan.scan_plan(experiment["settings"], plan.PlanScope(
                     store=experiment["store"], invocation_id=experiment["invocation_id"],
-                    sources=experiment["sources"]))}
+                    model_sources=experiment["sources"]))}
 
     whole = planned()
     monkeypatch.setattr(plan, "CHUNK", 5)

@@ -42,7 +42,7 @@ def planned(exp: str, store_uri: str, tiny_dir, **kw) -> list:
         store = open_store(store_uri, create=False)
     except Exception:   # noqa: BLE001 - not written yet
         store = None
-    return scan_plan(spec.settings(), PlanScope(store=store, sources={"tiny": str(tiny_dir)}, **kw))
+    return scan_plan(spec.settings(), PlanScope(store=store, model_sources={"tiny": str(tiny_dir)}, **kw))
 
 
 def stored(store_uri: str, experiment: str, invocation_id: str) -> list[dict]:

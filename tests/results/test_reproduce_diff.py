@@ -118,7 +118,7 @@ def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scann
     assert any("changed since the invocation was frozen" in w and "rebuilt from the coordinates stored in the traces"
                in w for w in p.warnings), p.warnings
     result = ScanRun(p.spec, ScanOptions(catalog_dsn=scanned["dsn"], quiet=True, reproduction=Reproduction(
-        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
+        p.original.invocation_id, p.cells, p.submitted, p.model_sources))).execute()
     assert result.status == "complete" and result.counts["cells"] == 8
     store = open_store(scanned["store"])
     keys = lambda inv: sorted(zip(*(store.read("repro_fc", inv, columns=["probe_id", "sample"]).column(c).to_pylist()

@@ -29,7 +29,7 @@ def test_the_legacy_spec_is_rebuilt_with_what_cannot_be_restored(legacy, demo_di
     assert (p.spec.seed, p.spec.batch_size, p.spec.max_tokens) == (7, 4, 12)
     assert p.spec.store == str(root / "store")
     assert p.items_from == ITEMS_FROM_FILES and p.cells is None and p.n_cells == 12   # the pair file still matches
-    assert p.sources["smollm2-135m-instruct"] == str(demo_dir)
+    assert p.model_sources["smollm2-135m-instruct"] == str(demo_dir)
     warnings = "\n".join(p.warnings)
     assert "model smollm2-135m-instruct: weights unknown (the original recorded no weight identity" in warnings
     assert "git: the original ran commit 086397ef65ffa8d15cf8deeeaf338a4027701f28" in warnings

@@ -76,7 +76,7 @@ def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
     p = plan(original, dsn=dsn)
     assert p.items_from == ITEMS_FROM_FILES
     copy = ScanRun(p.spec, ScanOptions(catalog_dsn=dsn, quiet=True, reproduction=Reproduction(
-        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
+        p.original.invocation_id, p.cells, p.submitted, p.model_sources))).execute()
     assert copy.status == "complete" and copy.counts["cells"] == copy.counts["ok"] == 6
     assert "held_elsewhere" not in copy.counts   # nothing of the original counted as held
 

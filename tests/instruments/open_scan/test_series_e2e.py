@@ -157,7 +157,7 @@ def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny
 
     p = plan(edit.invocation_id, dsn=catalog_dsn)   # reproduce the edit: its own text, not the current one
     copy = ScanRun(p.spec, ScanOptions(catalog_dsn=catalog_dsn, quiet=True, reproduction=Reproduction(
-        p.original.invocation_id, p.cells, p.submitted, p.sources))).execute()
+        p.original.invocation_id, p.cells, p.submitted, p.model_sources))).execute()
     assert copy.status == "complete"
     out = check_matrix(exp, catalog_dsn, store_uri, tmp_path, groups, capsys)   # still the reverted text current
     assert f"2 models × 3 probes: 5 answered · 1 missing · 0 failed · 2 superseded" in out
