@@ -1,0 +1,215 @@
+"""A store and catalog written by the previous release are read by this code, through the command line a user
+types: each instrument's invocation analyzes to the numbers and text the previous release printed, reports to a
+page, rebuilds for ``reproduce --dry-run`` as it did then, answers the same ``sql`` rows, and a ``scan
+--resume`` of it finds nothing unfinished. The catalog is the old release's own dump (its migrations); this
+code's migrations run over it on first connection.
+
+The fixture (``tests/fixtures/previous_release``, made by its ``generate.py`` with the previous release's code)
+holds the experiments, the store's Parquet parts and manifests, the catalog dump and what the old code printed;
+``@ROOT@`` stands for the folder holding ``experiments/`` and ``store/``, ``@HOME@`` for its ``MIRRORSCAN_HOME``
+(here the tests' home, where the packaged tiny models are prepared). No verb here starts Ray."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conftest import new_database
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "previous_release"
+FACTS = json.loads((FIXTURE / "facts.json").read_text())
+INSTRUMENTS = sorted(FACTS["invocations"])
+MODELS = ("packaged:tiny-random-llama", "packaged:tiny-random-llama-2x64-s1")
+"""The packaged models the fixture's experiments name (resolved under ``@HOME@/models``)."""
+
+
+def test_the_fixture_holds_one_invocation_of_each_instrument():
+    assert INSTRUMENTS == ["flinch", "forced_choice", "lens", "open_scan"]
+    for fact in FACTS["invocations"].values():
+        assert list((FIXTURE / "store" / fact["experiment"] / fact["invocation_id"] / "traces").glob("*.parquet"))
+
+
+@pytest.fixture(scope="module")
+def previous(tmp_path_factory, pg_dsn, demo_dir):
+    """(root, home, catalog DSN): the fixture's experiments and store copied under ``root``, its catalog dump
+    loaded into a new database, ``@ROOT@`` and ``@HOME@`` replaced by this run's folders. ``MIRRORSCAN_HOME``
+    is the scans' own home path (``FACTS["home"]``: the trace rows name their models' folders under it), set up
+    again with links to the models prepared in the tests' home, for the module's duration."""
+    home = with_models(Path(FACTS["home"]))
+    root = tmp_path_factory.mktemp("previous") / "root"
+    shutil.copytree(FIXTURE / "experiments", root / "experiments")
+    shutil.copytree(FIXTURE / "store", root / "store")
+    for manifest in (root / "store").rglob("invocation.json"):
+        manifest.write_text(placed(manifest.read_text(), root, home))
+    dsn = new_database(pg_dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(placed((FIXTURE / "catalog.sql").read_text(), root, home))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MIRRORSCAN_HOME", home)
+        yield root, home, dsn
+
+
+def with_models(home: Path) -> str:
+    """``home`` holding ``models/<name>`` links to the packaged models (``MODELS``) prepared in the tests' home."""
+    from mirrorscan.cluster.models import prepare_packaged
+
+    (home / "models").mkdir(parents=True, exist_ok=True)
+    for alias in MODELS:
+        folder = prepare_packaged(alias)   # a no-op where prepared
+        link = home / "models" / folder.name
+        if not link.exists():
+            link.unlink(missing_ok=True)   # a link left dangling by an earlier run
+            try:
+                link.symlink_to(folder)
+            except FileExistsError:   # another test process made it a moment ago
+                pass
+    return str(home)
+
+
+def placed(text: str, root: Path, home: str) -> str:
+    """``text`` with the fixture's placeholders replaced by this run's folders."""
+    return text.replace("@ROOT@", str(root)).replace("@HOME@", home)
+
+
+def expected(name: str, previous) -> str:
+    """What the previous release printed (``expected/<name>``), with this run's folders in it."""
+    root, home, _ = previous
+    return placed((FIXTURE / "expected" / name).read_text(), root, home)
+
+
+def mirrorscan(capsys, *argv: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``mirrorscan argv…``, run in this process as the command runs it."""
+    from mirrorscan.jobs import cli
+
+    capsys.readouterr()
+    ray_before = ray_running()
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert ray_running() == ray_before, f"mirrorscan {argv[0]} started Ray"
+    return code, out, err
+
+
+def ray_running() -> bool:
+    """Whether this process has started or joined a Ray (without importing Ray when nothing has)."""
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
+def where(previous) -> list[str]:
+    """The store and catalog options every verb here is given."""
+    root, _, dsn = previous
+    return ["--store", str(root / "store"), "--catalog-dsn", dsn]
+
+
+def canonical(text: str) -> str:
+    """A JSON document written with sorted keys (floats in their repr, NaN as NaN)."""
+    return json.dumps(json.loads(text), sort_keys=True, indent=1)
+
+
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_analyze_gives_the_numbers_and_text_the_previous_release_printed(previous, instrument, capsys):
+    inv = FACTS["invocations"][instrument]["invocation_id"]
+    code, out, err = mirrorscan(capsys, "analyze", inv, "--no-write", "--json", *where(previous))
+    assert code == 0, err
+    assert canonical(out) == canonical(expected(f"analyze-{instrument}.json", previous))
+    code, out, err = mirrorscan(capsys, "analyze", inv, "--no-write", *where(previous))
+    assert code == 0, err
+    assert out == expected(f"analyze-{instrument}.txt", previous)
+
+
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_report_writes_a_page_of_a_previous_release_invocation(previous, instrument, capsys):
+    root, _, _ = previous
+    inv = FACTS["invocations"][instrument]["invocation_id"]
+    code, out, err = mirrorscan(capsys, "report", inv, *where(previous))
+    assert code == 0, err
+    pages = [Path(line.split()[-1]) for line in out.splitlines() if line.rstrip().endswith(".html")]
+    assert len(pages) == 1 and pages[0].is_relative_to(root / "store" / FACTS["invocations"][instrument]["experiment"])
+    page = pages[0].read_text(encoding="utf-8")
+    assert page.lstrip().lower().startswith("<!doctype html") and inv in page
+
+
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_reproduce_dry_run_rebuilds_the_frozen_settings_as_the_previous_release_did(previous, instrument, capsys):
+    inv = FACTS["invocations"][instrument]["invocation_id"]
+    code, out, err = mirrorscan(capsys, "reproduce", inv, "--dry-run", *where(previous))
+    assert code == 0, err
+    lines = out.splitlines()
+    git = [line for line in lines if line.startswith("  warning: git: ")]
+    assert git[0] == f"  warning: git: the original ran commit {FACTS['commit']}, this is {head_commit()}"
+    then = expected(f"reproduce-dry-run-{instrument}.txt", previous).splitlines()
+    assert then[-1] == "  nothing that cannot be restored"   # the old code ran in the tree it recorded
+    assert [line for line in lines if line not in git] == then[:-1]   # no other warning: all else restored
+
+
+def head_commit() -> str:
+    """The commit this checkout is at."""
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=FIXTURE, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("query", sorted(FACTS["sql"]))
+def test_sql_answers_the_rows_the_previous_release_answered(previous, query, capsys):
+    code, out, err = mirrorscan(capsys, "sql", FACTS["sql"][query], "--format", "json", *where(previous))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+    old = [json.loads(line) for line in expected(f"sql-{query}.json", previous).splitlines() if line.strip()]
+    assert rows == old and len(rows) >= 4
+
+
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_scan_resume_of_a_finished_invocation_finds_nothing_to_finish(previous, instrument, capsys):
+    root, _, _ = previous
+    exp = root / "experiments" / FACTS["invocations"][instrument]["experiment"]
+    code, out, err = mirrorscan(capsys, "scan", str(exp), "--resume", *where(previous))
+    assert f"exit {code}\n{out}{err}" == expected(f"scan-resume-{instrument}.txt", previous)
+
+
+@pytest.mark.parametrize("instrument", INSTRUMENTS)
+def test_scan_dry_run_plans_against_the_previous_release_invocations_as_it_did(previous, instrument, capsys):
+    root, _, _ = previous
+    exp = root / "experiments" / FACTS["invocations"][instrument]["experiment"]
+    code, out, err = mirrorscan(capsys, "scan", str(exp), "--dry-run", *where(previous))
+    assert f"exit {code}\n{out}{err}" == expected(f"scan-dry-run-{instrument}.txt", previous)
+
+
+def test_a_new_open_scan_scan_finds_every_cell_held_by_the_previous_release(previous):
+    """Run as its own process, as a user runs it (and the summary goes to that process's stdout)."""
+    root, _, dsn = previous
+    exp = root / "experiments" / FACTS["invocations"]["open_scan"]["experiment"]
+    with psycopg.connect(dsn) as conn:
+        before = conn.execute("SELECT count(*) FROM scan_invocations").fetchone()[0]
+    done = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(exp), "--quiet",
+                           *where(previous)], capture_output=True, text=True, timeout=300)
+    assert f"exit {done.returncode}\n{done.stdout}{done.stderr}" == expected("scan-again-open_scan.txt", previous)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM scan_invocations").fetchone()[0] == before
+
+
+def test_the_catalog_is_brought_to_this_code_s_migrations(previous, capsys):
+    from mirrorscan.cluster.catalog import Catalog
+
+    _, _, dsn = previous
+    old = {int(v) for v in re.findall(r"INSERT INTO public\.schema_migrations VALUES \((\d+),",
+                                      (FIXTURE / "catalog.sql").read_text())}
+    with Catalog(dsn) as catalog:
+        invocations = {str(catalog.get_invocation(f["invocation_id"])["invocation_id"])
+                       for f in FACTS["invocations"].values()}
+    with psycopg.connect(dsn) as conn:
+        now = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    shipped = {int(p.name[:4]) for p in migrations_folder().glob("[0-9][0-9][0-9][0-9]_*.sql")}
+    assert old and old <= now == shipped
+    assert invocations == {f["invocation_id"] for f in FACTS["invocations"].values()}
+
+
+def migrations_folder() -> Path:
+    """The folder of this code's catalog migrations."""
+    import mirrorscan.cluster.catalog as catalog_module
+
+    return Path(catalog_module.__file__).parent / "migrations"
