@@ -23,7 +23,8 @@ browse) calls every member and never asks whether one exists:
                 matrix), ``describe_cell``, ``suggested_query`` (a scan's summary)
 
 ``Instrument`` itself adds ``name``, ``columns`` (extra trace columns: Arrow fields with a ``doc``, beside the
-core schema) and ``cli``/``tools`` (``mirrorscan <name> …``, its own tools). A subclass defines ``name``,
+core schema) and ``cli``/``tools`` (``mirrorscan <name> …``, its own tools, handed a ``grid.reader.Reader``
+for the catalog, the store and the engines). A subclass defines ``name``,
 ``engine_kind`` and the ``REQUIRED`` methods; ``resolve`` refuses anything else with a ConfigError saying what
 to add. The parts are base classes of one class, not objects held by the instrument: one object is what a
 config names and what travels to every worker, and its members read as ``instrument.cells(…)`` everywhere.
