@@ -218,8 +218,8 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
     held = None
     experiment = settings.experiment
     if scope.hold and exists and instrument.appends:
-        scope = StageScope(store, experiment, own, ref, model_sources or None)
-        held = held_elsewhere(scope, earlier_rows(scope))
+        holders = StageScope(store, experiment, own, ref, model_sources or None)
+        held = held_elsewhere(holders, earlier_rows(holders))
     prior = (store.read(experiment, own, columns=["probe_id", "sample", "error"])
              if exists and invocation_id and store.list_parts(experiment, own) else EMPTY_PRIOR.empty_table())
     tokenizers = {label: _tokenizer(model_sources.get(label)) for label in models} if count_tokens else {}
