@@ -118,8 +118,7 @@ def test_an_open_scan_experiment_appends_versions_and_round_trips_its_jsonl(tmp_
     assert header == '"label","series","source","q1","q2","q3"' and len(table) == 1
     assert table[0].startswith('"nosys",') and table[0].endswith(',"scan","3","3","3"')
 
-    assert cli.main(["remeasure", exp, "--models", "nosys,tiny2", "--catalog-dsn", catalog_dsn],
-                    "mirrorscan open_scan", StoreReader()) == 0
+    assert cli.main(["remeasure", exp, "--models", "nosys,tiny2", "--catalog-dsn", catalog_dsn]) == 0
     captured = capsys.readouterr()
     assert "no rows for label tiny2 — skipped" in captured.err
     assert "tiny2" not in captured.out and "nosys " in captured.out
