@@ -10,9 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from mirrorscan.cluster import preflight
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.spec import load_spec
-from mirrorscan.jobs import preflight, scan
+from mirrorscan.jobs import scan
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\n"
 EFFORT_TEMPLATE = (
