@@ -91,6 +91,9 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MIRRORSCAN_HOME", str(REPO / ".mirrorscan"))   # where make prepared the demo model
 os.environ["MIRRORSCAN_HOME"] = str(Path(os.environ["MIRRORSCAN_HOME"]).resolve())
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Local Rays bind loopback (cluster.ray_session.LOOPBACK_SWITCH). Ray reads the switch once, when it is first
+# imported, and a test module may import Ray before any fixture starts one: set it before any module loads.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Test-only instruments (tests/plugin) are importable here and in every Ray worker the tests start, as a
 # user's own instrument is through PYTHONPATH (workers inherit the raylet's environment, made from ours).
