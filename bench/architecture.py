@@ -49,8 +49,9 @@ INSTRUMENT_NAMES = frozenset({"instrument", "inst"})
 SETTINGS_NAMES = ("settings", "frozen", "values", "spec", "raw", "section", "config", "execution")
 """Last parts of a name or attribute chain that hold settings read by string key (figure 4)."""
 
-SCAN_PATH = ("jobs/scan*.py", "jobs/dry_run.py", "jobs/plan.py", "cluster/sweep.py", "cluster/stages.py",
-             "cluster/pipeline.py", "cluster/*run*.py")
+SCAN_PATH = ("jobs/scan*.py", "jobs/dry_run.py", "jobs/plan.py", "jobs/preflight.py", "jobs/reproduce.py",
+             "cluster/sweep.py", "cluster/stages.py", "cluster/pipeline.py", "cluster/*run*.py", "cluster/scan_*.py",
+             "cluster/preflight.py", "cluster/progress.py", "cluster/crash_journal.py", "results/reproduce.py")
 """Globs (relative to a tree) of the modules on the scan path (figure 5)."""
 
 
