@@ -145,12 +145,13 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
         assert float(rows[(key, "label_floor_median")]["value"]) == pytest.approx(got["label_floor_median"], rel=1e-5)
     # another seed draws another null: the floor depends on the seed the command is given (in this process)
     from mirrorscan.instruments.lens.cli import main as lens_main
+    from mirrorscan.results.reader import StoreReader
 
     seed_at = argv.index("--seed") + 1
     other = argv[:seed_at] + [str(int(argv[seed_at]) + 1)] + argv[seed_at + 1:]
     other[other.index("--input") + 1] = str(tmp_path / "vectors.csv")
     capsys.readouterr()
-    assert lens_main(other[2:]) == 0
+    assert lens_main(other[2:], "mirrorscan lens", StoreReader()) == 0
     moved = json.loads(capsys.readouterr().out)
     assert any(moved[k]["label_floor_median"] != again[k]["label_floor_median"] for k in again)
 
