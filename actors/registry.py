@@ -37,7 +37,7 @@ def check_engine(kind: str, backend: str, file: str = "", field: str = "") -> No
 
 
 def engine_class(backend: str, kind: str = "generate"):
-    """The actor class of ``kind`` for ``backend`` (import happens here, not at package import)."""
+    """The engine class of ``kind`` for ``backend`` (import happens here, not at package import)."""
     check_engine(kind, backend, field="backend")
     module, name = ENGINES[(kind, backend)]
     return getattr(importlib.import_module(module), name)

@@ -39,8 +39,8 @@ class AnalysisReport:
 
 
 def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None):
-    """(catalog row, settings as format 2, traces, store) of ``target`` (an invocation id or an experiment → its
-    newest invocation); ConfigError when it has no traces in the store."""
+    """(catalog row, frozen settings (``grid.settings.Settings``), traces, store) of ``target`` (an invocation id
+    or an experiment → its newest invocation); ConfigError when it has no traces in the store."""
     from mirrorscan.results.invocations import load
 
     inv = load(target, store=store, dsn=catalog_dsn)
@@ -48,16 +48,16 @@ def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str |
 
 
 def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       reclassify: bool = False, write: bool = True) -> AnalysisReport:
+                       reannotate: bool = False, write: bool = True) -> AnalysisReport:
     """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring."""
     from mirrorscan.results.analyses import analyze, write_analysis
     from mirrorscan.results.invocations import load
 
     inv = load(target, store=store, dsn=catalog_dsn)
-    analysis = analyze(inv, reannotate=reclassify)
+    analysis = analyze(inv, reannotate=reannotate)
     report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:
-        report.outputs = write_analysis(inv, analysis, reannotate=reclassify)
+        report.outputs = write_analysis(inv, analysis, reannotate=reannotate)
     return report
 
 
@@ -75,7 +75,7 @@ def build_parser(prog: str = "mirrorscan analyze") -> argparse.ArgumentParser:
     """The analyze command's parser."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", help="experiment folder or name (its newest invocation), or an invocation id")
-    p.add_argument("--reannotate", "--reclassify", dest="reclassify", action="store_true",
+    p.add_argument("--reannotate", "--reclassify", dest="reannotate", action="store_true",
                    help="derive again from the stored text what the instrument wrote at scan time "
                         "(forced_choice: the classes, under the current classifier); stored rows are not touched")
     p.add_argument("--store", help="trace store URI (default: the one recorded for the invocation)")
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
         return 2
     args = build_parser(prog).parse_args(argv)
     report = analyze_invocation(args.target, store=args.store, catalog_dsn=args.catalog_dsn,
-                                reclassify=args.reclassify, write=not args.no_write)
+                                reannotate=args.reannotate, write=not args.no_write)
     if args.json:
         view = report.analysis.json_view if report.analysis.json_view is not None else report.analysis.numbers
         print(json.dumps(view, indent=2, ensure_ascii=False))

@@ -156,11 +156,11 @@ def build_app(browser: Browser) -> Starlette:
     def all_timing(request):
         return pages.timing("timing of every request in the catalog", timing(browser, None), [])
 
-    def compare(request):
+    def diff_page(request):
         q = request.query_params
         a, b = q.get("a", "").strip(), q.get("b", "").strip()
         if not a or not b:
-            return pages.compare(pages.compare_form(a, "", b, "", [], []), None, None, "none", None)
+            return pages.diff_page(pages.diff_form(a, "", b, "", [], []), None, None, "none", None)
         inv_a, inv_b = browser.indexed(a), browser.indexed(b)
         labels_a, labels_b = browser.labels(inv_a), browser.labels(inv_b)
         for key, labels in (("label_a", labels_a), ("label_b", labels_b)):   # never a silent stand-in
@@ -171,12 +171,12 @@ def build_app(browser: Browser) -> Starlette:
         label_a = q.get("label_a") or (labels_a[0] if labels_a else "")
         default_b = labels_b[1] if same and len(labels_b) > 1 else (labels_b[0] if labels_b else "")
         label_b = q.get("label_b") or default_b
-        form = pages.compare_form(a, label_a, b, label_b, labels_a, labels_b)
+        form = pages.diff_form(a, label_a, b, label_b, labels_a, labels_b)
         if inv_a.instrument is not inv_b.instrument:
             raise NotFound(f"A is {inv_a.instrument.name}, B is {inv_b.instrument.name}: compare one instrument's runs")
-        result = browser.compare(inv_a, label_a, inv_b, label_b)
+        result = browser.diff(inv_a, label_a, inv_b, label_b)
         own = browser.instrument_comparison(inv_a, label_a, inv_b, label_b)
-        return pages.compare(form, ((a, label_a), (b, label_b)), result, inv_a.value.kind, own)
+        return pages.diff_page(form, ((a, label_a), (b, label_b)), result, inv_a.value.kind, own)
 
     async def report_file(request: Request):
         try:
@@ -203,7 +203,7 @@ def build_app(browser: Browser) -> Starlette:
         Route("/invocations/{id}", html(invocation)), Route("/invocations/{id}/matrix", html(matrix)),
         Route("/invocations/{id}/cell", html(cell)), Route("/invocations/{id}/trace", html(trace)),
         Route("/invocations/{id}/timing", html(inv_timing)), Route("/invocations/{id}/files/{path:path}", report_file),
-        Route("/timing", html(all_timing)), Route("/compare", html(compare)),
+        Route("/timing", html(all_timing)), Route("/compare", html(diff_page)),
         Route("/static/browse.css", stylesheet), Route("/favicon.ico", favicon),
     ]
     app = Starlette(routes=routes)

@@ -230,7 +230,7 @@ def trace(inv, record: dict, described: str | None) -> str:
 
 # ---- comparison and timing -------------------------------------------------------------------------------
 
-def compare_form(a: str, label_a: str, b: str, label_b: str, labels_a: list[str], labels_b: list[str]) -> str:
+def diff_form(a: str, label_a: str, b: str, label_b: str, labels_a: list[str], labels_b: list[str]) -> str:
     """The GET form choosing two (invocation, model) sides."""
     def select(name: str, values: list[str], chosen: str) -> str:
         return (f'<select name="{name}" id="f-{name}">' + "".join(
@@ -244,7 +244,7 @@ def compare_form(a: str, label_a: str, b: str, label_b: str, labels_a: list[str]
             '<button type="submit" id="compare">compare</button></form>')
 
 
-def compare(form: str, sides: tuple | None, result: dict | None, kind: str, instrument_text: str | None) -> str:
+def diff_page(form: str, sides: tuple | None, result: dict | None, kind: str, instrument_text: str | None) -> str:
     """Two models' fingerprints side by side: matched cells, agreement, confusion, the items that differ most."""
     if result is None:
         return page("compare two models", form + "<p>Choose two invocations (the same one twice compares two of its "

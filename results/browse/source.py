@@ -270,7 +270,7 @@ class Browser:
         record["_part"] = part
         return record
 
-    def compare(self, a: Indexed, label_a: str, b: Indexed, label_b: str, limit: int = 200) -> dict:
+    def diff(self, a: Indexed, label_a: str, b: Indexed, label_b: str, limit: int = 200) -> dict:
         """Two models' answers cell by cell: successful rows matched on (item_key, envelope, ordering, sample).
         Returns counts (matched, only in A, only in B), agreement (class: same class; score: mean absolute
         difference and Pearson correlation), the class confusion table, and per item (matrix column) the share

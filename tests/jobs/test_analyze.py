@@ -66,7 +66,7 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
 
     # re-classification reads the stored text again and leaves the stored rows alone
     parts_before = {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)}
-    again = analyze_invocation(inv, catalog_dsn=scanned["dsn"], reclassify=True)
+    again = analyze_invocation(inv, catalog_dsn=scanned["dsn"], reannotate=True)
     assert again.analysis.detail.reclassified and again.analysis.detail.summaries[0].commit_rate == summary.commit_rate
     assert {p: Path(p).read_bytes() for p in store.list_parts("fc2", inv)} == parts_before
     # a second analysis lands in its own folder; the first one's files are still there

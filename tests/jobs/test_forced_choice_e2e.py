@@ -135,7 +135,7 @@ def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_mode
 
     # ---- re-classification: the same numbers, the stored files untouched --------------------------------
     before = snapshot(store_dir)
-    again = analyze_invocation(str(exp), store=str(store_dir), catalog_dsn=catalog_dsn, reclassify=True, write=False)
+    again = analyze_invocation(str(exp), store=str(store_dir), catalog_dsn=catalog_dsn, reannotate=True, write=False)
     assert again.analysis.detail.reclassified and again.outputs == []
     assert [x.to_dict() for x in again.analysis.detail.summaries] == [x.to_dict() for x in report.analysis.detail.summaries]
     assert snapshot(store_dir) == before

@@ -41,7 +41,7 @@ def test_analyze_reannotate_of_an_import_reads_the_raw_replies(imported, catalog
     assert "Traceback" not in captured.err and "KeyError" not in captured.err
     assert analyze.main([invocation_id, "--no-write", "--json", "--catalog-dsn", catalog_dsn]) == 0
     assert capsys.readouterr().out == captured.out   # re-derived = as imported (same parser, same scales)
-    report = analyze.analyze_invocation(invocation_id, catalog_dsn=catalog_dsn, reclassify=True, write=False)
+    report = analyze.analyze_invocation(invocation_id, catalog_dsn=catalog_dsn, reannotate=True, write=False)
     rows = report.analysis.tables["rows"].to_pylist()
     # the packaged scales are 1–10: the first whole number inside them, else not measured (null)
     expected = {("cold", "7"): 7, ("posthoc", "Rating: 4"): 4, ("posthoc", "no idea"): None,

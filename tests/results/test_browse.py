@@ -155,7 +155,7 @@ def test_it_answers_only_get_and_writes_nothing(made):
 def test_two_models_are_compared_cell_by_cell_and_by_their_fingerprints(made):
     browser = made["browser"]
     inv = browser.indexed(made["invocation_id"])
-    result = browser.compare(inv, "alpha", inv, "beta")
+    result = browser.diff(inv, "alpha", inv, "beta")
     cells = [(p, env, o) for p in range(len(world.PAIRS)) for env in world.ENVELOPES for o in world.ORDERINGS]
     same = sum(world.answer_of("alpha", *c)[1] == world.answer_of("beta", *c)[1] for c in cells)
     s = result["summary"]
