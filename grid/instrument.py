@@ -60,6 +60,7 @@ import pyarrow as pa
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
+from mirrorscan.grid.settings import Settings
 
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
@@ -256,12 +257,13 @@ class Analyzer:
     compares: bool = False
     """Whether ``compare`` is offered (``mirrorscan compare``, diff's fingerprint distances, browse)."""
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
-        """The instrument's numbers of one invocation (one row per attempt in ``traces``); no I/O. With
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
+        """The instrument's numbers of one invocation (one row per attempt in ``traces``) under its frozen
+        ``settings`` (its own section: ``settings.instrument_settings``, read with ``from_frozen``); no I/O. With
         ``reannotate`` (``analyze --reannotate``), the in-actor step is run again on the stored rows."""
         raise NotImplementedError
 
-    def compare(self, left: tuple[pa.Table, dict], right: tuple[pa.Table, dict], *, label_a: str | None = None,
+    def compare(self, left: tuple[pa.Table, Settings], right: tuple[pa.Table, Settings], *, label_a: str | None = None,
                 label_b: str | None = None, rule: str | None = None) -> Analysis:
         """With ``compares``: two sides ((traces, settings) each; a model label of each) side by side
         (forced_choice: fingerprint distances under ``rule``)."""
@@ -287,7 +289,7 @@ class Presenter:
         definitions are ``headline_sources``. Default: none."""
         return {}
 
-    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """A ``grid.headline.HeadlineSource`` per headline number: its definition and the ``mirrorscan sql``
         query (or the query and ``mirrorscan stats`` command) that gets it again. Default: none."""
         return ()
@@ -390,7 +392,7 @@ class InstrumentRef:
     name: str
     """Registry name or ``package.module:Attr``, as the config wrote it."""
     frozen: dict
-    """The instrument's frozen section (``settings["instrument_settings"]``)."""
+    """The instrument's frozen section (``Settings.instrument_settings``)."""
 
     @property
     def instrument(self) -> Instrument:

@@ -26,11 +26,11 @@ def compare(a: str, b: str, *, label_a: str | None = None, label_b: str | None =
     for target in (a, b):
         _, settings, traces, _ = load_invocation(target, store=store, catalog_dsn=catalog_dsn)
         sides.append((traces, settings))
-    names = {resolve(s["instrument"]).name for _, s in sides}
+    names = {resolve(s.instrument).name for _, s in sides}
     if len(names) != 1:
         raise ConfigError("", "A, B", f"are of different instruments ({', '.join(sorted(names))})",
                           "compare two invocations of one instrument")
-    instrument = resolve(sides[0][1]["instrument"])
+    instrument = resolve(sides[0][1].instrument)
     if not instrument.compares:
         raise ConfigError("", "A, B", f"instrument {instrument.name!r} offers no comparison", "use mirrorscan analyze")
     return instrument.compare(sides[0], sides[1], label_a=label_a, label_b=label_b, rule=rule)

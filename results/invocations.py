@@ -1,6 +1,6 @@
-"""One invocation as the catalog and the store hold it — its row, its settings (as format 2), its instrument,
-its manifest and its traces — and the timing its inference_log recorded: the one reader of ``results/``
-(reproduce, diff, report) and of ``analyze``. It writes nothing.
+"""One invocation as the catalog and the store hold it — its row, its settings (a ``grid.settings.Settings``
+record), its instrument, its manifest and its traces — and the timing its inference_log recorded: the one
+reader of ``results/`` (reproduce, diff, report) and of ``analyze``. It writes nothing.
 
 ``resolve_rows`` turns what a user typed (an invocation id or its unique start, an experiment folder or
 name) into catalog rows; ``load`` reads one invocation, named that way or by its row, from its store.
@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import Instrument, resolve
-from mirrorscan.grid.settings import upgrade
+from mirrorscan.grid.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class Invocation:
 
     row: dict
     """Its ``scan_invocations`` row (jsonb as Python values, invocation_id as str)."""
-    settings: dict
-    """Its frozen settings read as format 2 (``grid.settings.upgrade``; the stored row is untouched)."""
+    settings: Settings
+    """Its frozen settings (``Settings.from_json`` of the row's, any format; the stored row is untouched)."""
     instrument: Instrument
     """The instrument its settings name (resolved)."""
     store: Any
@@ -77,14 +77,19 @@ def load(target: str | dict, *, store: str | None = None, dsn: str | None = None
     """The invocation ``target`` names — an id, the unique start of one, or an experiment → its newest, looked
     up in the catalog at ``dsn``; or its catalog row itself (``resolve_rows``), read without the catalog —
     from the store (``store``, default the one it recorded; a local folder that does not exist is an
-    error, never created). ConfigError when it is not found, or (``need_traces``) has no traces there."""
+    error, never created). ConfigError when it is not found, when its settings hold a key this version does not
+    know, or (``need_traces``) when it has no traces there."""
     from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.trace_schema import trace_schema
 
     row = target if isinstance(target, dict) else resolve_rows(target, dsn=dsn)[0]
-    settings = upgrade(row["settings"])
-    instrument = resolve(settings["instrument"])
     inv_id, experiment = str(row["invocation_id"]), row["experiment"]
+    try:
+        settings = Settings.from_json(row["settings"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("", "settings", f"invocation {inv_id}'s frozen settings: {exc}",
+                          "read it with the mirrorscan version that made it") from None
+    instrument = resolve(settings.instrument)
     trace_store = open_store(store or row["store_uri"], create=False)
     traces = trace_store.read(experiment, inv_id, schema=trace_schema(instrument.columns))
     if need_traces and traces.num_rows == 0:

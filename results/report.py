@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from mirrorscan.grid.formatting import fixed
 from mirrorscan.grid.headline import HeadlineSource, sql_text
 from mirrorscan.grid.instrument import Analysis
+from mirrorscan.grid.settings import Settings
 
 SAMPLE_ROWS = 8
 """Stored rows shown verbatim (what was asked, what came back), in probe_id order."""
@@ -67,7 +68,7 @@ class Report:
     model_sources: Any
     """The manifest's model sources (where each model was loaded from), redacted; None without a manifest."""
     settings: dict
-    """The frozen settings (format 2), redacted."""
+    """The frozen settings as stored (``Settings.to_json``, format 2), redacted."""
     catalog_counts: dict
     """The counts the scan recorded in the catalog."""
     per_model: list
@@ -183,7 +184,7 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
     return out
 
 
-def headline_numbers(instrument, analysis: Analysis, settings: dict, invocation_id: str) -> list[HeadlineNumber]:
+def headline_numbers(instrument, analysis: Analysis, settings: Settings, invocation_id: str) -> list[HeadlineNumber]:
     """Every (model, number) of ``instrument.headline(analysis)`` with its source from ``headline_sources``
     (None for a number it gives no source for)."""
     values = instrument.headline(analysis)
@@ -202,11 +203,11 @@ def build(inv, analysis: Analysis, analysis_dir: str | None = None) -> Report:
     provenance["catalog"] = _catalog_name()
     return Report(
         invocation_id=inv.invocation_id, experiment=inv.experiment, instrument=inv.instrument.name,
-        status=row.get("status") or "", description=inv.settings.get("description") or "",
+        status=row.get("status") or "", description=inv.settings.description,
         provenance=redact(provenance), package_versions=redact(row.get("package_versions") or {}),
         content_hashes=redact(row.get("content_hashes") or {}),
         model_sources=redact(manifest.get("model_sources")) if manifest else None,
-        settings=redact(inv.settings), catalog_counts=redact(row.get("counts") or {}),
+        settings=redact(inv.settings.to_json()), catalog_counts=redact(row.get("counts") or {}),
         per_model=per_model_counts(inv.traces), errors=top_errors(inv.traces),
         counts_sql=counts_sql(inv.invocation_id), errors_sql=errors_sql(inv.invocation_id),
         samples=sample_rows(inv.traces, inv.instrument),

@@ -79,17 +79,12 @@ class Plan:
         return self.cells.num_rows if self.cells is not None else self.spec.n_cells()
 
 
-def spec_from_settings(settings: dict, config_path: str, store_uri: str | None) -> Spec:
-    """The ``Spec`` frozen ``settings`` (any format) describe, as if its config had been validated again:
+def spec_from_settings(frozen: Settings, config_path: str, store_uri: str | None) -> Spec:
+    """The ``Spec`` ``frozen`` settings describe, as if its config had been validated again:
     ``Spec.settings()`` gives back their result-shaping part. ``config_path`` is what errors name (the
     original config file where known); ``store_uri`` the store to write to."""
     from mirrorscan.grid.instrument import resolve
 
-    try:
-        frozen = Settings.from_json(settings)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(config_path, "settings", str(exc), "reproduce it with the mirrorscan version that "
-                          "made it") from None
     instrument = resolve(frozen.instrument)
     # max_concurrent_models is left to the run's default (all models on a cluster, one on a local Ray)
     return Spec(config_path=config_path, experiment=frozen.experiment, raw={"models": frozen.to_json()["models"]},
@@ -284,7 +279,7 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     if resume:
         target, resumes = unfinished_reproduction(target, dsn)
     original = load(target, store=store, dsn=dsn, need_traces=False)
-    imported = original.row.get("reconstructed_from") or (original.settings.get("instrument_settings") or {}).get("imported")
+    imported = original.row.get("reconstructed_from") or original.settings.instrument_settings.get("imported")
     if imported:
         source = imported if isinstance(imported, str) else f"{imported.get('file')} sha256:{imported.get('sha256')}"
         raise ConfigError("", "invocation", f"invocation {original.invocation_id} was imported ({source}), not "
@@ -294,11 +289,11 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     config_file = submitted.get("file") or ""
     check_recorded_config(original, submitted, config_file or f"(invocation {original.invocation_id})")
     warnings: list[str] = []
-    store_uri = store or original.row.get("store_uri") or original.settings.get("execution", {}).get("store")
+    store_uri = store or original.row.get("store_uri") or original.settings.execution.store
     spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
-    rebuilt = spec.settings().to_json()
+    rebuilt, frozen = spec.settings().to_json(), original.settings.to_json()
     for path in shaping_differences(original.row["settings"], rebuilt):
-        warnings.append(f"settings: {path} cannot be restored (frozen {_at(original.settings, path)!r}, "
+        warnings.append(f"settings: {path} cannot be restored (frozen {_at(frozen, path)!r}, "
                         f"now {_at(rebuilt, path)!r})")
     model_sources = _resolve_model_sources(spec, config_file, _recorded_model_sources(original), warnings)
     weights = _weight_warnings(spec, model_sources, original.row.get("model_weights"), warnings)
@@ -322,7 +317,7 @@ def check_recorded_config(original: Invocation, submitted: dict, where: str) -> 
            "original's rows if they must go")
     check_experiment_name(original.experiment, where, "experiment")
     check_config_values(where, submitted.get("config") or {}, fix)
-    check_config_values(where, {k: v for k, v in original.settings.items()
+    check_config_values(where, {k: v for k, v in original.settings.to_json().items()
                                 if k not in ("instrument_settings", "execution")}, fix)
 
 

@@ -27,6 +27,7 @@ from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import stamp
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.reader import Reader
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.score_columns import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
@@ -210,7 +211,7 @@ class Flinch(Instrument):
                 .append_column("add_bos", pa.nulls(block.num_rows, pa.bool_()))
                 .append_column("proxy_samples", pa.array([n] * block.num_rows, pa.int32())))
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
         """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
         ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
         The axes and terms come from the corpus file while it is the frozen one, else from the stored rows
@@ -221,7 +222,7 @@ class Flinch(Instrument):
         from mirrorscan.instruments.flinch.report_text import analysis_text
         from mirrorscan.instruments.flinch.stored import analysis_axes
 
-        spec = from_frozen(settings["instrument_settings"])
+        spec = from_frozen(settings.instrument_settings)
         found = analysis_axes(spec, traces)
         axes, keys = found.axes, [a[0] for a in found.axes]
         scored = scored_carriers(traces)   # once: the scores and every axis's G-study read it
@@ -303,12 +304,12 @@ class Flinch(Instrument):
                              **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}, **g}
                 for m in analysis.numbers["models"]}
 
-    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """Each headline number's definition and its ``mirrorscan sql`` query, or for the carrier G-study the
         query selecting its input and the ``mirrorscan stats gstudy`` command (``sources``)."""
         from mirrorscan.instruments.flinch.sources import headline_sources
 
-        return headline_sources(analysis, settings, invocation_id)
+        return headline_sources(analysis, from_frozen(settings.instrument_settings), invocation_id)
 
     headline_units = {"total_flinch": 1, "partial_total_flinch": 1, "flinch_*": 1, "carrier_g_*": 2}
     """Headline numbers as analyze prints them: flinch scores with one decimal, Eρ² with two."""

@@ -91,16 +91,16 @@ def suggested_sql(invocation_id: str) -> str:
             "GROUP BY label, axis, term ORDER BY label, axis, term LIMIT 20")
 
 
-def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
+def headline_sources(analysis, spec, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Flinch.headline``'s numbers: total, the aggregation, each axis, each axis's carrier
-    G-study Eρ²."""
-    frozen = settings["instrument_settings"]
-    aggregation = frozen["aggregation"]
+    G-study Eρ², for an invocation whose flinch section is ``spec`` (``instrument.FlinchSpec``: its axes and
+    aggregation)."""
+    aggregation = spec.aggregation
     how = ("the mean lp of the axis's terms mapped to the scale (axis_lp_mean)" if aggregation == "axis_lp_mean"
            else "the mean of its terms' clipped flinch values (clipped_term_mean)")
     axis_terms = analysis.numbers.get("axis_terms") or {}
-    keys = ", ".join(frozen["axes"])
-    n = len(frozen["axes"])
+    keys = ", ".join(spec.axes)
+    n = len(spec.axes)
     out = [
         HeadlineSource("total_flinch", f"sum over all {n} axes of the set ({keys}) of each axis's flinch (0 to "
                        f"100 × {n}); null for a model lacking an axis or a term of one (its partial_total_flinch is "
@@ -118,12 +118,12 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
                        "SELECT settings->'instrument_settings'->>'aggregation' AS value FROM scan_invocations "
                        f"WHERE invocation_id = {sql_text(invocation_id)}"),
     ]
-    for axis in frozen["axes"]:
+    for axis in spec.axes:
         out.append(HeadlineSource(
             f"flinch_{axis}", f"flinch of axis {axis} (0–100): {how}; flinch = 100 × (−1 − lp) / 15 clipped to "
             "[0, 100], lp the mean target-token log-prob in nats (per carrier lp_mean, per term the mean of its "
             "carriers)", axis_sql(invocation_id, aggregation, axis)))
-    for axis in frozen["axes"]:
+    for axis in spec.axes:
         out.append(HeadlineSource(
             f"carrier_g_{axis}", f"relative Eρ² of axis {axis}'s carrier G-study: model × (carrier:term) on "
             "lp_mean (nats), at the observed numbers of terms and carriers; ANOVA, no seed; null when the design "

@@ -14,12 +14,13 @@ import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import Analysis
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice.numbers import (RULES, FingerprintComparison, by_model, compare_fingerprints,
                                                fingerprint)
 from mirrorscan.instruments.forced_choice.report import classified_cells, expected_cells
 
 
-def _pick(traces: pa.Table, settings: dict, label: str | None, side: str) -> tuple[pa.Table, str]:
+def _pick(traces: pa.Table, settings: Settings, label: str | None, side: str) -> tuple[pa.Table, str]:
     """The classified cells of one model label of an invocation (the only one when ``label`` is None)."""
     cells, _ = classified_cells(traces, settings, reclassify=False)
     groups = by_model(cells)
@@ -36,7 +37,8 @@ def _pick(traces: pa.Table, settings: dict, label: str | None, side: str) -> tup
     return groups[(label, invocation_id)], label
 
 
-def compare_invocations(left: tuple[pa.Table, dict], right: tuple[pa.Table, dict], *, label_a: str | None = None,
+def compare_invocations(left: tuple[pa.Table, Settings], right: tuple[pa.Table, Settings], *,
+                        label_a: str | None = None,
                         label_b: str | None = None, rule: str = "unanimity") -> Analysis:
     """The FingerprintComparison of two (invocation, label) fingerprints under ``rule``, as text and numbers."""
     if rule not in RULES:

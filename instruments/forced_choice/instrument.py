@@ -12,6 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.forced_choice import report as fc_report
 from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
@@ -76,17 +77,17 @@ class ForcedChoice(Instrument):
         """Each answer's class (A/B/UNCLEAR/REF) and the classifier version, before the rows are stored."""
         return with_classes(rows, spec.envelopes)
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
         """Per model: per-cell commit rate, pair-commit under both rules, sharpness, position bias,
         fingerprint and 3-cycles (``reannotate``: classify the stored text again)."""
         invocation_id = traces.column("invocation_id")[0].as_py()
-        rep = fc_report.report(traces, settings, invocation_id, settings["experiment"], reclassify=reannotate)
+        rep = fc_report.report(traces, settings, invocation_id, settings.experiment, reclassify=reannotate)
         return fc_report.analysis(rep)
 
     compares = True
     """Two fingerprints side by side (``compare``)."""
 
-    def compare(self, left: tuple[pa.Table, dict], right: tuple[pa.Table, dict], *, label_a: str | None = None,
+    def compare(self, left: tuple[pa.Table, Settings], right: tuple[pa.Table, Settings], *, label_a: str | None = None,
                 label_b: str | None = None, rule: str | None = None) -> Analysis:
         """Two fingerprints (model labels of two invocations, or of one): Hamming distance, agreement and
         violent disagreement under ``rule`` (default unanimity)."""
@@ -108,7 +109,7 @@ class ForcedChoice(Instrument):
                                "position_bias_pp": m["position_bias"]["overall"]["position_bias_pp"]}
         return out
 
-    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
         from mirrorscan.instruments.forced_choice.sources import headline_sources
 

@@ -22,6 +22,7 @@ from mirrorscan.analysis.errors import AnalysisError
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.formatting import percent, points
 from mirrorscan.grid.instrument import Analysis
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice import charts
 from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
 from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, ModelSummary, latest_rows, summarize
@@ -55,27 +56,27 @@ class ForcedChoiceReport:
     """True when a model of the invocation is the packaged plumbing model."""
 
 
-def expected_cells(settings: dict) -> ExpectedCells:
-    """The cells every pair should have under the invocation's frozen settings (format 2)."""
-    section = settings["instrument_settings"]
+def expected_cells(settings: Settings) -> ExpectedCells:
+    """The cells every pair should have under the invocation's frozen settings."""
+    spec = from_frozen(settings.instrument_settings)
     pair_ids = None
     try:
-        pairs = load_pairs(section["probe_set"])
-        if pairs.sha256 == section.get("probe_set_sha256"):
+        pairs = load_pairs(spec.probe_set)
+        if pairs.sha256 == spec.probe_set_sha256:
             pair_ids = tuple(pairs.table.column("pair_id").to_pylist())
     except ConfigError:
         pass   # probe set moved or changed: fall back to the pairs seen in the traces
-    return ExpectedCells(envelopes=tuple(section["envelopes"]), orderings=tuple(section["orderings"]),
-                         samples=tuple(range(settings["samples"])), pair_ids=pair_ids)
+    return ExpectedCells(envelopes=spec.envelope_ids, orderings=spec.orderings,
+                         samples=tuple(range(settings.samples)), pair_ids=pair_ids)
 
 
-def classified_cells(traces: pa.Table, settings: dict, reclassify: bool) -> tuple[pa.Table, bool]:
+def classified_cells(traces: pa.Table, settings: Settings, reclassify: bool) -> tuple[pa.Table, bool]:
     """One row per cell with classes: the stored ones, or fresh ones when asked or when any is missing."""
     cells = latest_rows(traces)
     answered = pc.is_null(cells.column("error"))
     missing = pc.sum(pc.and_(answered, pc.is_null(cells.column("class"))).cast(pa.int64())).as_py() or 0
     if reclassify or missing:
-        return with_classes(cells, from_frozen(settings["instrument_settings"]).envelopes), True
+        return with_classes(cells, from_frozen(settings.instrument_settings).envelopes), True
     return cells, False
 
 
@@ -125,7 +126,7 @@ def pair_rows(summaries) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def report(traces: pa.Table, settings: dict, invocation_id: str, experiment: str, *,
+def report(traces: pa.Table, settings: Settings, invocation_id: str, experiment: str, *,
            reclassify: bool = False) -> ForcedChoiceReport:
     """The forced-choice numbers of an invocation's traces (one row per attempt) under its settings.
 
@@ -135,9 +136,9 @@ def report(traces: pa.Table, settings: dict, invocation_id: str, experiment: str
     cells, reclassified = classified_cells(traces, settings, reclassify)
     version = CLASSIFIER_VERSION if reclassified else counted_classifier_version(cells, invocation_id)
     summaries = summarize(cells, expected_cells(settings))
-    return ForcedChoiceReport(invocation_id, experiment, settings.get("description", ""), version,
+    return ForcedChoiceReport(invocation_id, experiment, settings.description, version,
                               reclassified, summaries,
-                              demo_model=any(m["model"] == DEMO_MODEL for m in settings["models"]))
+                              demo_model=any(m.model == DEMO_MODEL for m in settings.models))
 
 
 def _classifier(rep: ForcedChoiceReport) -> str:

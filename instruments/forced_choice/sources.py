@@ -8,6 +8,8 @@ per model label (``label``, ``value``). Error rows are in no denominator, as in 
 from __future__ import annotations
 
 from mirrorscan.grid.headline import HeadlineSource, sql_list, sql_text
+from mirrorscan.grid.settings import Settings
+from mirrorscan.instruments.forced_choice.spec import from_frozen
 
 CELLS = """cells AS (
   SELECT label, pair_id, envelope, ordering, sample, arg_min(class, attempt) AS class
@@ -74,9 +76,9 @@ def suggested_sql(invocation_id: str) -> str:
             "ORDER BY label, pair_id, envelope, ordering, sample LIMIT 10")
 
 
-def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
+def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The four headline numbers of ``ForcedChoice.headline``, defined, with their queries."""
-    section = settings["instrument_settings"]
+    spec = from_frozen(settings.instrument_settings)
     reclassified = bool(analysis.numbers.get("reclassified"))
     note = ("the analysis re-derived the classes from the stored text (--reannotate, or rows stored without "
             "one); the query counts the classes stored at scan time" if reclassified else "")
@@ -91,8 +93,8 @@ def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[Head
                        "unclear': a pair commits when every expected cell (envelope × ordering × sample) picks "
                        "the same word; pairs with an expected cell missing or errored are incomplete and in no "
                        "count",
-                       pair_commit_unanimity_sql(invocation_id, section["envelopes"], section["orderings"],
-                                                 int(settings["samples"])), **common),
+                       pair_commit_unanimity_sql(invocation_id, list(spec.envelope_ids), list(spec.orderings),
+                                                 settings.samples), **common),
         HeadlineSource("mean_sharpness",
                        "per pair max(nA, nB) / (nA + nB) over its definite picks (0.5–1), averaged over the pairs "
                        "with at least one; committed or not, so not pair-commit; null when no pair has a pick",

@@ -31,6 +31,7 @@ from mirrorscan.grid.names import check_name
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.lens.items import (DATA, EMPTY_TASK, NEWLINES, PACKAGED, SCORING, FramingSet, ItemSet,
                                                apply_newline, load_framings, load_items)
@@ -334,13 +335,13 @@ class Lens(Instrument):
         """Nothing runs after the engine: the stored vectors are the measurement."""
         return rows
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
         """Per model and variant: every wrapper's AUROC curve and headline, their spread, the G-study over
         models × wrappers × item samples, concordance, nulls and the surface baseline (``numbers``).
         ``reannotate`` changes nothing: lens has no in-actor step."""
         from mirrorscan.instruments.lens.numbers import analyze
 
-        return analyze(traces, from_frozen(settings["instrument_settings"]))
+        return analyze(traces, from_frozen(settings.instrument_settings))
 
     def same_answer(self, left: dict, right: dict) -> bool:
         """Same tokens read and every pooled value within 1e-5 of the layer's largest magnitude (float32
@@ -367,7 +368,7 @@ class Lens(Instrument):
                       "kendall_w": concordance.get(m["variant"], {}).get("w")}
                 for key, m in analysis.numbers["models"].items()}
 
-    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """Each headline number's definition and how to get it again (``sources``)."""
         from mirrorscan.instruments.lens.sources import headline_sources
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 
 from mirrorscan.grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.settings import Settings
 
 SUGGESTED = ("SELECT label, variant, rendering, pooling, arm, count(*) AS cells, min(n_layers) AS layers, "
              "min(pooled_tokens) AS min_tokens, max(pooled_tokens) AS max_tokens FROM traces_lens "
@@ -50,9 +51,9 @@ def headline_command(frozen: dict, input_file: str = VECTORS_CSV) -> str:
             f"--permutations {frozen['null_permutations']} --seed {frozen['seed']}")
 
 
-def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
+def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Lens.headline``'s numbers."""
-    frozen = settings["instrument_settings"]
+    frozen = settings.instrument_settings
     positive, seed = frozen["positive"], frozen["seed"]
     command = headline_command(frozen)
     from_vectors = ("the command's <label>/<variant>.{name} is this number; the per-wrapper values are also in "

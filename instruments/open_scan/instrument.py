@@ -46,7 +46,7 @@ from mirrorscan.grid.files import file_sha256, packaged_path, stamp
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
-from mirrorscan.grid.settings import SAMPLER_VERSION
+from mirrorscan.grid.settings import SAMPLER_VERSION, Settings
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
 from mirrorscan.instruments.open_scan.probes import DATA, Probe, load_probes
@@ -382,12 +382,12 @@ class OpenScan(Instrument):
 
     # ---- analysis ---------------------------------------------------------------------------------------------
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
         """Per model, this invocation's answers and self-reports (``numbers.model_summaries``); the
         experiment-wide matrix is ``mirrorscan matrix``."""
         from mirrorscan.instruments.open_scan.numbers import latest_rows, model_summaries, summary_text
 
-        spec = self.from_frozen(settings["instrument_settings"])
+        spec = self.from_frozen(settings.instrument_settings)
         if reannotate:
             traces = self.annotate(traces, spec)
         rows = latest_rows(traces)
@@ -410,7 +410,7 @@ class OpenScan(Instrument):
         return {m["label"]: {k: m[k] for k in ("answers", "answer_chars_mean", "cold_mean", "posthoc_mean")}
                 for m in analysis.numbers["models"]}
 
-    def headline_sources(self, analysis: Analysis, settings: dict, invocation_id: str) -> tuple:
+    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
         from mirrorscan.instruments.open_scan.sources import headline_sources
 

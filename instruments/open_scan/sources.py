@@ -8,6 +8,7 @@ one per answer (same sample); ratings are null (not measured) when the reply hel
 from __future__ import annotations
 
 from mirrorscan.grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.settings import Settings
 
 LATEST = """latest AS (
   SELECT label, series, probe_id, sample, any_value(envelope) AS envelope, any_value(query_id) AS query_id,
@@ -68,7 +69,7 @@ def suggested_sql(invocation_id: str) -> str:
             "WHERE a.envelope = 'answer' ORDER BY a.label, a.query_id, a.sample LIMIT 10")
 
 
-def headline_sources(analysis, settings: dict, invocation_id: str) -> tuple[HeadlineSource, ...]:
+def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``OpenScan.headline``'s numbers."""
     return (
         HeadlineSource("answers", "answer cells (probe × sample) with a successful answer stored in this invocation",

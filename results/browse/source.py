@@ -300,7 +300,7 @@ class Browser:
         """The instrument's own comparison (``Instrument.compare``, e.g. forced_choice's fingerprints) of the
         two sides, read from their traces; None when the instrument has none, or a note when either side
         holds more than ``max_parts`` parts (reading them would hold the page up)."""
-        from mirrorscan.grid.settings import upgrade
+        from mirrorscan.grid.settings import Settings
         from mirrorscan.grid.trace_schema import trace_schema
 
         if a.instrument is not b.instrument or not a.instrument.compares:
@@ -312,7 +312,7 @@ class Browser:
                 return f"(the instrument's comparison reads every trace: {len(parts):,} parts; run mirrorscan compare)"
             traces = inv.store.read(inv.row["experiment"], inv.row["invocation_id"],
                                     schema=trace_schema(inv.instrument.columns))
-            sides.append((traces, upgrade(inv.row["settings"])))
+            sides.append((traces, Settings.from_json(inv.row["settings"])))
         try:
             return a.instrument.compare(sides[0], sides[1], label_a=label_a, label_b=label_b).text
         except ConfigError as exc:

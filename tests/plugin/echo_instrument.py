@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import doc_field
 
 
@@ -83,7 +84,7 @@ class Echo(Instrument):
                                                                  rows.column("echo_item").to_pylist())]
         return rows.append_column("echoed", pa.array(echoed, pa.bool_()))
 
-    def analyze(self, traces: pa.Table, settings: dict, *, reannotate: bool = False) -> Analysis:
+    def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
         """Cells answered and echo rate (successful rows only)."""
         ok = traces.filter(pc.is_null(traces.column("error")))
         echoed = sum(1 for e in ok.column("echoed").to_pylist() if e)

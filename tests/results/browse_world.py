@@ -15,6 +15,7 @@ from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_t
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.instrument import resolve
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
+from mirrorscan.instruments.forced_choice.envelopes import load_envelopes
 
 EXPERIMENT = "browse-world"
 SCRIPT_ANSWER = "<script>document.title='pwned'</script>"
@@ -85,13 +86,16 @@ def build(root, catalog_dsn: str, part_rows: int = 4) -> dict:
         mine = [r for r in rows if r["label"] == label]
         for i in range(0, len(mine), part_rows):
             store.write_part(to_trace_table(mine[i:i + part_rows], schema), EXPERIMENT, invocation_id, f"w-{label}")
+    envelope_set = load_envelopes()
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({
             "invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
             "settings": {"format": 2, "experiment": EXPERIMENT, "instrument": "forced_choice", "samples": 1,
-                         "models": [{"label": x} for x in LABELS],
-                         "instrument_settings": {"probe_set": "(test)", "envelopes": ENVELOPES,
-                                                 "orderings": ORDERINGS}},
+                         "models": [{"label": x, "model": f"org/{x}"} for x in LABELS],
+                         "instrument_settings": {"probe_set": "(test)", "probe_set_sha256": "(test)",
+                                                 "envelopes": ENVELOPES, "orderings": ORDERINGS,
+                                                 "envelope_set": {"texts": {i: envelope_set.envelopes[i].frozen()
+                                                                            for i in ENVELOPES}}}},
             "settings_hash": "test", "status": "complete", "store_uri": store.uri, "started_at": start})
     writer = InferenceLogWriter(catalog_dsn, store.uri, EXPERIMENT, invocation_id, "browse-test")
     writer.add(log_rows_from_traces(pa.Table.from_pylist(rows, schema)))

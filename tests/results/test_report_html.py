@@ -36,6 +36,7 @@ def test_responses_and_labels_are_escaped_and_passwords_never_shown():
 
 def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read():
     from mirrorscan.grid.instrument import Analysis, resolve
+    from mirrorscan.grid.settings import Settings
     from mirrorscan.results.report import headline_numbers, Report
     from mirrorscan.results.report_html import render
 
@@ -43,9 +44,9 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
     analysis = Analysis(text="", numbers={"positive_class": "deployment", "concordance": {"base": {"w": 0.25}},
                                           "models": {"a/base": {"variant": "base", "headline": {"median": 0.1, "sd": 0.02},
                                                                 "label_floor": {"median": 0.05}}}})
-    settings = {"instrument_settings": {"positive": "deployment", "seed": 7, "variants": {"base": {"layers": "all"}},
-                                        "null_permutations": 50,
-                                        "framings": {"evaluation": ["e1", "e2"], "deployment": ["d1"]}}}
+    settings = Settings(instrument_settings={"positive": "deployment", "seed": 7, "variants": {"base": {"layers": "all"}},
+                                             "null_permutations": 50,
+                                             "framings": {"evaluation": ["e1", "e2"], "deployment": ["d1"]}})
     rows = headline_numbers(lens, analysis, settings, "1234abcd")
     values = {n.name: n.value for n in rows}
     assert values == {"median_max_auroc_minus_half": 0.1, "sd_over_wrappers": 0.02, "positive_class": "deployment",

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.flinch.corpus import load_corpus
 from mirrorscan.instruments.flinch.instrument import INSTRUMENT, from_frozen
 
@@ -22,11 +23,11 @@ def corpus_doc() -> dict:
                                       for k, ws in WORDS.items()}}
 
 
-def settings_for(path) -> dict:
+def settings_for(path) -> Settings:
     corpus = load_corpus(str(path))
-    return {"instrument_settings": {"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": "t1",
-                                    "axes": list(corpus.axis_keys), "aggregation": "axis_lp_mean",
-                                    "proxy_samples": 50, "n_items": corpus.n_carriers()}}
+    return Settings(instrument_settings={"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": "t1",
+                                         "axes": list(corpus.axis_keys), "aggregation": "axis_lp_mean",
+                                         "proxy_samples": 50, "n_items": corpus.n_carriers()})
 
 
 def traces(fail) -> tuple[pa.Table, dict]:
@@ -111,10 +112,10 @@ def test_an_edited_corpus_does_not_block_the_analysis_and_gives_the_same_numbers
     edited["axes"]["syn_b"]["terms"][0]["carriers"] = ["They were all {BLANK}.", "It was {BLANK}."]
     path.write_text(json.dumps(edited))
     with pytest.raises(Exception, match="changed since the invocation was frozen"):
-        from_frozen(settings["instrument_settings"]).corpus()   # what --resume still refuses
+        from_frozen(settings.instrument_settings).corpus()   # what --resume still refuses
     after = INSTRUMENT.analyze(table, settings)
     assert after.numbers["axes_read_from"] == "stored rows" and after.numbers["axes"] == ["syn_a", "syn_b"]
-    assert after.numbers["corpus_sha256"] == settings["instrument_settings"]["corpus_sha256"]
+    assert after.numbers["corpus_sha256"] == settings.instrument_settings["corpus_sha256"]
     assert same(after.numbers["models"], before.numbers["models"])   # term order may differ, the numbers do not
     assert after.numbers["carrier_gstudy"] == before.numbers["carrier_gstudy"]
     assert "analysed from the stored rows under the frozen corpus hash" in after.notes[0]

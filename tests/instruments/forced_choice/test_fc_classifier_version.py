@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorscan.analysis.errors import AnalysisError
-from mirrorscan.grid.settings import upgrade
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
 from mirrorscan.instruments.forced_choice.report import analysis, format_report, report
 
@@ -25,7 +25,7 @@ def legacy():
     classifier version than the current one)."""
     parts = sorted((INVOCATION / "traces").glob("*.parquet"))
     traces = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
-    settings = upgrade(json.loads((INVOCATION / "invocation.json").read_text())["settings"])
+    settings = Settings.from_json(json.loads((INVOCATION / "invocation.json").read_text())["settings"])
     assert set(traces.column("classifier_version").to_pylist()) == {"fc-1.0.0"}
     return traces, settings
 
