@@ -56,8 +56,9 @@ def experiment_rows(reader: Reader, inv: dict, store: str | None) -> pa.Table:
 
 def invocations_of(catalog, experiment: str) -> list[dict]:
     """The experiment's open_scan invocations, oldest first, each with ``kind``: ``scan``, ``import`` (a file's
-    rows, its own series) or ``reproduction`` (reruns another's grid; never the current probe set)."""
-    from mirrorscan.grid.settings import upgrade
+    rows, its own series) or ``reproduction`` (reruns another's grid; never the current probe set), and its
+    ``settings`` (``grid.settings.Settings``)."""
+    from mirrorscan.grid.settings import Settings
 
     out = []
     for inv_id, started, settings, reproduces, instrument in catalog.execute(
@@ -65,10 +66,10 @@ def invocations_of(catalog, experiment: str) -> list[dict]:
             "WHERE experiment = %s ORDER BY started_at, invocation_id", [experiment]):
         if instrument != INSTRUMENT:
             continue
-        settings = upgrade(settings)
-        section = settings.get("instrument_settings") or {}
+        settings = Settings.from_json(settings)
+        section = settings.instrument_settings
         kind = ("import" if section.get("imported") or str(section.get("series", "")).startswith(IMPORTED_SERIES)
-                else "reproduction" if reproduces or (settings.get("execution") or {}).get("reproduces") else "scan")
+                else "reproduction" if reproduces or settings.execution.reproduces else "scan")
         out.append({"invocation_id": inv_id, "started_at": started, "settings": settings, "kind": kind})
     return out
 
@@ -96,13 +97,13 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
     from mirrorscan.instruments.open_scan.history import probe_history, uses_of_scans
     from mirrorscan.instruments.open_scan.matrix import Row
 
-    scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
-    uses = uses_of_scans([(i["invocation_id"], i["started_at"], i["settings"]["instrument_settings"]) for i in scans])
+    scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].instrument_settings.get("probes")]
+    uses = uses_of_scans([(i["invocation_id"], i["started_at"], i["settings"].instrument_settings) for i in scans])
     history = probe_history(uses)
     imports: dict[str, dict] = {}
     for i in invocations:
         if i["kind"] == "import":
-            imports[i["settings"]["instrument_settings"]["series"]] = i
+            imports[i["settings"].instrument_settings["series"]] = i
     stored = set(rows.column("series").drop_null().to_pylist()) if rows.num_rows else set()
 
     def labels_in(chosen: str) -> list[str]:
@@ -110,20 +111,20 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
         return sorted(set(mine.column("label").to_pylist()))
 
     def imported_source(chosen: str) -> str:
-        info = imports.get(chosen, {}).get("settings", {}).get("instrument_settings", {}).get("imported", {})
+        info = imports[chosen]["settings"].instrument_settings.get("imported", {})
         return f"imported {Path(info.get('file') or '?').name}"
 
-    samples = {i["settings"]["instrument_settings"]["series"]: int(i["settings"].get("samples", 1))
+    samples = {i["settings"].instrument_settings["series"]: i["settings"].samples
                for i in invocations if i["kind"] != "reproduction"}
-    newest_of = {i["settings"]["instrument_settings"]["series"]: i for i in scans}
-    chosen = series or (scans[-1]["settings"]["instrument_settings"]["series"] if scans
+    newest_of = {i["settings"].instrument_settings["series"]: i for i in scans}
+    chosen = series or (scans[-1]["settings"].instrument_settings["series"] if scans
                         else next(reversed(imports), None))
     if chosen is None or (chosen not in stored and chosen not in newest_of):
         known = sorted(stored)
         raise ConfigError("", "--series", f"no rows in series {chosen!r}",
                           f"use one of: {', '.join(known)}" if known else "scan or import into the experiment first")
     if scans:
-        items = [tuple(x) for x in scans[-1]["settings"]["instrument_settings"]["probes"]["items"]]
+        items = [tuple(x) for x in scans[-1]["settings"].instrument_settings["probes"]["items"]]
     else:   # only imports: each probe id's newest text among the chosen file's rows
         mine = rows.filter(pc.equal(rows.column("series"), chosen))
         newest: dict[str, tuple] = {}
@@ -133,7 +134,7 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
                 newest[q] = (h, t)
         items = [(q, newest[q][0]) for q in sorted(newest)]
     if chosen in newest_of:
-        groups = [Row(chosen, m["label"], "scan") for m in newest_of[chosen]["settings"].get("models", [])]
+        groups = [Row(chosen, m.label, "scan") for m in newest_of[chosen]["settings"].models]
     else:
         groups = [Row(chosen, label, imported_source(chosen) if chosen in imports else "scan")
                   for label in labels_in(chosen)]
@@ -308,9 +309,9 @@ def experiment_context(catalog, experiment: str) -> dict:
     from mirrorscan.instruments.open_scan.templates import load_templates
 
     scans = [i for i in invocations_of(catalog, experiment)
-             if i["kind"] == "scan" and i["settings"].get("instrument_settings", {}).get("probes")]
-    labels = sorted({m["label"] for i in scans for m in i["settings"].get("models", [])})
-    newest = scans[-1]["settings"]["instrument_settings"] if scans else None
+             if i["kind"] == "scan" and i["settings"].instrument_settings.get("probes")]
+    labels = sorted({m.label for i in scans for m in i["settings"].models})
+    newest = scans[-1]["settings"].instrument_settings if scans else None
     if newest is not None:
         scales = {k: tuple(newest["templates"][k]["scale"]) for k in ("cold", "posthoc")}
     else:
