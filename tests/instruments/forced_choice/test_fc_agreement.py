@@ -3,6 +3,8 @@
 import pyarrow as pa
 import pytest
 
+from mirrorscan.grid.records import ModelVariant
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice import compare
 from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, Fingerprint, compare_fingerprints, fingerprint
 
@@ -55,9 +57,10 @@ def test_no_pair_at_all_is_undefined():
 
 
 def settings():
-    return {"samples": 1, "models": [{"model": "m"}],
-            "instrument_settings": {"probe_set": "/nonexistent/pairs.csv", "envelopes": list(E1),
-                                    "orderings": ["AB", "BA"]}}
+    return Settings(samples=1, models=(ModelVariant(label="m", model="m"),),
+                    instrument_settings={"probe_set": "/nonexistent/pairs.csv", "probe_set_sha256": "",
+                                         "envelopes": list(E1), "orderings": ["AB", "BA"],
+                                         "envelope_set": {"texts": {}}})
 
 
 def test_compare_text_says_agreement_is_undefined():
