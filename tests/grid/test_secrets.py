@@ -214,7 +214,7 @@ URL_CREDENTIALS = "https://bob:" + "hunter22" + "@example.com/x"
                                    "-----BEGIN RSA PRIVATE KEY-----", "see postgresql://u:pw@db/x", "password=pw"])
 def test_every_shape_submit_refuses_is_refused_in_a_description(value):
     """The shapes submit refuses in a runtime env are refused in config.json's free text too (one list)."""
-    from mirrorscan.jobs.submit import secret_problem
+    from mirrorscan.cluster.job_submission import secret_problem
 
     assert secret_problem("X", value)
     err = error({"description": f"notes: {value} (do not share)"})

@@ -175,7 +175,7 @@ def test_import_and_as_refuse_what_no_experiment_folder_may_be_called(world, cap
 def test_submit_refuses_a_secret_in_any_field_of_the_runtime_env(tmp_path):
     """The runtime env is shown on the dashboard: a credential in a pip URL is refused like one in env_vars."""
     from mirrorscan.grid.errors import ConfigError
-    from mirrorscan.jobs.submit import load_runtime_env
+    from mirrorscan.cluster.job_submission import load_runtime_env
 
     token = SECRETS["github"]
     for pip in ([f"git+https://x:{token}@github.com/org/pkg"], [f"pkg --extra-index-url https://u:pw@idx/simple"]):

@@ -30,7 +30,8 @@ import pytest
 from mirrorscan.cluster.catalog import Catalog
 from mirrorscan.cluster.store import open_store
 from mirrorscan.jobs import cli
-from mirrorscan.jobs.submit import analysis_entrypoint, find_invocation, load_runtime_env, scan_entrypoint, secret_problem
+from mirrorscan.cluster.job_submission import find_invocation, load_runtime_env, scan_entrypoint, secret_problem
+from mirrorscan.jobs.submit import analysis_entrypoint
 from conftest import free_port
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\ntea_coffee,tea,coffee\n"
@@ -368,7 +369,7 @@ def test_a_head_on_another_machine_with_the_default_runtime_env_names_the_settin
 
 def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profile_lists_the_known(tmp_path, tiny_dir,
                                                                                                   capsys):
-    from mirrorscan.jobs.job_env import place_job, profile_file
+    from mirrorscan.cluster.job_env import place_job, profile_file
 
     cluster_file = profile_file("cluster")
     assert cluster_file.name == "runtime_env.cluster.yaml" and profile_file(None).name == "runtime_env.yaml"
@@ -386,7 +387,7 @@ def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profil
 def test_which_addresses_are_this_machine():
     import socket
 
-    from mirrorscan.jobs.job_env import on_this_machine
+    from mirrorscan.cluster.job_env import on_this_machine
 
     for address in ("http://127.0.0.1:8265", "http://localhost:8265", "ray://127.0.0.1:10001", "127.0.0.1:6379",
                     "auto", "http://[::1]:8265"):
