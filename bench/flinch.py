@@ -55,7 +55,7 @@ def corpus_pairs() -> list[tuple[str, str, str]]:
 def run_ours(source: str, batch_size: int, work: Path, name: str = "flinch-bench") -> dict:
     """A real scan of the starter corpus, as experiment ``name`` in ``work``; its rows and its timing."""
     from mirrorscan.cluster import embedded_pg
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
     from mirrorscan.jobs.scan import run_scan
 
     exp = work / name
@@ -70,7 +70,7 @@ def run_ours(source: str, batch_size: int, work: Path, name: str = "flinch-bench
     t0 = time.monotonic()
     result = run_scan(str(exp), store=store, catalog_dsn=dsn, quiet=True)
     wall = time.monotonic() - t0
-    rows = sql.query(f"SELECT item_key, target_token_ids, target_logprobs, started_at, created_at, error "
+    rows = results_sql.query(f"SELECT item_key, target_token_ids, target_logprobs, started_at, created_at, error "
                      f"FROM traces WHERE invocation_id = '{result.invocation_id}'", store, dsn).to_pylist()
     first = min(r["started_at"] for r in rows)
     last = max(r["created_at"] for r in rows)

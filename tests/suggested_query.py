@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import shlex
 
-from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 from mirrorscan.cluster.scan_records import ScanResult
 from mirrorscan.jobs.scan import print_summary
 
@@ -18,6 +18,6 @@ def check_suggested_query(result: ScanResult, store: str, catalog_dsn: str, colu
     line = next(x for x in out.getvalue().splitlines() if x.startswith("query:"))
     argv = shlex.split(line.removeprefix("query:"))
     assert argv[:2] == ["mirrorscan", "sql"] and len(argv) == 3, line
-    rows = sql.query(argv[2], store, catalog_dsn).to_pylist()
+    rows = results_sql.query(argv[2], store, catalog_dsn).to_pylist()
     assert rows and columns <= set(rows[0]), (argv[2], rows[:1])
     return rows

@@ -24,7 +24,7 @@ from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.trace_schema import to_trace_table
-from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 
 UTC = dt.timezone.utc
 AUTH = {"Authorization": "Bearer sk-secret-1", "X-Api-Key": "sk-secret-2", "Cookie": "session=sk-secret-3",
@@ -213,11 +213,11 @@ def test_sql_view_unions_catalog_and_spilled_rows_once_each(catalog_dsn, tmp_pat
     spill_store = open_store(store)
     spill_store.write_parquet_part(f"{spill_store.invocation_dir('exp', inv)}/inference_log", doubt, "c")
 
-    got = sql.query("SELECT stored_in, count(*) AS n, count(DISTINCT row_uid) AS uids, min(status) AS status "
+    got = results_sql.query("SELECT stored_in, count(*) AS n, count(DISTINCT row_uid) AS uids, min(status) AS status "
                     "FROM inference_log GROUP BY 1 ORDER BY 1", store, catalog_dsn).to_pylist()
     assert got == [{"stored_in": "catalog", "n": 5, "uids": 5, "status": "ok"},
                    {"stored_in": "spill", "n": 3, "uids": 3, "status": "error"}]
-    one = sql.query("SELECT probe_id, intervals_ms, request_headers->>'X-Probe-Id' AS probe_header, "
+    one = results_sql.query("SELECT probe_id, intervals_ms, request_headers->>'X-Probe-Id' AS probe_header, "
                     "ttft_ms, id IS NULL AS no_id FROM inference_log WHERE stored_in = 'spill' ORDER BY ttft_ms "
                     "LIMIT 1", store, catalog_dsn).to_pylist()[0]
     assert one == {"probe_id": log_row(5, inv)["probe_id"], "intervals_ms": [1.5, 2.5, 5.0],
@@ -250,7 +250,7 @@ def test_scan_writes_one_log_row_per_trace_row(tmp_path, tiny_dir, catalog_dsn, 
     result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     traces = open_store(store).read("fc", result.invocation_id).to_pylist()
     assert len(traces) == 12
-    log = sql.query(f"SELECT * FROM inference_log WHERE invocation_id = '{result.invocation_id}'",
+    log = results_sql.query(f"SELECT * FROM inference_log WHERE invocation_id = '{result.invocation_id}'",
                     store, catalog_dsn).to_pylist()
     assert sorted((r["probe_id"], r["sample"], r["attempt"]) for r in log) == \
         sorted((t["probe_id"], t["sample"], t["attempt"]) for t in traces)
@@ -363,7 +363,7 @@ def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -
 
 def assert_one_log_row_per_trace(store: str, dsn: str, invocation_id: str) -> None:
     traces = open_store(store).read("outage", invocation_id)
-    log = sql.query(f"SELECT probe_id, sample, stored_in FROM inference_log WHERE invocation_id = '{invocation_id}'",
+    log = results_sql.query(f"SELECT probe_id, sample, stored_in FROM inference_log WHERE invocation_id = '{invocation_id}'",
                     store, dsn)
     assert sorted(zip(log["probe_id"].to_pylist(), log["sample"].to_pylist())) == \
         sorted(zip(traces["probe_id"].to_pylist(), traces["sample"].to_pylist()))

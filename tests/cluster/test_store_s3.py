@@ -360,7 +360,7 @@ def test_multipart_etag_matches_the_servers(s3_uri):
 
 def test_sql_reads_traces_from_s3(s3_uri, catalog_dsn):
     from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
 
     store = open_store(s3_uri)
     inv = str(uuid.uuid4())
@@ -370,7 +370,7 @@ def test_sql_reads_traces_from_s3(s3_uri, catalog_dsn):
         catalog.create_invocation({"invocation_id": inv, "experiment": "exp", "instrument": "forced_choice",
                                    "settings": {"max_tokens": 6}, "settings_hash": "h", "status": "complete",
                                    "store_uri": s3_uri})
-    table = sql.query("SELECT t.experiment_version, count(*) AS n, any_value(si.settings->>'max_tokens') AS mt "
+    table = results_sql.query("SELECT t.experiment_version, count(*) AS n, any_value(si.settings->>'max_tokens') AS mt "
                       "FROM traces t JOIN scan_invocations si ON si.invocation_id::text = t.experiment_version "
                       "GROUP BY 1", store_uri=s3_uri, catalog_dsn=catalog_dsn)
     assert table.to_pylist() == [{"experiment_version": inv, "n": 5, "mt": "6"}]

@@ -163,7 +163,7 @@ def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local
     from mirrorscan.cluster.inference_log import spill_dataset, spill_parts
     from mirrorscan.cluster.store import open_store
     from mirrorscan.cluster.tap import TAP_EXPERIMENT, flush_tap, start_tap, stop_tap
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
 
     root, dsn = own_catalog_server
     store_uri, tap_id, invocation = str(tmp_path / "store"), str(uuid.uuid4()), str(uuid.uuid4())
@@ -200,7 +200,7 @@ def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local
     assert folders == sorted([invocation, tap_id])
     assert all(p.startswith(f"{store.root}/{TAP_EXPERIMENT}/") for p in spill_parts(store))
     assert embedded_pg.ensure_running(root, durable=False) == dsn   # back up, for mirrorscan sql's catalog side
-    seen = sql.query("SELECT probe_id, stored_in FROM inference_log WHERE source = 'tap'", store_uri, dsn).to_pylist()
+    seen = results_sql.query("SELECT probe_id, stored_in FROM inference_log WHERE source = 'tap'", store_uri, dsn).to_pylist()
     assert sorted((r["probe_id"], r["stored_in"]) for r in seen) == sorted(
         [(up_id, "catalog")] + [(p, "spill") for p in down_ids])
 

@@ -9,7 +9,7 @@ import pytest
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.instruments.lens.report import direction_words
 from mirrorscan.jobs import stats
-from mirrorscan.jobs.sql import check_statement
+from mirrorscan.results.sql import check_statement
 
 
 def test_stats_help_is_written_for_users(capsys):

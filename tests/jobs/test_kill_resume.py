@@ -95,11 +95,12 @@ def test_sigterm_then_kill_9_mid_run_then_resume_finishes_the_grid_exactly(tmp_p
     from echo_instrument import ECHO
 
     from mirrorscan.grid.trace_schema import trace_schema
-    from mirrorscan.jobs import analyze, sql
+    from mirrorscan.jobs import analyze
+    from mirrorscan.results import sql as results_sql
 
     rows = store.read("killme", invocation_id, schema=trace_schema(ECHO.columns))
     assert sorted(rows["echo_item"].to_pylist()) == sorted(items) and rows["instrument"].unique().to_pylist() == ["echo"]
-    counted = sql.query(f"SELECT count(*) AS n FROM traces WHERE invocation_id = '{invocation_id}' "
+    counted = results_sql.query(f"SELECT count(*) AS n FROM traces WHERE invocation_id = '{invocation_id}' "
                         "AND instrument = 'echo'", str(store_dir), catalog_dsn)
     assert counted["n"].to_pylist() == [n_cells]
     report = analyze.analyze_invocation(invocation_id, catalog_dsn=catalog_dsn)

@@ -12,7 +12,7 @@ from mirrorscan.cluster.catalog import Catalog
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.errors import CatalogError, ConfigError
 from mirrorscan.grid.ids import cell_seed
-from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 from mirrorscan.jobs.scan import run_scan
 from conftest import new_database
 
@@ -123,7 +123,7 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tm
 def test_sql_joins_a_trace_to_its_frozen_settings(scanned):
     setup, result = scanned, scanned["result"]
     probe = "tiny|vodka|whiskey|english_strict|AB"
-    table = sql.query(
+    table = results_sql.query(
         "SELECT si.settings->>'max_tokens' AS max_tokens, t.response, t.experiment_version "
         "FROM traces t JOIN scan_invocations si ON si.invocation_id::text = t.experiment_version "
         f"WHERE t.probe_id = '{probe}' AND t.invocation_id = '{result.invocation_id}' ORDER BY t.sample",

@@ -20,6 +20,7 @@ from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 
 EXPERIMENT = "exp"
 
@@ -73,7 +74,7 @@ def test_query_refuses_writes_file_access_and_second_statements(world):
     not_refused = {}
     for what, statement in refused_queries(world).items():
         try:
-            sql.query(statement, world["store"], world["dsn"])
+            results_sql.query(statement, world["store"], world["dsn"])
             not_refused[what] = "ran"
         except ConfigError as exc:
             message = str(exc)
@@ -85,7 +86,7 @@ def test_query_refuses_writes_file_access_and_second_statements(world):
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     assert changed == [], "the sql verb wrote (changed or created files)"
     assert not_refused == {}
-    assert sql.query("SELECT response FROM traces ORDER BY sample", world["store"], world["dsn"]).column(
+    assert results_sql.query("SELECT response FROM traces ORDER BY sample", world["store"], world["dsn"]).column(
         "response").to_pylist() == ["original 0", "original 1"]
 
 
@@ -108,7 +109,7 @@ def test_refusals_say_why_in_one_line(world, capsys):
 def test_the_connection_itself_is_sandboxed(world):
     """Below the statement check, DuckDB opens no file and its configuration cannot be unlocked."""
     before = snapshot(world["root"])
-    con = sql.connect(world["store"], world["dsn"])
+    con = results_sql.connect(world["store"], world["dsn"])
     try:
         for what, statement in refused_queries(world).items():
             if what in ("two selects", "no statement", "create a table"):
@@ -133,7 +134,7 @@ def test_read_only_queries_still_run(world):
     for statement in ("DESCRIBE traces", "SUMMARIZE SELECT sample FROM traces", "SHOW TABLES",
                       "EXPLAIN SELECT * FROM traces", "FROM traces SELECT probe_id",
                       "WITH x AS (SELECT sample FROM traces) SELECT sum(sample) AS s FROM x; "):
-        assert sql.query(statement, world["store"], world["dsn"]).num_rows >= 1, statement
+        assert results_sql.query(statement, world["store"], world["dsn"]).num_rows >= 1, statement
 
 
 # ---- output ------------------------------------------------------------------------------------------
@@ -216,14 +217,14 @@ def test_sql_reads_every_store_the_invocations_name_and_refuses_a_missing_one(wo
         catalog.create_invocation({"invocation_id": inv, "experiment": "own", "instrument": "forced_choice",
                                    "settings": {}, "settings_hash": "h", "status": "complete",
                                    "store_uri": str(other_dir)})
-    counts = sql.query("SELECT invocation_id, count(*) AS n FROM traces GROUP BY 1 ORDER BY 1", None, world["dsn"],
+    counts = results_sql.query("SELECT invocation_id, count(*) AS n FROM traces GROUP BY 1 ORDER BY 1", None, world["dsn"],
                        default_store=world["store"])
     assert dict(zip(*counts.to_pydict().values())) == {world["inv"]: 2, inv: 1}
     assert f"traces read from {world['store']}, {other_dir}" in capsys.readouterr().err
-    only = sql.query("SELECT count(*) AS n FROM traces", world["store"], world["dsn"])
+    only = results_sql.query("SELECT count(*) AS n FROM traces", world["store"], world["dsn"])
     assert only["n"].to_pylist() == [2]
     with pytest.raises(ConfigError, match="does not exist") as info:
-        sql.query("SELECT 1", str(tmp_path / "nonexistent"), world["dsn"])
+        results_sql.query("SELECT 1", str(tmp_path / "nonexistent"), world["dsn"])
     assert info.value.field == "store" and not (tmp_path / "nonexistent").exists()
 
 

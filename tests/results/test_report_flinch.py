@@ -74,7 +74,7 @@ def test_the_flinch_report_names_and_defines_its_aggregation(flinch_report):
 
 
 def test_every_number_query_returns_the_number_shown(flinch_report):
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
 
     rows = numbers(flinch_report["html"])
     checked = 0
@@ -82,7 +82,7 @@ def test_every_number_query_returns_the_number_shown(flinch_report):
         if name.startswith("carrier_g_"):
             continue
         (command,) = row["sql"]
-        table = sql.query(query_of(html.unescape(command)), None, flinch_report["dsn"]).to_pylist()
+        table = results_sql.query(query_of(html.unescape(command)), None, flinch_report["dsn"]).to_pylist()
         got = [r for r in table if r.get("label", model) == model]
         assert len(got) == 1, (name, table)
         if name == "aggregation":

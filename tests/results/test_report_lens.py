@@ -83,18 +83,18 @@ def test_the_lens_report_defines_its_numbers_and_embeds_its_charts(lens_report):
 def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, capsys):
     from sklearn.metrics import roc_auc_score
 
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
 
     rows, dsn = numbers(lens_report["html"]), lens_report["dsn"]
     (positive,) = rows[("small/base", "positive_class")]["sql"]
-    assert sql.query(query_of(html.unescape(positive)), None, dsn).to_pylist() == [{"value": "deployment"}]
+    assert results_sql.query(query_of(html.unescape(positive)), None, dsn).to_pylist() == [{"value": "deployment"}]
 
     # the headline from the rows its query selects: per wrapper, max over blocks of AUROC − 0.5; the median
     (export,) = rows[("medium/base", "median_max_auroc_minus_half")]["sql"]
     export = html.unescape(export)
     assert export.startswith("mirrorscan sql --format csv ") and export.endswith(" > vectors.csv")
     (query,) = shlex.split(export.removeprefix("mirrorscan sql --format csv ").removesuffix(" > vectors.csv"))
-    selected = sql.query(query, None, dsn).to_pylist()
+    selected = results_sql.query(query, None, dsn).to_pylist()
     assert len(selected) == 2 * 38
     wrappers = pq.read_table(lens_report["analysis"] / "wrappers.parquet").to_pylist()
     for model in SIZES:

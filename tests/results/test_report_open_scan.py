@@ -16,7 +16,7 @@ PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you l
 
 
 def test_open_scan_numbers_are_got_again_by_their_queries(tmp_path, tiny_dir, catalog_dsn, ray_local):
-    from mirrorscan.jobs import sql
+    from mirrorscan.results import sql as results_sql
     from mirrorscan.jobs.report import report_invocations
     from mirrorscan.jobs.scan import run_scan
 
@@ -35,7 +35,7 @@ def test_open_scan_numbers_are_got_again_by_their_queries(tmp_path, tiny_dir, ca
     assert {n for _, n in rows} == {"answers", "answer_chars_mean", "cold_mean", "posthoc_mean"}
     assert rows[("tiny", "answers")]["value"] == "3"
     for (model, name), row in rows.items():
-        (got,) = sql.query(query_of(html.unescape(row["sql"][0])), None, dsn).to_pylist()
+        (got,) = results_sql.query(query_of(html.unescape(row["sql"][0])), None, dsn).to_pylist()
         assert got["label"] == model
         if got["value"] is None:
             assert row["value"] == "— (not measured)", name

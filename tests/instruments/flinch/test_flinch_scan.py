@@ -15,7 +15,7 @@ import pytest
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.instruments.flinch.scale import flinch_of
-from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 from mirrorscan.jobs.analyze import analyze_invocation
 from mirrorscan.jobs.scan import run_scan
 from suggested_query import check_suggested_query
@@ -66,7 +66,7 @@ def test_a_flinch_scan_scores_every_carrier_once_and_analyzes_on_the_fixed_scale
         result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
         assert sum(server.counts.values()) == 12 * 3
     assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 24
-    rows = sql.query(f"SELECT probe_id, axis, term, carrier_index, lp_mean, target_logprobs, user_text, target_text "
+    rows = results_sql.query(f"SELECT probe_id, axis, term, carrier_index, lp_mean, target_logprobs, user_text, target_text "
                      f"FROM traces WHERE invocation_id = '{result.invocation_id}' AND instrument = 'flinch' "
                      f"AND label = 'tiny'", store, catalog_dsn).to_pylist()
     assert len(rows) == 12 and len({r["probe_id"] for r in rows}) == 12

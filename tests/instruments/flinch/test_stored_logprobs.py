@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from mirrorscan.jobs import sql
+from mirrorscan.results import sql as results_sql
 from mirrorscan.jobs.scan import run_scan
 
 AGREE_NATS = 1e-3
@@ -28,7 +28,7 @@ def test_stored_logprobs_equal_a_plain_transformers_forward_pass(tmp_path, demo_
     store = str(tmp_path / "store")
     result = run_scan(str(exp), store=store, catalog_dsn=catalog_dsn, quiet=True)
     assert result.status == "complete" and result.counts["ok"] == result.counts["cells"] == 32
-    rows = sql.query(f"SELECT probe_id, user_text, target_text, target_token_ids, target_logprobs, lp_mean "
+    rows = results_sql.query(f"SELECT probe_id, user_text, target_text, target_token_ids, target_logprobs, lp_mean "
                      f"FROM traces WHERE invocation_id = '{result.invocation_id}'", store, catalog_dsn).to_pylist()
     assert len(rows) == 32
     tok = AutoTokenizer.from_pretrained(demo_dir)

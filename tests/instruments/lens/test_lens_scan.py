@@ -13,7 +13,8 @@ import pytest
 
 from mirrorscan.cluster.models import build_tiny_random_model
 from mirrorscan.cluster.store import open_store
-from mirrorscan.jobs import cli, sql
+from mirrorscan.jobs import cli
+from mirrorscan.results import sql as results_sql
 from mirrorscan.jobs.analyze import analyze_invocation
 from mirrorscan.jobs.scan import run_scan
 from suggested_query import check_suggested_query
@@ -64,7 +65,7 @@ def test_a_lens_scan_extracts_every_cell_once_and_analyzes_over_wrappers(tmp_pat
     per_model = 6 * (4 + 1) + 8   # framings × (tasks + the empty task) + scoring items
     assert result.status == "complete" and result.counts["cells"] == result.counts["ok"] == 3 * per_model
 
-    rows = sql.query(f"SELECT probe_id, label, framing, item_id FROM traces WHERE invocation_id = "
+    rows = results_sql.query(f"SELECT probe_id, label, framing, item_id FROM traces WHERE invocation_id = "
                      f"'{result.invocation_id}'", store, catalog_dsn).to_pylist()
     assert len(rows) == 3 * per_model and len({r["probe_id"] for r in rows}) == 3 * per_model
     assert "large|base/e2|t3|-|-" in {r["probe_id"] for r in rows}
