@@ -46,7 +46,6 @@ def surface_numbers(traces: pa.Table, spec) -> dict:
     when the texts cannot be had. A subset with a class of fewer than 2 items is left out."""
     from mirrorscan.analysis.surface import surface_baseline
 
-    frozen = spec.frozen
     items, missing = scoring_items(traces, spec)
     if missing:
         return {"missing": missing}
@@ -56,8 +55,8 @@ def surface_numbers(traces: pa.Table, spec) -> dict:
         labels = [i["label"] for i in chosen]
         if len(set(labels)) < 2 or min(labels.count(c) for c in set(labels)) < 2:
             continue
-        out[name or "all"] = surface_baseline([i["text"] for i in chosen], labels, frozen["positive"],
-                                              groups=[i["group"] for i in chosen], seed=frozen["seed"])
+        out[name or "all"] = surface_baseline([i["text"] for i in chosen], labels, spec.settings.positive,
+                                              groups=[i["group"] for i in chosen], seed=spec.settings.seed)
     return out
 
 

@@ -22,6 +22,7 @@ from mirrorscan.analysis.claims import MeanDifference, wrapper_bootstrap, wrappe
 from mirrorscan.analysis.resampling import percentile_interval
 from mirrorscan.analysis.scaling import scaling_by_wrapper
 from mirrorscan.instruments.lens.directions import layer_curve
+from mirrorscan.instruments.lens.settings import LensSettings
 
 
 def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str) -> list[dict]:
@@ -97,7 +98,7 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     return out
 
 
-def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, headlines: dict,
+def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings, headlines: dict,
                       floors: dict | None = None) -> dict:
     """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
     needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each
@@ -106,10 +107,10 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
     from mirrorscan.instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
     from mirrorscan.instruments.lens.resampling import seed_for
 
-    positive, draws, seed = frozen["positive"], frozen.get("bootstrap_draws", 0), frozen["seed"]
+    positive, draws, seed = settings.positive, settings.bootstrap_draws, settings.seed
     names = [f"{e}×{d}" for e, d in wrappers]
     out = {}
-    for variant in frozen["variants"]:
+    for variant in settings.variants:
         models = sorted(label for label, v in by_model if v == variant)
         if len(models) < 2 or any((m, variant, w) not in headlines for m in models for w in names):
             continue
@@ -118,7 +119,7 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], frozen: d
         exs = [by_model[(m, variant)] for m in models]
         params = [ex.parameters for ex in exs]
         if len(models) >= 3 and None not in params and all(ex.item_ids == exs[0].item_ids for ex in exs):
-            layers = [layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"]) for ex in exs]
+            layers = [layers_in_max(ex.n_layers, settings.variants[variant].layers) for ex in exs]
             projections = []
             for ex in exs:
                 projected = framing_projections(ex.scoring, ex.framing_means())

@@ -27,6 +27,7 @@ from mirrorscan.analysis.gtheory_report import gtheory_report
 from mirrorscan.analysis.plotting import gstudy_charts
 from mirrorscan.instruments.lens.design import TARGET, design_numbers, implementation_shares, published_object_variance
 from mirrorscan.instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
+from mirrorscan.instruments.lens.settings import LensSettings
 
 WRAPPER_FACETS = {"pair": ("wrapper",), "crossed": ("evaluation", "deployment")}
 
@@ -58,10 +59,9 @@ def sample_scores(ex, wrappers: list[tuple[str, str]], samples: list[list[int]],
     return out, best
 
 
-def object_variance(frozen: dict) -> float | None:
-    """The hypothesised model variance of the config (squared headline units): a number as given, or the
-    sample variance of a list of published per-model scores; None when not given."""
-    value = frozen.get("object_variance")
+def object_variance(value: float | tuple[float, ...] | None) -> float | None:
+    """The hypothesised model variance of the config's ``object_variance`` (squared headline units): a number as
+    given, or the sample variance of published per-model scores; None when not given."""
     if value is None or isinstance(value, (int, float)):
         return value
     return published_object_variance(value)
@@ -80,16 +80,17 @@ def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[st
              "report": report.to_json()}, gstudy_charts(report) if charts else {})
 
 
-def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict) -> tuple[dict, dict, list]:
+def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings
+                     ) -> tuple[dict, dict, list]:
     """(study name → numbers or ``missing``, chart name → PNG, the long table's rows): per variant the headline
     study (key: the variant) and the per-item projection study (``<variant> items``), and one across variants
     (``all variants``, fitted on the variants' own rows) when several were run."""
     from mirrorscan.instruments.lens.resampling import seed_for
 
-    positive, n_samples = frozen["positive"], frozen["item_samples"]
-    kind = frozen.get("wrapper_facets", "pair")
-    hypothesised = object_variance(frozen)
-    variants = list(frozen["variants"])
+    positive, n_samples = settings.positive, settings.item_samples
+    kind = settings.wrapper_facets
+    hypothesised = object_variance(settings.object_variance)
+    variants = list(settings.variants)
     labels = sorted({label for label, _ in by_model})
     out, charts, per_variant, rows = {}, {}, {}, []
     for variant in variants:
@@ -102,15 +103,15 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
             out[variant] = {"missing": "the models hold vectors for different scoring items (failed rows?)"}
             continue
         first = by_model[(models[0], variant)]
-        samples = item_samples(first.labels, n_samples, seed_for(frozen["seed"], "item-samples"))
-        layer_set = frozen["variants"][variant]["layers"]
+        samples = item_samples(first.labels, n_samples, seed_for(settings.seed, "item-samples"))
+        layer_set = settings.variants[variant].layers
         fitted = [sample_scores(by_model[(m, variant)], wrappers, samples, positive, layer_set) for m in models]
         scores = np.stack([f[0] for f in fitted])
         rows += [{"study": variant, "model": m, "variant": variant, "wrapper": f"{e}×{d}", "evaluation": e,
                   "deployment": d, "item_sample": s, "item": None, "layer": int(best[w, s]), "score": float(sc[w, s])}
                  for m, (sc, best) in zip(models, fitted) for w, (e, d) in enumerate(wrappers) for s in range(n_samples)]
         per_variant[variant] = scores
-        n_e, n_d = len(frozen["framings"]["evaluation"]), len(frozen["framings"]["deployment"])
+        n_e, n_d = len(settings.framings.evaluation), len(settings.framings.deployment)
         if kind == "crossed":
             shaped, facets = scores.reshape(len(models), n_e, n_d, n_samples), ("model", "evaluation", "deployment", "item_sample")
         else:
@@ -121,7 +122,7 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], frozen: di
             "table": "gstudy_scores.parquet", "rows": f"study = '{variant}'", "score": HEADLINE_SCORE}})
         charts.update({f"{variant}-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
     for variant in variants:
-        study, study_charts, item_rows = item_gstudy(by_model, wrappers, frozen, variant)
+        study, study_charts, item_rows = item_gstudy(by_model, wrappers, settings, variant)
         out[f"{variant} items"] = study
         rows += item_rows
         charts.update(study_charts)
@@ -145,13 +146,14 @@ HEADLINE_SCORE = "max over the layers in the max of AUROC − 0.5 on the item sa
 ITEM_SCORE = "projection of the item onto the wrapper's unit direction at the layer (activation units)"
 
 
-def concordance(rows: list[dict], frozen: dict) -> dict:
+def concordance(rows: list[dict], variants: list[str], permutations: int, seed: int) -> dict:
     """variant → Kendall's W (tie-corrected) of the models' headlines ranked within each wrapper, with its
-    permutation p; variants with fewer than 2 models are left out."""
+    permutation p (``permutations`` draws, at least 1, seeded from root ``seed``); variants with fewer than 2
+    models are left out."""
     from mirrorscan.instruments.lens.resampling import seed_for
 
     out = {}
-    for variant in frozen["variants"]:
+    for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
         models = sorted({r["label"] for r in mine})
         wrappers = sorted({r["wrapper"] for r in mine})
@@ -163,13 +165,14 @@ def concordance(rows: list[dict], frozen: dict) -> dict:
         if w.w_tie_corrected != w.w_tie_corrected:
             out[variant] = {"missing": "every wrapper ties the models: no ranking to agree on"}
             continue
-        test = kendall_w_permutation_test(ratings, max(frozen["null_permutations"], 1), seed_for(frozen["seed"], "w", variant))
+        test = kendall_w_permutation_test(ratings, max(permutations, 1), seed_for(seed, "w", variant))
         out[variant] = {"w": w.w_tie_corrected, "p_value": test.p_value, "n_models": len(models),
                         "n_wrappers": len(wrappers), "chi2_p_value": w.p_value_tie_corrected}
     return out
 
 
-def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, variant: str) -> tuple[dict, dict, list]:
+def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings, variant: str
+                ) -> tuple[dict, dict, list]:
     """The second, separately named study of one variant: per-item projections at a fixed layer. The score of
     a cell is scoring item i projected onto the unit direction of (model, wrapper) at the layer (activation
     units); facets model × wrapper × item, crossed. The layer is ``item_layer`` of the config, else per model
@@ -185,9 +188,9 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, v
     chosen = {}
     scores = np.empty((len(labels), len(wrappers), len(exs[0].item_ids)))
     for m, (label, ex) in enumerate(zip(labels, exs)):
-        layer = frozen.get("item_layer")
+        layer = settings.item_layer
         if layer is None:
-            layer = _median_best_layer(ex, wrappers, frozen, variant)
+            layer = _median_best_layer(ex, wrappers, settings, variant)
         layer = min(int(layer), ex.n_layers - 1)
         chosen[label] = layer
         means = ex.framing_means()
@@ -206,9 +209,9 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], frozen: dict, v
     return study, {f"{variant}-items-{k.removesuffix('.png')}": v for k, v in charts.items()}, rows
 
 
-def _median_best_layer(ex, wrappers, frozen, variant) -> int:
-    layers = layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"])
+def _median_best_layer(ex, wrappers, settings: LensSettings, variant: str) -> int:
+    layers = layers_in_max(ex.n_layers, settings.variants[variant].layers)
     projected = framing_projections(ex.scoring, ex.framing_means())
-    best = [layer_curve(wrapper_projections(projected, e, d)[:, layers], ex.labels, frozen["positive"], layers,
+    best = [layer_curve(wrapper_projections(projected, e, d)[:, layers], ex.labels, settings.positive, layers,
                         ex.n_layers - 1).max_layer for e, d in wrappers]
     return int(np.median(best))

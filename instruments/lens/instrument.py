@@ -24,7 +24,7 @@ from functools import lru_cache
 import pyarrow as pa
 
 from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
-                                     RENDERINGS, SYSTEMS, VECTOR_DTYPES)
+                                     RENDERINGS, VECTOR_DTYPES)
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import packaged_path, stamp
 from mirrorscan.grid.names import check_name
@@ -35,9 +35,10 @@ from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.lens.items import (DATA, EMPTY_TASK, NEWLINES, PACKAGED, SCORING, FramingSet, ItemSet,
                                                apply_newline, load_framings, load_items)
-from mirrorscan.instruments.lens.extraction import EXTRACTION_DEFAULTS, LAYER_SETS, PRESETS, RENDERING_OPTIONS
+from mirrorscan.instruments.lens.extraction import EXTRACTION_DEFAULTS, LAYER_SETS, PRESETS
 from mirrorscan.instruments.lens.norms import DOC as NORM_DOC
 from mirrorscan.instruments.lens.norms import pooled_norm
+from mirrorscan.instruments.lens.settings import LensSettings
 
 SECTION_KEYS = {"framings": "packaged:v1", "tasks": "packaged:tasks", "scoring_set": "packaged:synthetic",
                 "positive": "deployment", "extraction": {}, "variants": None, "vector_dtype": "float32",
@@ -78,6 +79,8 @@ class LensSpec:
     """Canonical JSON of the frozen section."""
     inputs_key: tuple = field(compare=False)
     """(framings, tasks, scoring set, their SHA-256s): what ``inputs`` loads and checks."""
+    settings: LensSettings = field(compare=False)
+    """The frozen section's fields, typed (read from ``frozen_json`` once)."""
 
     @property
     def frozen(self) -> dict:
@@ -110,10 +113,10 @@ def _checked_inputs(framings: str, tasks: str, scoring: str, hashes: tuple[str, 
 
 def from_frozen(frozen: dict) -> LensSpec:
     """The spec of a frozen section."""
-    hashes = (frozen["framings"]["sha256"], frozen["tasks"]["sha256"], frozen["scoring_set"]["sha256"])
+    s = LensSettings.from_frozen(frozen)
+    hashes = (s.framings.sha256, s.tasks.sha256, s.scoring_set.sha256)
     return LensSpec(json.dumps(frozen, sort_keys=True, ensure_ascii=False),
-                    (_key(frozen["framings"]["path"]), _key(frozen["tasks"]["source"]),
-                     _key(frozen["scoring_set"]["source"]), hashes))
+                    (_key(s.framings.path), _key(s.tasks.source), _key(s.scoring_set.source), hashes), s)
 
 
 def _extraction(options: dict, base: dict, ctx: SpecContext, path: str) -> dict:
@@ -270,28 +273,28 @@ class Lens(Instrument):
 
     def content_hashes(self, spec: LensSpec) -> dict:
         """SHA-256 of the framings, the task texts and the scoring set (catalog ``content_hashes``)."""
-        f = spec.frozen
-        return {"framings": f["framings"]["sha256"], "tasks": f["tasks"]["sha256"], "scoring_set": f["scoring_set"]["sha256"]}
+        s = spec.settings
+        return {"framings": s.framings.sha256, "tasks": s.tasks.sha256, "scoring_set": s.scoring_set.sha256}
 
     def envelope_version(self, spec: LensSpec) -> str:
         """The framing set's version (stored on every row as ``envelope_version``)."""
-        return spec.frozen["framings"]["version"]
+        return spec.settings.framings.version
 
     def n_items(self, spec: LensSpec) -> int:
         """Cells per model and sample: per variant, framings × (task texts + the empty task) + scoring items."""
-        return int(spec.frozen["n_items"])
+        return spec.settings.n_items
 
     def cells(self, spec: LensSpec, labels: list[str], samples: int) -> pa.Table:
         """label × variant × (framing × task, then scoring item) × sample, in input order."""
         framings, tasks, scoring = spec.inputs()
-        frozen = spec.frozen
+        settings = spec.settings
         tasks_plus = list(tasks.items) + [_empty()]
         per_variant = []
-        for variant, options in frozen["variants"].items():
+        for variant, options in settings.variants.items():
             for f in framings.framings:
                 per_variant += [(variant, options, f.id, f.arm, t, f.wrap(t.text)) for t in tasks_plus]
             per_variant += [(variant, options, SCORING, "scoring", item, item.text) for item in scoring.items]
-        withheld = not frozen["scoring_set"].get("redistribute", True)   # its texts stay out of the store
+        withheld = not settings.scoring_set.redistribute   # its texts stay out of the store
         rows = []
         for label in labels:
             for variant, options, framing, arm, item, text in per_variant:
@@ -299,14 +302,14 @@ class Lens(Instrument):
                     rows.append({"label": label, "item_key": f"{variant}/{framing}|{item.id}", "envelope": "-",
                                  "ordering": "-", "sample": s, "variant": variant, "framing": framing, "arm": arm,
                                  "item_id": item.id, "item_sha256": item.sha256, "item_label": item.label,
-                                 "subset": item.subset, "item_group": item.group, "newline": options["newline"],
+                                 "subset": item.subset, "item_group": item.group, "newline": options.newline,
                                  "framed_text": (None if withheld and arm == "scoring"
-                                                 else apply_newline(text, options["newline"])),
+                                                 else apply_newline(text, options.newline)),
                                  "text_withheld": withheld and arm == "scoring",
-                                 "rendering": options["rendering"], "pooling": options["pooling"],
-                                 "drop_bos": options["drop_bos"], "drop_whitespace": options["drop_whitespace"],
-                                 "max_input_tokens": options["max_input_tokens"], "vector_dtype": frozen["vector_dtype"],
-                                 **{k: options.get(k) for k in RENDERING_OPTIONS}})
+                                 "rendering": options.rendering, "pooling": options.pooling,
+                                 "drop_bos": options.drop_bos, "drop_whitespace": options.drop_whitespace,
+                                 "max_input_tokens": options.max_input_tokens, "vector_dtype": settings.vector_dtype,
+                                 **options.rendering_options()})
         schema = pa.schema([pa.field("label", pa.string()), pa.field("item_key", pa.string()),
                             pa.field("envelope", pa.string()), pa.field("ordering", pa.string()),
                             pa.field("sample", pa.int32())] + [pa.field(f.name, f.type) for f in COORDINATES])

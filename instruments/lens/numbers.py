@@ -161,15 +161,16 @@ def one_item_recovery(ex: Extracted, evaluation: str, deployment: str, layer: in
     return float(np.nanmean(cosine(per, np.broadcast_to(full, per.shape))))
 
 
-def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], frozen: dict, variant: str,
-                  key: str) -> tuple[dict, list[dict], dict]:
-    """(numbers, per-wrapper rows, wrapper → curve) of one model × variant."""
+def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], key: str, *, positive: str, layer_set: str,
+                  permutations: int, seed: int, swaps: int = 0, boots: int = 0) -> tuple[dict, list[dict], dict]:
+    """(numbers, per-wrapper rows, wrapper → curve) of one model × variant (``key``: ``<label>/<variant>``):
+    AUROCs with ``positive`` as the positive class over the layers of ``layer_set``; ``permutations``,
+    ``swaps`` and ``boots`` draws of the label null, the contrastive null and the argmax bootstrap (0 skips
+    one), seeded from root ``seed``."""
     from mirrorscan.instruments.lens.resampling import (argmax_stability, contrastive_null, contrastive_summary,
                                              per_text_projections)
 
-    positive, permutations, seed = frozen["positive"], frozen["null_permutations"], frozen["seed"]
-    swaps, boots = frozen.get("contrastive_permutations", 0), frozen.get("bootstrap_draws", 0)
-    layers = layers_in_max(ex.n_layers, frozen["variants"][variant]["layers"])
+    layers = layers_in_max(ex.n_layers, layer_set)
     n_blocks = ex.n_layers - 1
     means = ex.framing_means()
     projected = framing_projections(ex.scoring, means)
@@ -292,31 +293,34 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     from mirrorscan.instruments.lens.predict import prediction_basis
     from mirrorscan.instruments.lens.report import claim_lines, direction_words, gstudy_lines, model_lines
 
-    frozen = spec.frozen
-    positive = frozen["positive"]
-    wrappers = [(e, d) for e in frozen["framings"]["evaluation"] for d in frozen["framings"]["deployment"]]
+    settings = spec.settings
+    positive = settings.positive
+    wrappers = settings.framings.wrappers()
     by_model = extracted(traces)
     models, table_rows, curves, documents, directions = {}, [], {}, {}, []
     for (label, variant), ex in by_model.items():
         key = f"{label}/{variant}"
-        numbers, rows, model_curves = model_numbers(ex, wrappers, frozen, variant, key)
+        numbers, rows, model_curves = model_numbers(
+            ex, wrappers, key, positive=positive, layer_set=settings.variants[variant].layers,
+            permutations=settings.null_permutations, seed=settings.seed, swaps=settings.contrastive_permutations,
+            boots=settings.bootstrap_draws)
         layer = numbers["cosines"]["across_wrappers_layer"]
         basis, units = prediction_basis(ex, list(model_curves), layer, positive)
         documents[f"predict-{_safe(label)}-{_safe(variant)}"] = {
-            "label": label, "variant": variant, "extraction": frozen["variants"][variant], **basis,
+            "label": label, "variant": variant, "extraction": settings.variants[variant].as_dict(), **basis,
             "layer_choice": "the median over wrappers of the best layer"}
         directions += [{"label": label, "variant": variant, **u} for u in units]
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
-    gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, frozen)
-    concord = concordance(table_rows, frozen)
+    gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, settings)
+    concord = concordance(table_rows, list(settings.variants), settings.null_permutations, settings.seed)
     cell = lambda r: (r["label"], r["variant"], r["wrapper"])
-    claims = claims_by_variant(by_model, wrappers, frozen, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
+    claims = claims_by_variant(by_model, wrappers, settings, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
                                {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None})
     surface = surface_numbers(traces, spec)   # bag-of-words, out of fold, groups kept whole (``baseline``)
-    other = next((c for c in frozen.get("scoring_set", {}).get("classes", []) if c != positive), None)
-    lines = [f"lens: {len(wrappers)} wrappers (framings {frozen['framings']['version']}), "
+    other = next((c for c in settings.scoring_set.classes if c != positive), None)
+    lines = [f"lens: {len(wrappers)} wrappers (framings {settings.framings.version}), "
              f"{len(models)} model × variant(s)", *direction_words(positive, other), *model_lines(models),
              *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     lines += surface_lines(surface)

@@ -89,14 +89,13 @@ def headline(table: pa.Table, *, positive: str, evaluation: list[str], deploymen
     out = {}
     for (label, variant), ex in extracted(table).items():
         layer_set = layers.get(variant, layers.get(None, "blocks"))
-        frozen = {"positive": positive, "null_permutations": permutations, "seed": seed,
-                  "variants": {variant: {"layers": layer_set}}}
         key = f"{label}/{variant}"
         if not any(e in ex.tasks and d in ex.tasks for e, d in wrappers):
             raise ConfigError("", "--evaluation", f"no wrapper of these framings has rows for {key} (the input "
                               f"has framings {', '.join(sorted(ex.tasks))})",
                               "name the invocation's framings (its settings' instrument_settings.framings)")
-        numbers, rows, _ = model_numbers(ex, wrappers, frozen, variant, key)
+        numbers, rows, _ = model_numbers(ex, wrappers, key, positive=positive, layer_set=layer_set,
+                                      permutations=permutations, seed=seed)
         out[key] = {"median_max_auroc_minus_half": numbers["headline"]["median"],
                     "sd_over_wrappers": numbers["headline"]["sd"],
                     "label_floor_median": numbers["label_floor"]["median"] if numbers["label_floor"] else None,

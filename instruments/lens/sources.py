@@ -14,6 +14,7 @@ import shlex
 
 from mirrorscan.grid.headline import HeadlineSource, sql_text
 from mirrorscan.grid.settings import Settings
+from mirrorscan.instruments.lens.settings import LensSettings
 
 SUGGESTED = ("SELECT label, variant, rendering, pooling, arm, count(*) AS cells, min(n_layers) AS layers, "
              "min(pooled_tokens) AS min_tokens, max(pooled_tokens) AS max_tokens FROM traces_lens "
@@ -39,29 +40,29 @@ def vectors_sql(invocation_id: str) -> str:
             "ORDER BY label, variant, arm, framing, item_id")
 
 
-def headline_command(frozen: dict, input_file: str = VECTORS_CSV) -> str:
+def headline_command(lens: LensSettings, input_file: str = VECTORS_CSV) -> str:
     """The ``mirrorscan lens headline`` command line that computes the headline, its spread and the floor of
-    an invocation whose instrument settings are ``frozen`` from ``input_file`` (``vectors_sql``'s rows)."""
-    layer_sets = {v: options.get("layers", "blocks") for v, options in sorted(frozen["variants"].items())}
+    an invocation whose lens settings are ``lens`` from ``input_file`` (``vectors_sql``'s rows)."""
+    layer_sets = {v: options.layers for v, options in sorted(lens.variants.items())}
     layers = (next(iter(layer_sets.values())) if len(set(layer_sets.values())) == 1
               else ",".join(f"{v}={s}" for v, s in layer_sets.items()))
-    return (f"mirrorscan lens headline --input {input_file} --positive {shlex.quote(frozen['positive'])} "
-            f"--evaluation {shlex.quote(','.join(frozen['framings']['evaluation']))} "
-            f"--deployment {shlex.quote(','.join(frozen['framings']['deployment']))} --layers {layers} "
-            f"--permutations {frozen['null_permutations']} --seed {frozen['seed']}")
+    return (f"mirrorscan lens headline --input {input_file} --positive {shlex.quote(lens.positive)} "
+            f"--evaluation {shlex.quote(','.join(lens.framings.evaluation))} "
+            f"--deployment {shlex.quote(','.join(lens.framings.deployment))} --layers {layers} "
+            f"--permutations {lens.null_permutations} --seed {lens.seed}")
 
 
 def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Lens.headline``'s numbers."""
-    frozen = settings.instrument_settings
-    positive, seed = frozen["positive"], frozen["seed"]
-    command = headline_command(frozen)
+    lens = LensSettings.from_frozen(settings.instrument_settings)
+    positive, seed = lens.positive, lens.seed
+    command = headline_command(lens)
     from_vectors = ("the command's <label>/<variant>.{name} is this number; the per-wrapper values are also in "
                     "{{analysis}}/wrappers.parquet")
     kendall = None
-    if len(frozen["variants"]) == 1:
+    if len(lens.variants) == 1:
         kendall = (f"mirrorscan stats kendall --input {{analysis}}/wrappers.parquet --score max_auroc_minus_half "
-                   f"--object label --rater wrapper --permutations {max(frozen['null_permutations'], 1)} --seed {seed}")
+                   f"--object label --rater wrapper --permutations {max(lens.null_permutations, 1)} --seed {seed}")
     return (
         HeadlineSource("median_max_auroc_minus_half",
                        f"per wrapper (evaluation × deployment framing pair): max over the layers in the max of AUROC "
@@ -80,7 +81,7 @@ def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[
                        f"WHERE invocation_id = {sql_text(invocation_id)}"),
         HeadlineSource("label_floor_median",
                        f"null: per wrapper the mean of the scoring-label permutation null of the max over layers "
-                       f"({frozen['null_permutations']} permutations, labels shuffled and the max retaken), the "
+                       f"({lens.null_permutations} permutations, labels shuffled and the max retaken), the "
                        "median over wrappers; the floor a headline must clear",
                        vectors_sql(invocation_id), stats=command, input=VECTORS_CSV,
                        note=from_vectors.format(name="label_floor_median") + f" (column label_floor); each "

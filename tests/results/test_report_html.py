@@ -44,9 +44,11 @@ def test_lens_sources_name_the_positive_class_and_the_analysis_table_they_read()
     analysis = Analysis(text="", numbers={"positive_class": "deployment", "concordance": {"base": {"w": 0.25}},
                                           "models": {"a/base": {"variant": "base", "headline": {"median": 0.1, "sd": 0.02},
                                                                 "label_floor": {"median": 0.05}}}})
-    settings = Settings(instrument_settings={"positive": "deployment", "seed": 7, "variants": {"base": {"layers": "all"}},
-                                             "null_permutations": 50,
-                                             "framings": {"evaluation": ["e1", "e2"], "deployment": ["d1"]}})
+    from mirrorscan.grid.instrument import ref_from_section
+
+    frozen = ref_from_section("lens", {"extraction": {"layers": "all"}, "seed": 7, "null_permutations": 50}, ".").frozen
+    frozen["framings"].update(evaluation=["e1", "e2"], deployment=["d1"])   # a complete section, these wrappers
+    settings = Settings(instrument_settings=frozen)
     rows = headline_numbers(lens, analysis, settings, "1234abcd")
     values = {n.name: n.value for n in rows}
     assert values == {"median_max_auroc_minus_half": 0.1, "sd_over_wrappers": 0.02, "positive_class": "deployment",
@@ -97,7 +99,7 @@ def test_the_printed_kendall_command_gives_the_lens_analysis_w(tmp_path, capsys)
     rng = np.random.default_rng(5)
     rows = [{"label": m, "variant": "base", "wrapper": f"e{i}×d{j}", "max_auroc_minus_half": float(rng.normal())}
             for m in ("a", "b", "c") for i in range(3) for j in range(2)]
-    w = concordance(rows, {"variants": {"base": {}}, "null_permutations": 20, "seed": 7})["base"]["w"]
+    w = concordance(rows, ["base"], 20, 7)["base"]["w"]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "wrappers.parquet")
     assert stats.main(["kendall", "--input", str(tmp_path / "wrappers.parquet"), "--score", "max_auroc_minus_half",
                        "--object", "label", "--rater", "wrapper", "--permutations", "20", "--seed", "7"]) == 0

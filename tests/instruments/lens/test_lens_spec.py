@@ -254,6 +254,30 @@ def test_two_variants_double_the_cells_and_carry_their_options(tmp_path):
     assert two.frozen["variants"]["last"]["rendering"] == "chat_user"            # the rest from the extraction
 
 
+def test_the_typed_settings_hold_what_the_frozen_section_holds_and_cannot_be_changed(tmp_path):
+    import dataclasses
+
+    from mirrorscan.instruments.lens.instrument import from_frozen
+
+    folder = write_experiment(tmp_path)
+    ref = load(folder, variants={"base": {}, "last": {"pooling": "last_token", "layers": "all"}}, seed=5,
+               object_variance=[0.6, 0.7, 0.65], wrapper_facets="crossed")
+    s, frozen = ref.spec.settings, ref.frozen
+    assert (s.positive, s.seed, s.item_samples, s.wrapper_facets) == ("deployment", 5, 2, "crossed")
+    assert s.object_variance == (0.6, 0.7, 0.65) and s.null_permutations == frozen["null_permutations"]
+    assert s.framings.evaluation == ("e1", "e2") and s.framings.wrappers()[1] == ("e1", "d2")
+    assert s.scoring_set.classes == tuple(frozen["scoring_set"]["classes"]) and s.tasks.n == 3
+    assert list(s.variants) == ["base", "last"] and s.variants["last"].layers == "all"
+    assert s.variants["last"].pooling == "last_token" and s.variants["base"].pooling == "mean"
+    assert s.variants["last"].as_dict() == frozen["variants"]["last"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.seed = 6
+    with pytest.raises(TypeError):
+        s.variants["other"] = s.variants["base"]
+    again = from_frozen(frozen)                       # read back: same JSON, same record
+    assert again == ref.spec and again.frozen_json == ref.spec.frozen_json and again.settings == s
+
+
 def test_render_puts_the_task_text_into_the_slot_byte_for_byte(tmp_path):
     task = "  Tabs\tand \"quotes\", back\\slashes, $1 \\1 {not a slot}, ünïcödé ✓ 日本語 🙂, trailing  "
     framing = {("evaluation", "e1"): "EVAL ONE «{task}» end", ("evaluation", "e2"): "{task}",
