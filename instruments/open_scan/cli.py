@@ -31,10 +31,9 @@ import pyarrow.compute as pc
 from mirrorscan.grid.errors import ConfigError, reports_user_errors
 from mirrorscan.grid.formatting import with_article
 from mirrorscan.grid.reader import Reader
+from mirrorscan.instruments.open_scan.spec import IMPORTED_PREFIX, spec_from_frozen
 
 INSTRUMENT = "open_scan"
-IMPORTED_SERIES = "imported"
-"""Series prefix of imported runs (``imported:<sha256 of the file, 12 hex>``): never held by a scan's series."""
 
 
 def _target(reader: Reader, target: str, dsn: str | None) -> dict:
@@ -57,7 +56,7 @@ def experiment_rows(reader: Reader, inv: dict, store: str | None) -> pa.Table:
 def invocations_of(catalog, experiment: str) -> list[dict]:
     """The experiment's open_scan invocations, oldest first, each with ``kind``: ``scan``, ``import`` (a file's
     rows, its own series) or ``reproduction`` (reruns another's grid; never the current probe set), and its
-    ``settings`` (``grid.settings.Settings``)."""
+    ``settings`` (``grid.settings.Settings``) and ``spec`` (its section, ``spec.OpenScanSpec``)."""
     from mirrorscan.grid.settings import Settings
 
     out = []
@@ -67,10 +66,10 @@ def invocations_of(catalog, experiment: str) -> list[dict]:
         if instrument != INSTRUMENT:
             continue
         settings = Settings.from_json(settings)
-        section = settings.instrument_settings
-        kind = ("import" if section.get("imported") or str(section.get("series", "")).startswith(IMPORTED_SERIES)
-                else "reproduction" if reproduces or settings.execution.reproduces else "scan")
-        out.append({"invocation_id": inv_id, "started_at": started, "settings": settings, "kind": kind})
+        spec = spec_from_frozen(settings.instrument_settings)
+        kind = ("import" if spec.is_import else "reproduction" if reproduces or settings.execution.reproduces
+                else "scan")
+        out.append({"invocation_id": inv_id, "started_at": started, "settings": settings, "spec": spec, "kind": kind})
     return out
 
 
@@ -94,16 +93,16 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
     """The view of an experiment from its ``invocations`` (``invocations_of``) and stored ``rows``: the newest
     scan's series and probe set, its labels, and every imported file's rows side by side (``series`` names one
     series alone)."""
-    from mirrorscan.instruments.open_scan.history import probe_history, uses_of_scans
+    from mirrorscan.instruments.open_scan.history import Use, probe_history
     from mirrorscan.instruments.open_scan.matrix import Row
 
-    scans = [i for i in invocations if i["kind"] == "scan" and i["settings"].instrument_settings.get("probes")]
-    uses = uses_of_scans([(i["invocation_id"], i["started_at"], i["settings"].instrument_settings) for i in scans])
-    history = probe_history(uses)
+    scans = [i for i in invocations if i["kind"] == "scan" and i["spec"].probe_set is not None]
+    history = probe_history([Use(i["invocation_id"], i["started_at"], i["spec"].probe_set.items)
+                             for i in scans if i["spec"].probe_set.items])
     imports: dict[str, dict] = {}
     for i in invocations:
         if i["kind"] == "import":
-            imports[i["settings"].instrument_settings["series"]] = i
+            imports[i["spec"].series] = i
     stored = set(rows.column("series").drop_null().to_pylist()) if rows.num_rows else set()
 
     def labels_in(chosen: str) -> list[str]:
@@ -111,20 +110,18 @@ def current_view(invocations: list[dict], rows: pa.Table, series: str | None) ->
         return sorted(set(mine.column("label").to_pylist()))
 
     def imported_source(chosen: str) -> str:
-        info = imports[chosen]["settings"].instrument_settings.get("imported", {})
-        return f"imported {Path(info.get('file') or '?').name}"
+        info = imports[chosen]["spec"].imported
+        return f"imported {Path((info.file if info is not None else None) or '?').name}"
 
-    samples = {i["settings"].instrument_settings["series"]: i["settings"].samples
-               for i in invocations if i["kind"] != "reproduction"}
-    newest_of = {i["settings"].instrument_settings["series"]: i for i in scans}
-    chosen = series or (scans[-1]["settings"].instrument_settings["series"] if scans
-                        else next(reversed(imports), None))
+    samples = {i["spec"].series: i["settings"].samples for i in invocations if i["kind"] != "reproduction"}
+    newest_of = {i["spec"].series: i for i in scans}
+    chosen = series or (scans[-1]["spec"].series if scans else next(reversed(imports), None))
     if chosen is None or (chosen not in stored and chosen not in newest_of):
         known = sorted(stored)
         raise ConfigError("", "--series", f"no rows in series {chosen!r}",
                           f"use one of: {', '.join(known)}" if known else "scan or import into the experiment first")
     if scans:
-        items = [tuple(x) for x in scans[-1]["settings"].instrument_settings["probes"]["items"]]
+        items = list(scans[-1]["spec"].probe_set.items)
     else:   # only imports: each probe id's newest text among the chosen file's rows
         mine = rows.filter(pc.equal(rows.column("series"), chosen))
         newest: dict[str, tuple] = {}
@@ -308,16 +305,12 @@ def experiment_context(catalog, experiment: str) -> dict:
     query_hash, from its newest scan) and its rating scales (that scan's templates, else the packaged ones)."""
     from mirrorscan.instruments.open_scan.templates import load_templates
 
-    scans = [i for i in invocations_of(catalog, experiment)
-             if i["kind"] == "scan" and i["settings"].instrument_settings.get("probes")]
+    scans = [i for i in invocations_of(catalog, experiment) if i["kind"] == "scan" and i["spec"].probe_set is not None]
     labels = sorted({m.label for i in scans for m in i["settings"].models})
-    newest = scans[-1]["settings"].instrument_settings if scans else None
-    if newest is not None:
-        scales = {k: tuple(newest["templates"][k]["scale"]) for k in ("cold", "posthoc")}
-    else:
-        packaged = load_templates("packaged:v1")
-        scales = {"cold": (packaged.cold.low, packaged.cold.high), "posthoc": (packaged.posthoc.low, packaged.posthoc.high)}
-    current = {q: h for q, h in newest["probes"]["items"]} if newest is not None else {}
+    newest = scans[-1]["spec"] if scans else None
+    templates = newest.templates if newest is not None else load_templates("packaged:v1")
+    scales = {"cold": (templates.cold.low, templates.cold.high), "posthoc": (templates.posthoc.low, templates.posthoc.high)}
+    current = dict(newest.probe_set.items) if newest is not None else {}
     return {"labels": labels, "current": current, "scales": scales}
 
 
@@ -337,7 +330,7 @@ def _import(reader: Reader, args) -> int:
         raise ConfigError(args.file, "FILE", "holds no line", "give a file with one JSON object per line")
     experiment = check_experiment_name(args.experiment, "", "--experiment")
     sha = hashlib.sha256(data).hexdigest()
-    series, invocation_id = f"{IMPORTED_SERIES}:{sha[:12]}", str(uuid.uuid4())
+    series, invocation_id = f"{IMPORTED_PREFIX}{sha[:12]}", str(uuid.uuid4())
     store_uri = reader.store_uri(args.store)   # as scan resolves it
     trace_store = reader.store(store_uri)
     trace_store.check_writable()

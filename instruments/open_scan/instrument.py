@@ -32,30 +32,27 @@ version). A probe whose text changed under its id gets a new item_key; the scan 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.files import file_sha256, packaged_path, stamp
+from mirrorscan.grid.files import file_sha256, packaged_path
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import SAMPLER_VERSION, Settings
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
-from mirrorscan.instruments.open_scan.probes import DATA, Probe, load_probes
-from mirrorscan.instruments.open_scan.templates import Templates, load_templates, parse_rating
+from mirrorscan.instruments.open_scan.probes import DATA, load_probes
+from mirrorscan.instruments.open_scan.spec import IMPORTED_PREFIX, OpenScanSpec, spec_from_frozen
+from mirrorscan.instruments.open_scan.templates import load_templates, parse_rating
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 """The three kinds of cell, stored in the envelope coordinate."""
-IMPORTED_PREFIX = "imported:"
-"""Series of an imported file's rows (``imported:<sha256 of the file, 12 hex>``)."""
 DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}
 """The method's answer sampling."""
 SECTION_KEYS = {"probes": "packaged:demo", "templates": "packaged:v1", "template_files": {}, "locale": "en-AU",
@@ -76,48 +73,6 @@ RATING = doc_field("rating", pa.int32(), "self-report rows: the first integer of
 IMPORT_EXTRA = doc_field("import_extra", pa.string(), "imported rows: JSON of the imported line's keys that have no "
                          "column of their own, verbatim; null for scanned rows and lines without such keys (open_scan)")
 COLUMNS = COORDINATES + (RATING, IMPORT_EXTRA)
-
-
-@dataclass(frozen=True)
-class OpenScanSpec:
-    """A validated open_scan section; equality and hash are those of its frozen settings."""
-
-    frozen_json: str
-    """Canonical JSON of the frozen section."""
-
-    @property
-    def frozen(self) -> dict:
-        return json.loads(self.frozen_json)
-
-    @property
-    def series(self) -> str:
-        """The series this section's answers belong to (``COORDINATES``' ``series``)."""
-        return self.frozen["series"]
-
-    def probes(self) -> tuple[Probe, ...]:
-        """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
-        file changed since the run was frozen is refused."""
-        f = self.frozen["probes"]
-        written = stamp(packaged_path(f["path"], PACKAGED_PROBES, DATA))
-        return _checked_probes(f["path"], f["id_column"], f["query_column"], f["sha256"], written)
-
-    def templates(self) -> Templates:
-        """The templates as frozen (their texts are part of the frozen section)."""
-        return _templates(self.frozen_json)
-
-
-@lru_cache(maxsize=8)
-def _checked_probes(path: str, id_column: str, query_column: str, sha256: str, written: tuple) -> tuple[Probe, ...]:
-    actual = file_sha256(packaged_path(path, PACKAGED_PROBES, DATA))
-    if actual != sha256:
-        raise ConfigError(path, "probes", f"changed since the invocation was frozen (SHA-256 {actual[:12]}… ≠ "
-                          f"{sha256[:12]}…)", "restore the file, or start a new invocation (scan without --resume)")
-    return load_probes(path, id_column=id_column, query_column=query_column)
-
-
-@lru_cache(maxsize=8)
-def _templates(frozen_json: str) -> Templates:
-    return Templates.from_frozen(json.loads(frozen_json)["templates"])
 
 
 NOT_MEASURED = "not measured"
@@ -210,13 +165,12 @@ class OpenScan(Instrument):
                     "max_tokens": _number(ctx, "sampling.max_tokens", sampling["max_tokens"], 1, 1_000_000, True)}
         report_max = _number(ctx, "report_max_tokens", values["report_max_tokens"], 1, 4096, True)
         frozen_templates = templates.frozen()
-        return OpenScanSpec(json.dumps({
+        return spec_from_frozen({
             "probes": {"path": path, "id_column": id_column, "query_column": query_column,
                        "sha256": file_sha256(packaged_path(path, PACKAGED_PROBES, DATA)), "n": len(probes),
                        "items": [[p.query_id, p.query_hash] for p in probes]},
             "templates": frozen_templates, "locale": locale, "sampling": sampling, "report_max_tokens": report_max,
-            "series": series_of(frozen_templates, locale, sampling, report_max)},
-            sort_keys=True, ensure_ascii=False))
+            "series": series_of(frozen_templates, locale, sampling, report_max)})
 
     @staticmethod
     def _resolve(name: str, ctx: SpecContext, packaged) -> str:
@@ -231,21 +185,20 @@ class OpenScan(Instrument):
         return spec.frozen
 
     def from_frozen(self, frozen: dict) -> OpenScanSpec:
-        return OpenScanSpec(json.dumps(frozen, sort_keys=True, ensure_ascii=False))
+        """The spec again, from its frozen section (``spec.spec_from_frozen``)."""
+        return spec_from_frozen(frozen)
 
     def content_hashes(self, spec: OpenScanSpec) -> dict:
         """SHA-256 of the probe file and of each template file (catalog ``content_hashes``)."""
-        templates = spec.frozen["templates"]
-        return {"probes": spec.frozen["probes"]["sha256"],
-                **{f"template_{k}": templates[k]["sha256"] for k in ("system", "user", "cold", "posthoc")}}
+        return {"probes": spec.probe_set.sha256, **{f"template_{k}": sha for k, sha in spec.templates.hashes}}
 
     def envelope_version(self, spec: OpenScanSpec) -> str:
         """The template set's version (stored on every row as ``envelope_version``)."""
-        return str(spec.frozen["templates"].get("version", "-"))
+        return spec.templates.version
 
     def n_items(self, spec: OpenScanSpec) -> int:
         """Answer cells per model and sample: the probes (cold and post-hoc cells come on top)."""
-        return int(spec.frozen["probes"]["n"])
+        return spec.probe_set.n
 
     # ---- the grid ---------------------------------------------------------------------------------------
 
@@ -254,10 +207,9 @@ class OpenScan(Instrument):
         one kind sit together so that an engine batch holds one ``max_tokens`` (the HF engine generates each
         value's cells in their own call). Each carries its probe's query, read from the probe file (refused
         when it changed since the section was frozen)."""
-        f = spec.frozen
         queries = {p.query_hash: p.query for p in spec.probes()}
         rows = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
-        items = f["probes"]["items"]
+        items = spec.probe_set.items
         for label in labels:
             kinds = [*((q, h, ANSWER, s) for q, h in items for s in range(samples)), *((q, h, COLD, 0) for q, h in items)]
             for query_id, query_hash, envelope, sample in kinds:
@@ -273,7 +225,7 @@ class OpenScan(Instrument):
                          "sample": pa.array(rows["sample"], pa.int32()), "query_id": pa.array(rows["query_id"], pa.string()),
                          "query_hash": pa.array(rows["query_hash"], pa.string()),
                          "query": pa.array([queries[h] for h in rows["query_hash"]], pa.string()),
-                         "locale": pa.array([f["locale"]] * n, pa.string()), "series": pa.array([f["series"]] * n, pa.string())})
+                         "locale": pa.array([spec.locale] * n, pa.string()), "series": pa.array([spec.series] * n, pa.string())})
 
     def posthoc_cells(self, spec: OpenScanSpec, previous: pa.Table) -> pa.Table:
         """One post-hoc cell per stored answer (same label, probe and sample), carrying the answer to rate."""
@@ -286,8 +238,7 @@ class OpenScan(Instrument):
         """System and user text of each cell, and its own sampling: answers at the section's sampling, the
         self-reports greedy with ``report_max_tokens``. The query is the cell's own; a cell without one
         (stored before it was recorded) is looked up in the probe file, which must not have changed."""
-        f = spec.frozen
-        templates = spec.templates()
+        templates, sampling = spec.templates, spec.sampling
         envelopes = block.column("envelope").to_pylist()
         answers = block.column("answer").to_pylist() if "answer" in block.column_names else [None] * block.num_rows
         own = block.column("query").to_pylist() if "query" in block.column_names else [None] * block.num_rows
@@ -296,16 +247,16 @@ class OpenScan(Instrument):
         for envelope, query_hash, answer, query in zip(envelopes, block.column("query_hash").to_pylist(), answers, own):
             query = queries[query_hash] if query is None else query
             if envelope == ANSWER:
-                users.append(templates.render_user(f["locale"], query))
-                temperature.append(f["sampling"]["temperature"])
-                top_p.append(f["sampling"]["top_p"])
-                max_tokens.append(f["sampling"]["max_tokens"])
+                users.append(templates.render_user(spec.locale, query))
+                temperature.append(sampling.temperature)
+                top_p.append(sampling.top_p)
+                max_tokens.append(sampling.max_tokens)
                 continue
             report = templates.cold if envelope == COLD else templates.posthoc
-            users.append(report.render(query, answer=answer, locale=f["locale"]))
+            users.append(report.render(query, answer=answer, locale=spec.locale))
             temperature.append(0.0)
             top_p.append(1.0)
-            max_tokens.append(f["report_max_tokens"])
+            max_tokens.append(spec.report_max_tokens)
         return (block.append_column("system_text", pa.array([templates.system_prompt] * block.num_rows, pa.string()))
                 .append_column("user_text", pa.array(users, pa.string()))
                 .append_column("temperature", pa.array(temperature, pa.float64()))
@@ -314,13 +265,12 @@ class OpenScan(Instrument):
 
     def annotate(self, rows: pa.Table, spec: OpenScanSpec) -> pa.Table:
         """The rating of each self-report row (``templates.parse_rating``; null for answers and errors)."""
-        f = spec.frozen
-        if "templates" in f:
-            templates = spec.templates()
+        if spec.templates is not None:
+            templates = spec.templates
             scales = {COLD: (templates.cold.low, templates.cold.high),
                       POSTHOC: (templates.posthoc.low, templates.posthoc.high)}
         else:   # an imported file's rows: the scales the import rated them on (else the packaged ones)
-            given = (f.get("imported") or {}).get("scales")
+            given = spec.imported.scales if spec.imported is not None else None
             packaged = load_templates("packaged:v1")
             scales = {COLD: tuple(given["cold"]) if given else (packaged.cold.low, packaged.cold.high),
                       POSTHOC: tuple(given["posthoc"]) if given else (packaged.posthoc.low, packaged.posthoc.high)}
@@ -372,7 +322,7 @@ class OpenScan(Instrument):
             uses = [Use(inv, t, tuple(items)) for inv, (t, items) in by_invocation.items()]
         if not uses and earlier.num_rows == 0:
             return []
-        notes = change_notes(changes(uses, spec.frozen["probes"]["items"]), accept_changed, spec.frozen["probes"]["path"])
+        notes = change_notes(changes(uses, spec.probe_set.items), accept_changed, spec.probe_set.path)
         series = set(earlier.column("series").to_pylist()) if earlier.num_rows else set()
         if series and spec.series not in series:
             notes.append(f"open_scan: a new series {spec.series} starts (earlier invocations: "
@@ -392,9 +342,10 @@ class OpenScan(Instrument):
             traces = self.annotate(traces, spec)
         rows = latest_rows(traces)
         summaries = model_summaries(rows)
-        f = spec.frozen   # an imported run's section holds only its series and where it came from
-        numbers = {"series": spec.series, "locale": f.get("locale"), "sampling": f.get("sampling"),
-                   "probes": f.get("probes", {}).get("n"), "models": summaries,
+        # an imported run's section holds only its series and where it came from
+        numbers = {"series": spec.series, "locale": spec.locale,
+                   "sampling": None if spec.sampling is None else dict(sorted(dataclasses.asdict(spec.sampling).items())),
+                   "probes": None if spec.probe_set is None else spec.probe_set.n, "models": summaries,
                    "rating": "first integer of the reply inside the template's scale; null (not measured) otherwise"}
         table = rows.select([c for c in ("label", "query_id", "query_hash", "envelope", "sample", "response", "rating",
                                          "error") if c in rows.column_names])
