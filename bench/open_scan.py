@@ -189,7 +189,7 @@ def build_store(store_uri: str, spec, settings, invocations: int, part_rows: int
     models = sources_of(spec)
     version = ref.instrument.envelope_version(ref.spec)
     cells = grid_cells(settings)
-    probe_ids = [q for q, _ in ref.spec.frozen["probes"]["items"]]
+    probe_ids = [q for q, _ in ref.spec.probe_set.items]
     slice_of = {q: i * invocations // len(probe_ids) for i, q in enumerate(probe_ids)}
     which = pa.array([slice_of[q] for q in cells.column("query_id").to_pylist()], pa.int32())
     rng = np.random.default_rng(SEED)
