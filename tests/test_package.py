@@ -73,3 +73,12 @@ def test_the_staged_copy_a_job_ships_imports_on_its_own(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith(str(root))
     assert package_folder("mirrorscan.grid") == REPO / "grid"
+
+
+def test_no_two_test_modules_share_a_name():
+    """The suite imports test modules by their file name (pytest's prepend mode, no __init__.py in tests/), so
+    two modules with one name in different folders fail collection: each name appears once."""
+    names = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
