@@ -15,7 +15,8 @@ from pathlib import Path
 PARTS = ("grid", "cluster", "jobs", "actors", "analysis", "results", "instruments")
 """The subpackages of ``mirrorscan`` that live in their own top-level folders."""
 
-_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+_CACHES = ("__pycache__", "*.pyc", "*.pyo")
+_SKIP = shutil.ignore_patterns(*_CACHES)
 
 
 def package_folder(name: str) -> Path:
@@ -30,7 +31,8 @@ def stage_package(dest: Path) -> Path:
     """Copy the installed ``mirrorscan`` package into ``dest/mirrorscan`` (its parts as subfolders, caches
     left out) and return that folder, ready to be a ``py_modules`` entry."""
     root = Path(dest) / "mirrorscan"
-    shutil.copytree(package_folder("mirrorscan"), root, ignore=_SKIP)
+    # the root folder alone: an editable install keeps the parts elsewhere, a wheel install inside it
+    shutil.copytree(package_folder("mirrorscan"), root, ignore=shutil.ignore_patterns(*_CACHES, *PARTS))
     for part in PARTS:
         shutil.copytree(package_folder(f"mirrorscan.{part}"), root / part, ignore=_SKIP)
     return root

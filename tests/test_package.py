@@ -82,3 +82,17 @@ def test_no_two_test_modules_share_a_name():
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+def test_a_package_installed_as_one_folder_stages_too(tmp_path):
+    """From a non-editable install (a wheel's layout: the parts inside ``mirrorscan/``) the staged copy is
+    the same folder again. The staged copy is such a layout: staging from it must give every part once."""
+    first = stage_package(tmp_path / "first")
+    probe = ("import sys, pathlib; from mirrorscan.cluster.package_upload import stage_package; "
+             "root = stage_package(pathlib.Path(sys.argv[1])); "
+             "print(sorted(p.name for p in root.iterdir() if p.is_dir()))")
+    out = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path / "second")], cwd=tmp_path,
+                         env={"PYTHONPATH": str(first.parent)}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(sorted(PARTS))
+    assert (tmp_path / "second" / "mirrorscan" / "grid" / "spec.py").read_bytes() == (REPO / "grid" / "spec.py").read_bytes()
