@@ -126,6 +126,7 @@ def _handler(server: FaultServer) -> type:
         # ---- plumbing ----------------------------------------------------------------------------
         def _json(self, status: int, obj: dict, headers: dict | None = None) -> None:
             raw = json.dumps(obj).encode()
+            self._leave_once()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
@@ -141,6 +142,14 @@ def _handler(server: FaultServer) -> type:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
 
+        def _leave_once(self) -> None:
+            """Count this request as finished, once. Called before the write that lets the client finish (the
+            closing event, an error body, a cut), so that a client that starts its next request the moment
+            it has read an answer is never counted as one more in flight."""
+            if not getattr(self, "_left", True):
+                self._left = True
+                server._leave()
+
         def _send(self, text: str) -> None:
             raw = text.encode()
             self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
@@ -152,6 +161,7 @@ def _handler(server: FaultServer) -> type:
 
         def _cut(self) -> None:
             """Close the connection mid-body (no terminating chunk)."""
+            self._leave_once()
             self.wfile.flush()
             self.close_connection = True
             try:
@@ -189,6 +199,7 @@ def _handler(server: FaultServer) -> type:
                 return
             probe_id = self.probe_id = urllib.parse.unquote(self.headers.get("X-Probe-Id") or "")
             n = server._enter(probe_id, {"path": self.path, "headers": dict(self.headers.items()), "body": body})
+            self._left = False
             try:
                 mode = server.faults.get(probe_id, "ok")
                 if self.path == "/v1/messages":
@@ -198,7 +209,7 @@ def _handler(server: FaultServer) -> type:
             except (BrokenPipeError, ConnectionResetError):   # the client gave up on a stalled stream
                 self.close_connection = True
             finally:
-                server._leave()
+                self._leave_once()
 
         def _fault_status(self, mode: str, n: int, error: callable) -> bool:
             """Answer with an injected error status; True when one was sent."""
@@ -279,6 +290,7 @@ def _handler(server: FaultServer) -> type:
                         return self._cut()
                     if mode == "stall_once":
                         return self._stall()
+                    self._leave_once()
                     event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
                     return self._end()
                 time.sleep(delay)
@@ -288,6 +300,7 @@ def _handler(server: FaultServer) -> type:
             event("content_block_stop", {"type": "content_block_stop", "index": index})
             event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                     "usage": {"output_tokens": sent}})
+            self._leave_once()
             event("message_stop", {"type": "message_stop"})
             self._end()
 
@@ -332,6 +345,7 @@ def _handler(server: FaultServer) -> type:
                         return self._cut()
                     if mode == "stall_once":
                         return self._stall()
+                    self._leave_once()
                     self._send(f"data: {json.dumps({'error': {'message': 'overloaded', 'type': 'server_error', 'code': 503}})}\n\n")
                     return self._end()
                 time.sleep(delay)
@@ -340,6 +354,7 @@ def _handler(server: FaultServer) -> type:
             chunk({}, finish="stop")
             if (body.get("stream_options") or {}).get("include_usage"):
                 chunk(None, usage={"prompt_tokens": 7, "completion_tokens": sent, "total_tokens": 7 + sent})
+            self._leave_once()
             self._send("data: [DONE]\n\n")
             self._end()
 
