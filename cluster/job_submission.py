@@ -160,8 +160,7 @@ def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, sto
         args += ["--store", store]
     if catalog_dsn:
         args += ["--catalog-dsn", catalog_dsn]
-    if not progress:
-        args.append("--quiet")
+    args.append("--progress" if progress else "--quiet")   # a job's log is no terminal: the bar only when asked
     return " ".join(shlex.quote(a) for a in args)
 
 

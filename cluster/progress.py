@@ -3,7 +3,9 @@ counts in the catalog every few seconds, and the driver's lease checked as each 
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 import pyarrow as pa
@@ -14,6 +16,22 @@ from mirrorscan.grid.records import ModelVariant
 
 CATALOG_EVERY_S, RECONNECT_EVERY_S = 5.0, 30.0
 """Seconds between progress updates in the catalog; between reconnect tries while the catalog is lost."""
+TICK_S = 1.0
+"""Seconds between redraws of a bar while nothing lands (its elapsed time keeps moving while an engine loads)."""
+
+
+def bar_wanted(requested: bool | None, stream=None) -> bool:
+    """Whether a progress bar is drawn: ``requested`` when a flag said so (``--progress`` / ``--no-progress``);
+    otherwise only on a terminal outside CI (``stream``, default stderr, is a TTY and ``$CI`` is unset or
+    ``false``), so pipes, log files and CI logs get no bar."""
+    if requested is not None:
+        return requested
+    stream = sys.stderr if stream is None else stream
+    in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    try:
+        return stream.isatty() and not in_ci
+    except (AttributeError, ValueError):   # no isatty, or a closed stream
+        return False
 
 
 class ModelProgress:
@@ -53,17 +71,26 @@ class RunProgress:
     the sweep's callbacks (``cluster.sweep.run_grid``)."""
 
     def __init__(self, run, todo: pa.Table, stage: str = ""):
-        """A bar over ``todo``'s cells (none with the run's ``quiet``), titled by the run's experiment and
-        ``stage``; it says what it waits for until cells land."""
+        """A bar over ``todo``'s cells (none with the run's ``quiet`` or without its ``progress``), titled by the
+        run's experiment and ``stage``; it says what it waits for until cells land, and its clock moves every
+        ``TICK_S`` while it waits."""
         from tqdm import tqdm
 
         self.run, self.cells = run, todo.num_rows
         title = f"scan {run.spec.experiment}" + (f" ({stage})" if stage else "")
         self.per_model = ModelProgress(todo, title)
-        self.bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", disable=run.options.quiet,
-                        file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+        self.bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", file=sys.stderr,
+                        disable=run.options.quiet or not run.options.progress, dynamic_ncols=True, smoothing=0.1)
         self.done = {"rows": 0, "errors": 0}
         self.last_update = time.monotonic()
+        self.closed = threading.Event()
+        if not self.bar.disable:
+            threading.Thread(target=self._tick, name="progress-tick", daemon=True).start()
+
+    def _tick(self) -> None:
+        """Redraw the bar every ``TICK_S`` until it closes (tqdm serialises writes under its own lock)."""
+        while not self.closed.wait(TICK_S):
+            self.bar.refresh()
 
     def on_model(self, variant: ModelVariant) -> None:
         """``variant``'s pool started: its engines load."""
@@ -92,5 +119,6 @@ class RunProgress:
                 pass   # progress is advisory; the final status is written at the end (cluster.scan_outcome)
 
     def close(self) -> None:
-        """Close the bar."""
+        """Close the bar (and stop its clock)."""
+        self.closed.set()
         self.bar.close()

@@ -47,6 +47,9 @@ class ScanOptions:
     """Ray cluster to join (None: $RAY_ADDRESS, else a local Ray started here)."""
     quiet: bool = False
     """No progress bar and no notes on the terminal (warnings and the invocation line still print)."""
+    progress: bool = True
+    """Draw the progress bar on stderr (the command line turns it off where stderr is no terminal, and in CI:
+    ``cluster.progress.bar_wanted``)."""
     check_home: bool = True
     """Refuse an experiment name that belongs to another folder's runs (False: the name was given by ``--as``)."""
     accept_changed_probes: bool = False

@@ -63,12 +63,20 @@ def check_writable(folder: str) -> None:
 
 
 def _progress():
-    """A progress callback drawing one tqdm bar per invocation being indexed (on stderr)."""
+    """A progress callback for indexing: one tqdm bar per invocation on a terminal (``cluster.progress.
+    bar_wanted``), else one line per invocation once it is indexed (on stderr)."""
     from tqdm import tqdm
 
+    from mirrorscan.cluster.progress import bar_wanted
+
+    draw = bar_wanted(None)
     bars: dict[str, tqdm] = {}
 
     def report(invocation_id: str, done: int, total: int) -> None:
+        if not draw:
+            if done >= total:
+                print(f"indexed {invocation_id[:8]} ({total} part{'' if total == 1 else 's'})", file=sys.stderr, flush=True)
+            return
         bar = bars.get(invocation_id)
         if bar is None:
             bar = bars[invocation_id] = tqdm(total=total, unit="part", desc=f"indexing {invocation_id[:8]}",

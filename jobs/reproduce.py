@@ -42,7 +42,10 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
     p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
     p.add_argument("--max-attempts", type=int, default=3, metavar="N", help="attempts per cell (default 3)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="draw the progress bar on stderr, or not (default: only when stderr is a terminal and $CI "
+                        "is unset)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no notes")
     p.add_argument("--expect-exact", action="store_true", help="exit 1 unless every cell gives the same answer")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
     return p
@@ -52,6 +55,7 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
     from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.progress import bar_wanted
     from mirrorscan.cluster.scan_records import ScanOptions
     from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
     from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, print_summary
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> i
     rebuilt = plan(args.invocation, store=args.store, dsn=dsn, resume=args.resume)
     run = ScanRun(rebuilt.spec, ScanOptions(max_attempts=args.max_attempts, catalog_dsn=dsn,
                                             ray_address=args.ray_address, quiet=args.quiet,
-                                            reproduction=rebuilt.reproduction()))
+                                            progress=bar_wanted(args.progress), reproduction=rebuilt.reproduction()))
     # the cells each stage runs and the sampling they carry, as the run itself plans them (the full grid)
     print(describe(rebuilt, run.plan(count_tokens=False)), file=sys.stderr if not args.dry_run else sys.stdout)
     if args.dry_run:

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import sys
 
+from mirrorscan.cluster.progress import bar_wanted
 from mirrorscan.cluster.scan_records import ScanOptions, ScanResult
 from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
 from mirrorscan.grid.names import check_experiment_name
@@ -53,7 +54,10 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     p.add_argument("--store", help="trace store URI (local folder or s3://bucket/prefix)")
     p.add_argument("--catalog-dsn", help="PostgreSQL DSN of the catalog (default: embedded)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: $RAY_ADDRESS, else start Ray locally)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, and no warning Ray itself raises")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="draw the progress bar on stderr, or not (default: only when stderr is a terminal and $CI "
+                        "is unset, so pipes, log files and CI logs get none)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no notes, and no warning Ray itself raises")
     p.add_argument("--as", dest="as_name", metavar="NAME",
                    help="the experiment's name (default: the folder's name). A folder whose name already belongs "
                         "to another folder's runs is refused; --as names it explicitly")
@@ -69,7 +73,7 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
 def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanResult:
     """Run (or resume) an experiment's grid (the folder or its config.json); return the invocation id, final
     status, counts and traces path. ``options``: the fields of ``cluster.scan_run.ScanOptions`` (resume,
-    max_attempts, store, catalog_dsn, ray_address, quiet, accept_changed_probes). ``as_name`` names the
+    max_attempts, store, catalog_dsn, ray_address, quiet, progress, accept_changed_probes). ``as_name`` names the
     experiment explicitly (default: its folder's name, which must not already belong to another folder's
     runs)."""
     options = ScanOptions(check_home=as_name is None, **options)
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     try:
         result = run_scan(args.experiment, resume=args.resume, max_attempts=args.max_attempts, store=args.store,
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
-                          as_name=args.as_name, accept_changed_probes=args.accept_changed_probes)
+                          progress=bar_wanted(args.progress), as_name=args.as_name,
+                          accept_changed_probes=args.accept_changed_probes)
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
         return EXIT_INTERRUPTED

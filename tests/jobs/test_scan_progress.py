@@ -1,0 +1,120 @@
+"""The scan's progress bar through the command line: on by default where stderr is a terminal (a real
+pseudo-terminal here), off by default in a pipe and in CI, and either way when a flag says so
+(``cluster.progress.bar_wanted``)."""
+
+from __future__ import annotations
+
+import json
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from pathlib import Path
+
+import pytest
+
+from mirrorscan.cluster.progress import bar_wanted
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one_cell_experiment(tmp_path: Path, tiny_dir: Path) -> Path:
+    exp = tmp_path / "bar"
+    exp.mkdir()
+    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\ntea_coffee,tea,coffee\n")
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny"}],
+        "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict"], "orderings": ["AB"]},
+        "samples": 1, "temperature": 0.0, "max_tokens": 4, "seed": 1, "batch_size": 4, "actor_pool_size": 1}))
+    return exp
+
+
+def scan_env(tmp_path: Path, catalog_dsn: str, **extra: str) -> dict:
+    env = {**os.environ, "MIRRORSCAN_CATALOG_DSN": catalog_dsn, "MIRRORSCAN_STORE": str(tmp_path / "store"),
+           "MIRRORSCAN_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": "", **extra}
+    env.pop("CI", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def run_with_terminal_stderr(cmd: list[str], env: dict) -> tuple[int, str, str]:
+    """Run ``cmd`` with stderr on a new pseudo-terminal (stdout a pipe); its exit code, stdout and what the
+    terminal showed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))   # a terminal's 24 × 120 size
+    shown: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:   # EIO: the last writer closed the terminal
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=600)
+    reader.join(timeout=30)
+    os.close(master)
+    return proc.returncode, out, b"".join(shown).decode(errors="replace")
+
+
+def test_a_scan_on_a_terminal_draws_the_bar_and_one_in_a_pipe_does_not(tmp_path, tiny_dir, catalog_dsn):
+    exp = one_cell_experiment(tmp_path, tiny_dir)
+    cmd = [sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(exp)]
+    rc, out, terminal = run_with_terminal_stderr(cmd, scan_env(tmp_path, catalog_dsn))
+    assert rc == 0, terminal[-3000:]
+    assert "1 total · 1 ok" in out
+    assert "scan bar" in terminal and "1/1" in terminal and "cell" in terminal, terminal[-3000:]
+
+    piped = subprocess.run(cmd, cwd=REPO, env=scan_env(tmp_path, catalog_dsn), capture_output=True, text=True,
+                           timeout=600)
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    assert "1 total · 1 ok" in piped.stdout
+    assert "\r" not in piped.stderr and "1/1" not in piped.stderr and "scan bar" not in piped.stderr, piped.stderr
+
+
+class Stream:
+    def __init__(self, tty: bool):
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("ci, tty, requested, wanted", [
+    (None, True, None, True),          # a terminal, outside CI: drawn
+    (None, False, None, False),        # a pipe or a file: not drawn
+    ("true", True, None, False),       # CI (GitHub Actions, GitLab, … set CI=true): not drawn
+    ("1", True, None, False),
+    ("false", True, None, True),       # CI explicitly off
+    ("true", False, True, True),       # --progress: drawn anyway
+    (None, True, False, False),        # --no-progress
+])
+def test_the_bar_is_wanted_on_a_terminal_outside_ci_unless_a_flag_says_otherwise(monkeypatch, ci, tty, requested,
+                                                                                 wanted):
+    monkeypatch.delenv("CI", raising=False)
+    if ci is not None:
+        monkeypatch.setenv("CI", ci)
+    assert bar_wanted(requested, Stream(tty)) is wanted
+
+
+def test_a_real_terminal_counts_as_one():
+    master, slave = pty.openpty()
+    try:
+        with open(slave, "w", closefd=False) as terminal:
+            assert bar_wanted(None, terminal) is (os.environ.get("CI", "").lower() in ("", "0", "false", "no"))
+        with open(os.devnull, "w") as null:
+            assert bar_wanted(None, null) is False
+    finally:
+        os.close(master)
+        os.close(slave)
