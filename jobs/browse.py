@@ -75,7 +75,8 @@ def _progress():
     def report(invocation_id: str, done: int, total: int) -> None:
         if not draw:
             if done >= total:
-                print(f"indexed {invocation_id[:8]} ({total} part{'' if total == 1 else 's'})", file=sys.stderr, flush=True)
+                parts = f"{total} part{'' if total == 1 else 's'}"
+                print(f"indexed {invocation_id[:8]} ({parts})", file=sys.stderr, flush=True)
             return
         bar = bars.get(invocation_id)
         if bar is None:
