@@ -1,10 +1,7 @@
-"""The instrument protocol's registry and resolution, and the layering rule: the engine never imports an
-instrument (only the registry names them, as strings)."""
+"""The instrument protocol's registry and resolution. The layering rule (the engine never imports an
+instrument; the registry names them as strings) is tests/test_layers.py's."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,9 +10,6 @@ from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import ENGINE_KINDS, REGISTRY, Instrument, InstrumentRef, SpecContext, resolve
 from mirrorscan.grid.matrix import cell_value
 from mirrorscan.grid.trace_schema import TRACE_COLUMNS, trace_schema
-
-REPO = Path(__file__).resolve().parents[2]
-ENGINE_PACKAGES = ("grid", "actors", "cluster", "analysis", "jobs")
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -88,45 +82,6 @@ def test_an_instrument_ref_resolves_its_spec_once_per_process():
                                           "envelope_set": {"file": "packaged", "version": "v", "sha256": "-",
                                                            "texts": {"e": {"system": "", "user": "{a} {b}"}}}})
     assert ref.spec is ref.spec and ref.instrument is resolve("forced_choice")
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (function-level imports included), named within the
-    package: ``mirrorscan.instruments.lens`` is ``instruments.lens``."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return {name.removeprefix("mirrorscan.") for name in names}
-
-
-def test_the_engine_never_imports_an_instrument():
-    offenders = {}
-    for package in ENGINE_PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            bad = sorted(m for m in imported_modules(path) if m == "instruments" or m.startswith("instruments."))
-            if bad:
-                offenders[str(path.relative_to(REPO))] = bad
-    assert offenders == {}
-
-
-def test_results_imports_neither_jobs_nor_an_instrument():
-    """results/ reaches an instrument through the registry, and imports neither jobs/ nor bench/
-    (docs/architecture.md)."""
-    offenders = {}
-    for path in sorted((REPO / "results").rglob("*.py")):
-        bad = sorted(m for m in imported_modules(path) if m.split(".")[0] in ("jobs", "instruments", "bench"))
-        if bad:
-            offenders[str(path.relative_to(REPO))] = bad
-    assert offenders == {}
-
-
-def test_the_import_walk_sees_a_function_level_import(tmp_path):
-    sample = tmp_path / "x.py"
-    sample.write_text("def f():\n    from mirrorscan.instruments.forced_choice import INSTRUMENT\n    return INSTRUMENT\n")
-    assert "instruments.forced_choice" in imported_modules(sample)
 
 
 def test_a_named_object_that_is_not_an_instrument_instance_is_refused_with_the_fix():
