@@ -21,6 +21,7 @@ store is read only where it exists.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ from mirrorscan.grid.spec import API_BACKENDS
 
 EMPTY_PRIOR = pa.schema([("probe_id", pa.string()), ("sample", pa.int32()), ("error", pa.string())])
 """The prior rows of an invocation that stored nothing."""
-CHUNK = 65_536
+CHUNK = 8_192
 """Cells rendered (and their texts counted) at a time."""
 
 
@@ -129,7 +130,8 @@ def _sampling(rendered: pa.Table, model: ModelVariant) -> pa.Table:
 
 class _TokenCounter:
     """Input tokens of request texts through one tokenizer, each distinct text encoded once (the count of a
-    text is the same every time; ``CACHED`` texts are remembered across chunks, later ones encoded again)."""
+    text is the same every time; ``CACHED`` texts are remembered across chunks by a 128-bit digest of the
+    text, not the text itself, later ones encoded again)."""
 
     CACHED = 65_536
 
@@ -142,14 +144,17 @@ class _TokenCounter:
             return 0
         counted = pc.value_counts(texts)
         values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
-        missing = [v for v in values if v not in self.known]
+        keys = [hashlib.blake2b(v.encode(), digest_size=16).digest() for v in values]
+        missing = [i for i, k in enumerate(keys) if k not in self.known]
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)   # same ids, no offsets
-        new = dict(zip(missing, (len(e.ids) for e in encode(missing, add_special_tokens=False)))) if missing else {}
-        total = sum(n * (new[v] if v in new else self.known[v]) for v, n in zip(values, counts))
-        for text, length in new.items():
+        encoded = encode([values[i] for i in missing], add_special_tokens=False) if missing else []
+        new = {keys[i]: len(e.ids) for i, e in zip(missing, encoded)}
+        del encoded, values
+        total = sum(n * (new[k] if k in new else self.known[k]) for k, n in zip(keys, counts))
+        for key, length in new.items():
             if len(self.known) >= self.CACHED:
                 break
-            self.known[text] = length
+            self.known[key] = length
         return total
 
 
@@ -159,17 +164,26 @@ def _distinct(asked: pa.Table) -> list[tuple[float, float, int]]:
     return list(zip(*(unique.column(n).to_pylist() for n in asked.column_names)))
 
 
+def _is(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
+    """Per row, whether ``column`` holds ``value`` (a dictionary-encoded column is compared through its
+    dictionary, not decoded)."""
+    if not pa.types.is_dictionary(column.type):
+        return pc.equal(column, value)
+    return pa.chunked_array([pc.equal(chunk.dictionary, value).take(chunk.indices) for chunk in column.chunks],
+                            pa.bool_())
+
+
 def _mine(table: pa.Table, label: str) -> pa.Table:
     """The rows of ``table`` whose label is ``label`` (the table itself when all are: no copy)."""
     if not table.num_rows:
         return table
-    mask = pc.equal(table.column("label"), label)
+    mask = _is(table.column("label"), label)
     return table if pc.all(mask).as_py() else table.filter(mask)
 
 
 def _count(table: pa.Table, label: str) -> int:
     """Rows of ``table`` whose label is ``label``."""
-    return int(pc.sum(pc.equal(table.column("label"), label)).as_py() or 0) if table.num_rows else 0
+    return int(pc.sum(_is(table.column("label"), label)).as_py() or 0) if table.num_rows else 0
 
 
 def _keys(table: pa.Table) -> pa.Array:
@@ -205,7 +219,7 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
     ``scope.invocation_id``, in ``scope.store``, as ``scope`` says (``PlanScope``)."""
     from mirrorscan.cluster.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, held_elsewhere,
                                            instrument_ref, later_stage_cells, stage_names)
-    from mirrorscan.grid.cells import plan_attempts, remove_done
+    from mirrorscan.grid.cells import plain, plan_attempts, remove_done
 
     store, invocation_id, max_attempts, count_tokens = (scope.store, scope.invocation_id, scope.max_attempts,
                                                         scope.count_tokens)
@@ -224,13 +238,15 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
              if exists and invocation_id and store.list_parts(experiment, own) else EMPTY_PRIOR.empty_table())
     tokenizers = {label: _tokenizer(model_sources.get(label)) for label in models} if count_tokens else {}
     stages = list(instrument.stages)
-    cells = grid_cells(settings) if scope.first is None else scope.first
+    # the grid the scan expands, its text columns left dictionary-encoded (each text held once): a chunk is
+    # decoded to the scan's plain columns just before render
+    cells = grid_cells(settings, compact=True) if scope.first is None else scope.first
     pool = pa.default_memory_pool()
     pool.release_unused()   # the expansion's temporaries
     out: list[StagePlan] = []
     for index, name in enumerate(stage_names(ref)):
         if index:
-            cells = later_stage_cells(ref, index, _stand_in_rows(cells, stages[index - 1].reads))
+            cells = later_stage_cells(ref, index, _stand_in_rows(plain(cells), stages[index - 1].reads))
         kept = cells if held is None else remove_done(cells, held)
         todo, gave_up = plan_attempts(kept, prior, max_attempts)
         for label, model in models.items():
@@ -251,7 +267,7 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
                     ran = runs.slice(offset, CHUNK) if runs is not None else None
                     if not every and ran is None:
                         ran = pa.array(np.zeros(chunk.num_rows, bool))
-                    rendered = instrument.render(chunk, ref.spec)
+                    rendered = instrument.render(plain(chunk), ref.spec)
                     if generate:
                         asked = _sampling(rendered, model)
                         sampling.update(_distinct(asked))

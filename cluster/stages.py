@@ -39,11 +39,13 @@ def instrument_ref(settings: Settings) -> InstrumentRef:
     return InstrumentRef(settings.instrument, settings.instrument_settings)
 
 
-def grid_cells(settings: Settings) -> pa.Table:
-    """The full grid of frozen ``settings``: the instrument's cells for every model label, with probe ids."""
+def grid_cells(settings: Settings, *, compact: bool = False) -> pa.Table:
+    """The full grid of frozen ``settings``: the instrument's cells for every model label, with probe ids
+    (``compact``: text columns left dictionary-encoded, ``grid.cells.with_probe_ids``)."""
     ref = instrument_ref(settings)
     labels = [m.label for m in settings.models]
-    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings.samples), instrument=ref.name)
+    return with_probe_ids(ref.instrument.cells(ref.spec, labels, settings.samples), instrument=ref.name,
+                          compact=compact)
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,24 @@ CELL_COLUMNS = ("label", "item_key", "envelope", "ordering", "sample")
 """Columns every instrument's ``cells`` returns (``-`` for a coordinate it lacks); the engine adds probe_id."""
 
 
-def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "") -> pa.Table:
+def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "", *, compact: bool = False) -> pa.Table:
     """``cells`` with a ``probe_id`` column = label|item_key|envelope|ordering (replacing one already there).
 
     Checks that an instrument's cells carry the core columns and that (probe_id, sample) is unique: two
-    cells with one key would overwrite each other's resume state."""
+    cells with one key would overwrite each other's resume state. The columns come back as plain values
+    (``plain``: an instrument may hand over dictionary-encoded ones); with ``compact``, as the instrument gave
+    them, and probe_id dictionary-encoded too (each distinct probe id held once; the same values)."""
     missing = [c for c in CELL_COLUMNS if c not in cells.column_names]
     if missing:
         raise ValueError(f"instrument {instrument!r}: cells lack {missing} (every instrument returns {CELL_COLUMNS})")
     if "probe_id" in cells.column_names:
         cells = cells.drop_columns(["probe_id"])
-    parts = [pc.fill_null(cells.column(c).cast(pa.string()), MISSING) for c in ("label", "item_key", "envelope", "ordering")]
-    probe_id = pc.binary_join_element_wise(*parts, SEP)
+    if compact and cells.num_rows:
+        probe_id = _compact_probe_ids(cells)
+    else:
+        cells = plain(cells)
+        parts = [pc.fill_null(cells.column(c).cast(pa.string()), MISSING) for c in PROBE_ID_PARTS]
+        probe_id = pc.binary_join_element_wise(*parts, SEP)
     cells = cells.append_column("probe_id", probe_id)
     distinct = _distinct_keys(cells)
     if distinct != cells.num_rows:
@@ -39,18 +45,78 @@ def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "") -> pa.
     return cells
 
 
-def _distinct_keys(cells: pa.Table) -> int:
-    """How many distinct (probe_id, sample) ``cells`` holds: each column dictionary-encoded and the two codes
-    combined into one integer (a hash table of the distinct values only, not a copy of every key)."""
-    if cells.column("sample").null_count or cells.column("probe_id").null_count:
-        return cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([]).num_rows
+PROBE_ID_PARTS = ("label", "item_key", "envelope", "ordering")
+"""The cell columns a probe_id joins, in order."""
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with each dictionary-encoded column decoded to its values' type (``table`` itself when none is)."""
+    if not any(pa.types.is_dictionary(f.type) for f in table.schema):
+        return table
+    return table.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                                 for f in table.schema], metadata=table.schema.metadata))
+
+
+def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Exact integer codes of a column's values: (code per row (int32), how many codes). Equal values share one
+    code and null has a code of its own; a dictionary-encoded column is read through its dictionary, whose
+    repeated values are merged."""
+    if isinstance(column, pa.ChunkedArray):
+        column = (column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column).combine_chunks()
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    values = pc.dictionary_encode(column.dictionary)   # small: the dictionary's distinct values
+    n_values = len(values.dictionary)
+    remap = np.append(pc.fill_null(values.indices, n_values).to_numpy(), n_values).astype(np.int32)
+    indices = column.indices.cast(pa.int32())
+    if indices.null_count:
+        indices = pc.fill_null(indices, len(column.dictionary))
+    return remap[indices.to_numpy()], n_values + 1
+
+
+def _row_codes(cells: pa.Table, names: tuple[str, ...]) -> np.ndarray:
+    """One int64 code per row for the values of columns ``names``: equal tuples, equal codes (made dense again
+    before the product of the columns' code counts could overflow)."""
     code, size = np.zeros(cells.num_rows, np.int64), 1
-    for name in CELL_KEY:
-        encoded = pc.dictionary_encode(cells.column(name)).combine_chunks()
-        code = code * len(encoded.dictionary) + encoded.indices.to_numpy().astype(np.int64)
-        size *= len(encoded.dictionary)
-    return len(np.unique(code)) if size < 2 ** 62 else \
-        cells.select(list(CELL_KEY)).group_by(list(CELL_KEY)).aggregate([]).num_rows
+    for name in names:
+        codes, n = _codes(cells.column(name))
+        if size * n >= 2 ** 62:
+            code = pc.dictionary_encode(pa.array(code)).indices.to_numpy().astype(np.int64)
+            size = int(code.max()) + 1
+        code *= n
+        code += codes
+        size *= n
+    return code
+
+
+def _first_rows(indices: np.ndarray) -> np.ndarray:
+    """Where each code first occurs in ``indices``, codes numbered in order of first occurrence (as
+    ``pc.dictionary_encode`` numbers them): a row holds a new code exactly where it exceeds all before it."""
+    highest = np.maximum.accumulate(indices)
+    return np.flatnonzero(np.concatenate([[True], highest[1:] > highest[:-1]]))
+
+
+def _compact_probe_ids(cells: pa.Table) -> pa.DictionaryArray:
+    """The probe_id column as ``with_probe_ids`` joins it, dictionary-encoded: each distinct combination of the
+    parts is joined once (at its first row), and equal probe ids share one dictionary entry."""
+    combos = pc.dictionary_encode(pa.array(_row_codes(cells, PROBE_ID_PARTS))).indices.to_numpy()
+    at = pa.array(_first_rows(combos))
+    parts = [pc.fill_null(cells.column(c).take(at).cast(pa.string()).combine_chunks(), MISSING)
+             for c in PROBE_ID_PARTS]
+    joined = pc.dictionary_encode(pc.binary_join_element_wise(*parts, SEP))
+    if len(joined.dictionary) < len(joined):   # two combinations joined to one text
+        combos = joined.indices.to_numpy()[combos]
+    return pa.DictionaryArray.from_arrays(pa.array(combos.astype(np.int32, copy=False)), joined.dictionary)
+
+
+def _distinct_keys(cells: pa.Table) -> int:
+    """How many distinct (probe_id, sample) ``cells`` holds: each column's values coded as integers and the
+    codes combined into one, sorted in place and the changes counted (no copy of every key)."""
+    if not cells.num_rows:
+        return 0
+    code = _row_codes(cells, CELL_KEY)
+    code.sort()
+    return 1 + int(np.count_nonzero(code[1:] != code[:-1]))
 
 
 CELL_KEY_TYPES = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])

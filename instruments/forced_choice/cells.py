@@ -18,32 +18,40 @@ ORDERINGS = ("AB", "BA")
 
 
 def expand_forced_choice(labels: list[str], pairs: pa.Table, envelope_ids: list[str],
-                         orderings: list[str], samples: int) -> pa.Table:
+                         orderings: list[str], samples: int, *, compact: bool = False) -> pa.Table:
     """All cells of a forced-choice grid: label × pair × envelope × ordering × sample.
 
     Columns: label, pair_id, word_a, word_b, item_key, envelope, ordering, sample (int32).
     Rows are ordered label-major, then pair, envelope, ordering, sample. The engine adds probe_id.
+    ``compact``: the text columns dictionary-encoded (int32 positions into the labels, the pair set's rows,
+    the envelopes, the orderings; the same values), so a 10^6-cell grid holds each text once.
     """
     n_l, n_p, n_e, n_o, n_s = len(labels), pairs.num_rows, len(envelope_ids), len(orderings), samples
     total = n_l * n_p * n_e * n_o * n_s
-    idx = np.arange(total, dtype=np.int64)
-    i_s = idx % n_s
-    i_o = (idx // n_s) % n_o
-    i_e = (idx // (n_s * n_o)) % n_e
-    i_p = (idx // (n_s * n_o * n_e)) % n_p
-    i_l = idx // (n_s * n_o * n_e * n_p)
-    del idx
-    label = pa.array(labels, pa.string()).take(pa.array(i_l))
-    pair_rows = pa.array(i_p)
-    pair_id = pairs.column("pair_id").combine_chunks().take(pair_rows)
-    word_a = pairs.column("word_a").combine_chunks().take(pair_rows)
-    word_b = pairs.column("word_b").combine_chunks().take(pair_rows)
-    envelope = pa.array(envelope_ids, pa.string()).take(pa.array(i_e))
-    ordering = pa.array(orderings, pa.string()).take(pa.array(i_o))
-    item_key = pc.binary_join_element_wise(word_a, word_b, SEP)
+
+    def positions(count: int, inner: int) -> pa.Array:
+        """Per cell, its position along one axis of ``count`` (int32): each position ``inner`` times in a row, that
+        block repeated over the grid."""
+        block = np.repeat(np.arange(count, dtype=np.int32), inner)
+        return pa.array(np.tile(block, total // len(block)) if len(block) else block)
+
+    i_s = positions(n_s, 1)
+    i_o = positions(n_o, n_s)
+    i_e = positions(n_e, n_s * n_o)
+    i_p = positions(n_p, n_s * n_o * n_e)
+    i_l = positions(n_l, n_s * n_o * n_e * n_p)
+
+    def column(rows: pa.Array, values: pa.Array) -> pa.Array:
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return pa.DictionaryArray.from_arrays(rows, values) if compact else values.take(rows)
+
+    words_a, words_b = pairs.column("word_a").combine_chunks(), pairs.column("word_b").combine_chunks()
     return pa.table({
-        "label": label, "pair_id": pair_id, "word_a": word_a, "word_b": word_b, "item_key": item_key,
-        "envelope": envelope, "ordering": ordering, "sample": pa.array(i_s.astype(np.int32)),
+        "label": column(i_l, pa.array(labels, pa.string())), "pair_id": column(i_p, pairs.column("pair_id")),
+        "word_a": column(i_p, words_a), "word_b": column(i_p, words_b),
+        "item_key": column(i_p, pc.binary_join_element_wise(words_a, words_b, SEP)),
+        "envelope": column(i_e, pa.array(envelope_ids, pa.string())),
+        "ordering": column(i_o, pa.array(orderings, pa.string())), "sample": i_s,
     })
 
 

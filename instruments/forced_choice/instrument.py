@@ -65,9 +65,10 @@ class ForcedChoice(Instrument):
         return spec.frozen["n_items"] * len(spec.envelope_ids) * len(spec.orderings)
 
     def cells(self, spec: ForcedChoiceSpec, labels: list[str], samples: int) -> pa.Table:
-        """label × pair × envelope × ordering × sample; the pair set is read again and its hash checked."""
+        """label × pair × envelope × ordering × sample, its text columns dictionary-encoded (a large grid holds
+        each text once); the pair set is read again and its hash checked."""
         return expand_forced_choice(labels, spec.pairs().table, list(spec.envelope_ids), list(spec.orderings),
-                                    samples)
+                                    samples, compact=True)
 
     def render(self, block: pa.Table, spec: ForcedChoiceSpec) -> pa.Table:
         """system_text and user_text of each cell (literal substitution of the words into the envelope)."""
