@@ -87,13 +87,13 @@ def invocation(inv, labels: list[str], files: list[tuple[str, int]], n_rows: int
     extension is not in ``served`` is listed without a link; None: every file is linked)."""
     row = inv.row
     iid = row["invocation_id"]
-    facts = table(["", ""], [[e(k), e(v)] for k, v in (
-        ("experiment", row["experiment"]), ("instrument", row["instrument"]), ("status", row["status"]),
-        ("started (UTC)", row["started_at"]), ("finished (UTC)", row["finished_at"]),
-        ("counts", json.dumps(row["counts"], sort_keys=True) if row["counts"] else None),
-        ("store", row["store_uri"]), ("git", f'{row["git_sha"]}{" (dirty)" if row["git_dirty"] else ""}'),
-        ("host / user", f'{row["host"]} / {row["username"]}'), ("trace rows", f"{n_rows:,}"),
-        ("models", ", ".join(labels)))], "facts")
+    facts = table(["", ""], [[e(k), v] for k, v in (
+        ("experiment", e(row["experiment"])), ("instrument", e(row["instrument"])), ("status", e(row["status"])),
+        ("started (UTC)", when(row["started_at"])), ("finished (UTC)", when(row["finished_at"])),
+        ("counts", e(json.dumps(row["counts"], sort_keys=True) if row["counts"] else None)),
+        ("store", e(row["store_uri"])), ("git", e(f'{row["git_sha"]}{" (dirty)" if row["git_dirty"] else ""}')),
+        ("host / user", e(f'{row["host"]} / {row["username"]}')), ("trace rows", e(f"{n_rows:,}")),
+        ("models", e(", ".join(labels))))], "facts")
     links = (f'<p class="links"><a href="{inv_path(iid, "matrix")}">matrix</a> · '
              f'<a href="{inv_path(iid, "timing")}">timing</a> · '
              f'<a href="{url("/compare", a=iid, b=iid)}">compare two models</a></p>')
@@ -259,7 +259,7 @@ def diff_page(form: str, sides: tuple | None, result: dict | None, kind: str, in
         classes = sorted({r["ca"] for r in result["confusion"]} | {r["cb"] for r in result["confusion"]}, key=str)
         counts = {(r["ca"], r["cb"]): r["n"] for r in result["confusion"]}
         confusion = "<h2>classes: A (rows) × B (columns)</h2>" + table(
-            ["A \\ B", *[str(c) for c in classes]],
+            ["A \\ B", *classes],   # a cell without a class (None) reads — here as in the rows
             [[e(ca), *[e(counts.get((ca, cb), 0)) for cb in classes]] for ca in classes], "confusion")
         items = table(["item", "matched", "same class"], [
             [e(r["item"]), e(r["n"]), e(percent(r["same"] / r["n"]))] for r in result["items"]], "items")
