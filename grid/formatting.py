@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import timezone
 
 ABSENT = "—"
 """What an absent value (None, NaN) is printed as."""
@@ -82,6 +83,16 @@ def duration(seconds) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60:02d} s"
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def stamp(moment) -> str:
+    """A moment (an aware ``datetime``; a naive one is taken as UTC) as ``2026-12-05 19:35:13 UTC``: to the
+    second, in UTC, as browse's tables show start and finish; ``—`` when absent."""
+    if _absent(moment):
+        return ABSENT
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def unit_of(name: str, units: Mapping[str, str | int] | None = None) -> str | int | None:

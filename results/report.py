@@ -19,12 +19,13 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.grid.formatting import fixed
+from mirrorscan.grid.formatting import fixed, stamp
 from mirrorscan.grid.headline import HeadlineSource, sql_text
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.settings import Settings
@@ -89,7 +90,7 @@ class Report:
     """name → PNG bytes (embedded as data URIs)."""
     analysis_dir: str | None
     """Display path of the analysis folder the numbers were written to (None when not written)."""
-    generated_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    generated_at: str = field(default_factory=lambda: stamp(datetime.now(timezone.utc)))
 
 
 def redact(value: Any) -> Any:
@@ -193,14 +194,22 @@ def headline_numbers(instrument, analysis: Analysis, settings: Settings, invocat
             for model, numbers in values.items() for name, value in numbers.items()]
 
 
+def provenance_of(row: dict) -> dict:
+    """An invocation's catalog ``row`` as the report's provenance: moments as ``grid.formatting.stamp`` writes
+    them (to the second, UTC, as browse shows them), other non-plain values as text, and the catalog's name."""
+    provenance = {k: row.get(k) for k in ("git_sha", "git_dirty", "host", "pid", "username", "started_at",
+                                          "finished_at", "store_uri", "settings_hash", "reconstructed_from")}
+    provenance = {k: (stamp(v) if isinstance(v, datetime) else str(v)
+                      if v is not None and not isinstance(v, (bool, int, float, str)) else v)
+                  for k, v in provenance.items()}
+    provenance["catalog"] = _catalog_name()
+    return provenance
+
+
 def build(inv, analysis: Analysis, analysis_dir: str | None = None) -> Report:
     """The report of one invocation (``results.invocations.Invocation``) and its analysis; no I/O."""
     row, manifest = inv.row, inv.manifest or {}
-    provenance = {k: row.get(k) for k in ("git_sha", "git_dirty", "host", "pid", "username", "started_at",
-                                          "finished_at", "store_uri", "settings_hash", "reconstructed_from")}
-    provenance = {k: (str(v) if v is not None and not isinstance(v, (bool, int, float, str)) else v)
-                  for k, v in provenance.items()}
-    provenance["catalog"] = _catalog_name()
+    provenance = provenance_of(row)
     return Report(
         invocation_id=inv.invocation_id, experiment=inv.experiment, instrument=inv.instrument.name,
         status=row.get("status") or "", description=inv.settings.description,

@@ -12,7 +12,7 @@ import html
 import json
 import shlex
 
-from mirrorscan.grid.formatting import headline
+from mirrorscan.grid.formatting import ABSENT, fixed, headline
 from mirrorscan.grid.instrument import headline_units
 from mirrorscan.results.report import HeadlineNumber, Report
 
@@ -43,6 +43,18 @@ def fmt(value) -> str:
     return str(value)
 
 
+def plain(value) -> str:
+    """A recorded fact (provenance, counts) as the page shows it: numbers as ``grid.formatting.fixed`` writes
+    them (never ``1e-05``), booleans in lower case, None as ``—`` (nothing recorded; not a measurement)."""
+    if value is None:
+        return ABSENT
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return fixed(value)
+    return str(value)
+
+
 def shown_value(n: HeadlineNumber, units: dict | None = None) -> str:
     """A headline number as ``analyze`` prints it (``grid.formatting.headline`` with the instrument's
     ``headline_units``: a rate as 15.6%, percentage points as +3.1 pp); the exact value is the cell's
@@ -65,7 +77,7 @@ def sql_command(sql: str, csv_to: str | None = None) -> str:
 
 
 def _kv_table(mapping: dict) -> str:
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(fmt(v) if not isinstance(v, (dict, list)) else json.dumps(v, ensure_ascii=False))}</td></tr>"
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(plain(v) if not isinstance(v, (dict, list)) else json.dumps(v, ensure_ascii=False))}</td></tr>"
                    for k, v in mapping.items())
     return f"<table>{rows}</table>" if rows else '<p class="muted">none recorded</p>'
 
