@@ -30,6 +30,7 @@ import math
 
 from mirrorscan.analysis.dstudy import d_study, smallest_n
 from mirrorscan.analysis.gtheory import RESIDUAL, GStudy
+from mirrorscan.grid.formatting import fixed
 
 TARGET = 0.8
 """Relative Eρ² the wrappers-needed figures aim at."""
@@ -158,7 +159,7 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
     for c in d["components"]:
         share = "n/a" if c["share"] is None else f"{100 * c['share']:.1f}%"
         flag = "  (negative estimate, counted as 0)" if c["raw_estimate"] < 0 else ""
-        lines.append(f"  {c['words']:<{width}} {c['variance']:>10.3g} {share:>7}{flag}")
+        lines.append(f"  {c['words']:<{width}} {fixed(c['variance']):>10} {share:>7}{flag}")
     imp = study.get("implementation_shares")
     if imp:
         lines.append(f"  shares: model {_pct(imp['model'])}, wrapper × model {_pct(imp['model_wrapper'])}, item "
@@ -177,10 +178,10 @@ def design_lines(name: str, study: dict, score: str) -> list[str]:
         lines.append(f"  {d['facets'][facet]}s needed for Eρ² {TARGET:.2f}: " + _needed_words(needed, item))
     ratio = d["ratio_model_wrapper_to_model_item"]
     lines.append(f"  σ²(model × wrapper) / σ²(model × {item}): " + ("n/a (no model × item variance)" if ratio is None
-                                                                   else f"{ratio:.3g}"))
+                                                                   else fixed(ratio)))
     h = d["hypothetical"]
     if h:
-        lines.append(f"  under a hypothesised model variance {h['object_variance']:.3g} (object_variance: a given value "
+        lines.append(f"  under a hypothesised model variance {fixed(h['object_variance'])} (object_variance: a given value "
                      f"or the spread of published per-model scores): single-wrapper Eρ² "
                      f"{_f(h['single_wrapper']['g_coefficient'])}, Φ {_f(h['single_wrapper']['phi'])}")
         for facet, needed in h["wrappers_needed"].items():

@@ -4,7 +4,7 @@ Plain text assembled from the analysis's own JSON; nothing is computed here."""
 
 from __future__ import annotations
 
-from mirrorscan.grid.formatting import with_article
+from mirrorscan.grid.formatting import fixed, with_article
 from mirrorscan.instruments.lens.design import design_lines
 
 
@@ -49,11 +49,11 @@ def model_lines(models: dict) -> list[str]:
                      f"{_f(fl and fl['headline_minus_floor']['median']):>7} "
                      f"{_f(fl and fl['z_against_floor'] and fl['z_against_floor']['median'], '.2f'):>6} "
                      f"{above:>6} "
-                     f"{_f(sw and sw['floor']):>6} {_f(sw and sw['z'], '.2f'):>7} {_f(sw and sw['p_two_sided'], '.3g'):>9} "
+                     f"{_f(sw and sw['floor']):>6} {_f(sw and sw['z'], '.2f'):>7} {_p(sw and sw['p_two_sided']):>9} "
                      f"{_f(rd and rd['median']):>6} {_f(rd and rd['p95']):>6}")
     if any(m.get("argmax_bootstrap") for m in models.values()):
         lines.append("best-layer stability (items resampled within class): share of the layer stack the best layer "
-                     "moves across, over wrappers; robust when the median is below 10 % of the stack")
+                     "moves across, over wrappers; robust when the median is below 10% of the stack")
         lines.append(f"{'model/variant':<30} {'median':>7} {'max':>6} {'distinct layers':>16}  verdict")
         for key, m in models.items():
             a = m.get("argmax_bootstrap")
@@ -61,7 +61,7 @@ def model_lines(models: dict) -> list[str]:
                 continue
             verdict = ("n/a: one layer enters the max" if a["robust"] is None else
                        ("robust" if a["robust"] else "not robust")
-                       + f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10 %; {a['draws']} draws)")
+                       + f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10%; {a['draws']} draws)")
             lines.append(f"{key:<30} {_pct(a['median_share']):>7} {_pct(a['max_share']):>6} "
                          f"{a['distinct_range'][0]:>7} to {a['distinct_range'][1]:<5}  {verdict}")
     lines.append("cosines of directions (1 = the same direction, 0 = unrelated): within a wrapper from disjoint "
@@ -73,6 +73,11 @@ def model_lines(models: dict) -> list[str]:
         lines.append(f"{key:<30} {_f(c['within_wrapper_halves'], '.4f'):>7} {_f(c['across_wrappers'], '.4f'):>7} "
                      f"{c['across_wrappers_layer']:>6} {_f(c['one_item_recovery'], '.4f'):>9}")
     return lines
+
+
+def _p(x) -> str:
+    """A p value fixed-point (``grid.formatting.fixed``: 0.00498, never 5e-05); n/a when absent."""
+    return "n/a" if x is None or x != x else fixed(x)
 
 
 def _pct(x) -> str:
@@ -109,12 +114,12 @@ def claim_lines(concord: dict, claims: dict, n_wrappers: int) -> list[str]:
             lines.append(f"Kendall's W ({variant}): none ({c['missing']})")
             continue
         lines.append(f"Kendall's W of the model ranking across wrappers ({variant}): {c['w']:.3f} (0 = no agreement, "
-                     f"1 = every wrapper ranks the models alike; permutation p = {c['p_value']:.3g})")
+                     f"1 = every wrapper ranks the models alike; permutation p = {fixed(c['p_value'])})")
     for variant, c in claims.items():
         for comp in c["comparisons"]:
             if comp["p_value"] is not None:
                 lines.append(f"{comp['a']} − {comp['b']} ({variant}): {comp['mean_difference']:+.3f} mean over wrappers "
-                             f"(positive: {comp['a']} higher), wrapper-permutation p = {comp['p_value']:.3g}, interval "
+                             f"(positive: {comp['a']} higher), wrapper-permutation p = {fixed(comp['p_value'])}, interval "
                              f"[{comp['interval'][0]:+.3f}, {comp['interval'][1]:+.3f}]")
         sc = c["scaling"]
         if "missing" not in sc:
