@@ -20,6 +20,8 @@ import statistics
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mirrorscan.grid.formatting import ABSENT, percent
+
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 ONE_SAMPLE_NOTE = "one sample per cell: across-sample agreement cannot be measured"
 
@@ -134,7 +136,8 @@ def model_summaries(rows: pa.Table, labels: list[str] | None = None) -> list[dic
 
 
 def _fmt(value, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
+    """A mean with the decimals the report shows it with (``headline_units``); absent as ``—``, as everywhere."""
+    return ABSENT if value is None else format(value, spec)
 
 
 def summary_text(summaries: list[dict], series: str) -> str:
@@ -144,7 +147,7 @@ def summary_text(summaries: list[dict], series: str) -> str:
     for m in summaries:
         agree = m["agreement"]
         agreement = (agree["note"] if "note" in agree else
-                     f"identical {_fmt(agree['identical_answer_share'])}, posthoc sd {_fmt(agree['posthoc_sd_within_cell_mean'])}")
+                     f"identical {percent(agree['identical_answer_share'])}, posthoc sd {_fmt(agree['posthoc_sd_within_cell_mean'])}")
         lines.append(f"{m.get('row', m['label']):<28} {m['answers']:>7} {_fmt(m['answer_chars_mean'], '.0f'):>7} "
                      f"{_fmt(m['cold']['mean']):>6} {m['cold']['measured']:>4}/{m['cold']['not_measured']:<4} "
                      f"{_fmt(m['posthoc']['mean']):>8} {m['posthoc']['measured']:>4}/{m['posthoc']['not_measured']:<4}  "
