@@ -85,6 +85,19 @@ def duration(seconds) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
+def count(n) -> str:
+    """A large count (parameters, tokens) short: ``812``, ``41.3K``, ``135M``, ``1.70B`` (three significant
+    digits, never ``1.35e+08``); ``—`` when absent."""
+    if _absent(n):
+        return ABSENT
+    n = float(n)
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size * 0.9995:
+            v = n / size
+            return f"{v:.{2 if abs(v) < 9.995 else 1 if abs(v) < 99.95 else 0}f}{unit}"
+    return f"{n:.0f}"
+
+
 def stamp(moment) -> str:
     """A moment (an aware ``datetime``; a naive one is taken as UTC) as ``2026-12-05 19:35:13 UTC``: to the
     second, in UTC, as browse's tables show start and finish; ``—`` when absent."""

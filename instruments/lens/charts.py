@@ -4,6 +4,7 @@ headline over wrappers per model. The G-study's charts come from ``analysis.plot
 from __future__ import annotations
 
 from mirrorscan.analysis.plotting import png, pyplot
+from mirrorscan.grid.formatting import count
 
 
 def auroc_by_layer(curves: dict, title: str) -> bytes:
@@ -48,7 +49,7 @@ def scaling_by_wrapper(parameters: dict, rows: list[dict], variant: str, positiv
         value = {r["label"]: r["max_auroc_minus_half"] for r in rows if r["variant"] == variant and r["wrapper"] == wrapper}
         if all(m in value for m in models):
             ax.plot(x, [value[m] for m in models], linewidth=0.8, alpha=0.5, marker="o", markersize=2)
-    ax.set_xticks(x, [f"{m}\n{parameters[m]:.3g}" for m in models], fontsize=7)
+    ax.set_xticks(x, [f"{m}\n{count(parameters[m])}" for m in models], fontsize=7)
     ax.set_xlabel("model (parameters, log scale)")
     ax.set_ylabel(f"max over layers of AUROC − 0.5 (positive = {positive})")
     ax.set_title(f"scaling per wrapper ({variant}): one line each", fontsize=9)

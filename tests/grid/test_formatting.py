@@ -78,3 +78,10 @@ def test_an_instruments_headline_units_say_how_its_numbers_are_written():
     assert headline("total_flinch", 7.04, flinch) == "7.0" and headline("flinch_sexual", 61.25, flinch) == "61.2"
     assert headline("carrier_g_sexual", 0.8567, flinch) == "0.86"
     assert headline_units("no_such_instrument") == {}
+
+
+def test_a_large_count_reads_short_and_never_in_scientific_notation():
+    from mirrorscan.grid.formatting import count
+
+    assert [count(n) for n in (812, 41_300, 134_515_008, 1.7e9, 99.96e6, None)] == \
+        ["812", "41.3K", "135M", "1.70B", "100M", "—"]
