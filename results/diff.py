@@ -228,7 +228,17 @@ def _num(value) -> str:
 
 
 def _shift(value, unit: str) -> str:
-    return "shift —" if value is None else f"shift {'+' if value >= 0 else ''}{fixed(value)} {unit}"
+    """A signed shift in ``unit``; milliseconds as ``grid.formatting.milliseconds`` writes the two medians
+    (``+132 ms``, ``+12 s``), so a shift and its medians read in one unit and precision."""
+    if value is None:
+        return "shift —"
+    return f"shift {'+' if value >= 0 else ''}" + (milliseconds(value) if unit == "ms" else f"{fixed(value)} {unit}")
+
+
+def _phrase(rule: str) -> str:
+    """An instrument's same-answer rule (a sentence: its docstring) as a phrase inside a line."""
+    rule = rule.strip().rstrip(".")
+    return rule[:1].lower() + rule[1:] if rule[1:2].islower() else rule
 
 
 def format_diff(d: Diff) -> str:
@@ -236,7 +246,7 @@ def format_diff(d: Diff) -> str:
     lines = [f"diff A {d.left}  vs  B {d.right}   instrument {d.instrument}",
              f"cells: {d.cells_left} in A · {d.cells_right} in B · {d.shared} in both "
              f"({d.cells_left - d.shared} only in A, {d.cells_right - d.shared} only in B)",
-             f"same answer ({d.same_answer_rule.rstrip('.')}): {_pct(d.same_answer)}"
+             f"same answer ({_phrase(d.same_answer_rule)}): {_pct(d.same_answer)}"
              + ("   EXACT MATCH" if d.exact else ""),
              f"responses, exact text: {_pct(d.responses)}"]
     lines += [f"{name}, exact: {_pct(m)}" for name, m in d.columns.items()]

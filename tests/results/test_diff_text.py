@@ -18,4 +18,14 @@ def test_timings_and_headlines_are_printed_in_fixed_units():
     text = format_diff(d)
     assert not re.search(r"\d[eE][+-]?\d", text), text
     assert "m per_cell_commit_rate: 15.6% → 25.0%" in text and "m mean_sharpness: 0.0000120 → 0.500" in text
-    assert "ttft 0.00 ms → 12 s (shift +12346 ms), decode 0.0000200 → 150.2 tok/s (shift +150.2 tok/s)" in text
+    assert "ttft 0.00 ms → 12 s (shift +12 s), decode 0.0000200 → 150.2 tok/s (shift +150.2 tok/s)" in text
+
+
+def test_a_shift_reads_in_the_unit_and_precision_of_its_medians_and_the_rule_as_a_phrase():
+    d = Diff("a", "b", "forced_choice", "Same response text and same class.", 4, 4, 4, Match(4, 4), Match(4, 4),
+             timing={"source": "inference_log",
+                     "m": {"ttft_ms": {"left": 5160.2, "right": 5291.8, "shift": 131.6},
+                           "decode_tok_s": {"left": 4.195, "right": 4.286, "shift": 0.091}}})
+    text = format_diff(d)
+    assert "ttft 5160 ms → 5292 ms (shift +132 ms)" in text, text
+    assert "same answer (same response text and same class): 4/4" in text, text

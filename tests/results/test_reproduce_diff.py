@@ -83,7 +83,7 @@ def test_the_diff_verb_prints_the_match(scanned):
                            "--catalog-dsn", scanned["dsn"], "--expect-exact"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "same answer (Same response text and same class): 8/8 = 100.0%   EXACT MATCH" in proc.stdout
+    assert "same answer (same response text and same class): 8/8 = 100.0%   EXACT MATCH" in proc.stdout
     assert "class, exact: 8/8 = 100.0%" in proc.stdout
     assert "by envelope: english_strict 4/4 = 100.0% · json_schema 4/4 = 100.0%" in proc.stdout
 
