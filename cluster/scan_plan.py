@@ -134,6 +134,9 @@ class _TokenCounter:
     text, not the text itself, later ones encoded again)."""
 
     CACHED = 65_536
+    """Distinct texts whose counts are remembered across chunks."""
+    BATCH = 1_024
+    """Texts encoded in one call."""
 
     def __init__(self, tokenizer):
         self.tokenizer, self.known = tokenizer, {}
@@ -147,9 +150,12 @@ class _TokenCounter:
         keys = [hashlib.blake2b(v.encode(), digest_size=16).digest() for v in values]
         missing = [i for i, k in enumerate(keys) if k not in self.known]
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)   # same ids, no offsets
-        encoded = encode([values[i] for i in missing], add_special_tokens=False) if missing else []
-        new = {keys[i]: len(e.ids) for i, e in zip(missing, encoded)}
-        del encoded, values
+        new = {}
+        for start in range(0, len(missing), self.BATCH):   # a batch's encodings (every token's parts) at a time
+            batch = missing[start:start + self.BATCH]
+            new.update((keys[i], len(e.ids)) for i, e in zip(batch, encode([values[i] for i in batch],
+                                                                             add_special_tokens=False)))
+        del values
         total = sum(n * (new[k] if k in new else self.known[k]) for k, n in zip(keys, counts))
         for key, length in new.items():
             if len(self.known) >= self.CACHED:

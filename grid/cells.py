@@ -33,13 +33,13 @@ def with_probe_ids(cells: pa.Table, file: str = "", instrument: str = "", *, com
     if "probe_id" in cells.column_names:
         cells = cells.drop_columns(["probe_id"])
     if compact and cells.num_rows:
-        probe_id = _compact_probe_ids(cells)
+        probe_id, by_entry = _compact_probe_ids(cells), not _joins_may_repeat(cells)
     else:
         cells = plain(cells)
         parts = [pc.fill_null(cells.column(c).cast(pa.string()), MISSING) for c in PROBE_ID_PARTS]
-        probe_id = pc.binary_join_element_wise(*parts, SEP)
+        probe_id, by_entry = pc.binary_join_element_wise(*parts, SEP), False
     cells = cells.append_column("probe_id", probe_id)
-    distinct = _distinct_keys(cells)
+    distinct = _distinct_keys(cells, by_entry=by_entry)
     if distinct != cells.num_rows:
         raise ValueError(f"instrument {instrument!r}: {cells.num_rows - distinct} cells share a (probe_id, sample)")
     return cells
@@ -57,29 +57,33 @@ def plain(table: pa.Table) -> pa.Table:
                                  for f in table.schema], metadata=table.schema.metadata))
 
 
-def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+def _codes(column: pa.Array | pa.ChunkedArray, by_entry: bool = False) -> tuple[np.ndarray, int]:
     """Exact integer codes of a column's values: (code per row (int32), how many codes). Equal values share one
     code and null has a code of its own; a dictionary-encoded column is read through its dictionary, whose
-    repeated values are merged."""
+    repeated values are merged (``by_entry``: its entries are known to be distinct values, taken as they are)."""
     if isinstance(column, pa.ChunkedArray):
         column = (column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column).combine_chunks()
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    values = pc.dictionary_encode(column.dictionary)   # small: the dictionary's distinct values
-    n_values = len(values.dictionary)
-    remap = np.append(pc.fill_null(values.indices, n_values).to_numpy(), n_values).astype(np.int32)
+        by_entry = True
+    n_values = len(column.dictionary)
     indices = column.indices.cast(pa.int32())
     if indices.null_count:
-        indices = pc.fill_null(indices, len(column.dictionary))
-    return remap[indices.to_numpy()], n_values + 1
+        indices = pc.fill_null(indices, n_values)
+    if by_entry and not column.dictionary.null_count:
+        return indices.to_numpy(), n_values + 1
+    values = pc.dictionary_encode(column.dictionary)   # the dictionary's distinct values
+    remap = np.append(pc.fill_null(values.indices, len(values.dictionary)).to_numpy(), len(values.dictionary))
+    return remap.astype(np.int32)[indices.to_numpy()], len(values.dictionary) + 1
 
 
-def _row_codes(cells: pa.Table, names: tuple[str, ...]) -> np.ndarray:
+def _row_codes(cells: pa.Table, names: tuple[str, ...], by_entry: tuple[str, ...] = ()) -> np.ndarray:
     """One int64 code per row for the values of columns ``names``: equal tuples, equal codes (made dense again
-    before the product of the columns' code counts could overflow)."""
+    before the product of the columns' code counts could overflow). ``by_entry``: the columns whose
+    dictionary entries are known to be distinct values."""
     code, size = np.zeros(cells.num_rows, np.int64), 1
     for name in names:
-        codes, n = _codes(cells.column(name))
+        codes, n = _codes(cells.column(name), name in by_entry)
         if size * n >= 2 ** 62:
             code = pc.dictionary_encode(pa.array(code)).indices.to_numpy().astype(np.int64)
             size = int(code.max()) + 1
@@ -98,23 +102,38 @@ def _first_rows(indices: np.ndarray) -> np.ndarray:
 
 def _compact_probe_ids(cells: pa.Table) -> pa.DictionaryArray:
     """The probe_id column as ``with_probe_ids`` joins it, dictionary-encoded: each distinct combination of the
-    parts is joined once (at its first row), and equal probe ids share one dictionary entry."""
-    combos = pc.dictionary_encode(pa.array(_row_codes(cells, PROBE_ID_PARTS))).indices.to_numpy()
-    at = pa.array(_first_rows(combos))
-    parts = [pc.fill_null(cells.column(c).take(at).cast(pa.string()).combine_chunks(), MISSING)
-             for c in PROBE_ID_PARTS]
-    joined = pc.dictionary_encode(pc.binary_join_element_wise(*parts, SEP))
-    if len(joined.dictionary) < len(joined):   # two combinations joined to one text
-        combos = joined.indices.to_numpy()[combos]
-    return pa.DictionaryArray.from_arrays(pa.array(combos.astype(np.int32, copy=False)), joined.dictionary)
+    parts is joined once (at its first row). Two combinations may join to one text (a null part reads as
+    ``MISSING``; two parts hold the separator): two entries of the same value, which ``_codes`` merges."""
+    combos = pc.dictionary_encode(pa.array(_row_codes(cells, PROBE_ID_PARTS))).indices
+    at = pa.array(_first_rows(combos.to_numpy()))
+    joined = pc.binary_join_element_wise(*(pc.fill_null(cells.column(c).take(at).cast(pa.string()).combine_chunks(),
+                                                        MISSING) for c in PROBE_ID_PARTS), SEP)
+    return pa.DictionaryArray.from_arrays(combos, joined)
 
 
-def _distinct_keys(cells: pa.Table) -> int:
+def _joins_may_repeat(cells: pa.Table) -> bool:
+    """Whether two distinct combinations of the probe id's parts could join to one text: a null part reads as
+    ``MISSING`` (which a part may also hold); a text splits back into its parts only while at most one part
+    holds the separator (as item_key does)."""
+    with_sep = 0
+    for name in PROBE_ID_PARTS:
+        column = cells.column(name)
+        values = pa.chunked_array([c.dictionary for c in column.chunks]) if pa.types.is_dictionary(column.type) \
+            else column
+        if column.null_count or values.null_count:
+            return True
+        with_sep += bool(pc.any(pc.match_substring(values.cast(pa.string()), SEP)).as_py())
+    return with_sep > 1
+
+
+def _distinct_keys(cells: pa.Table, *, by_entry: bool = False) -> int:
     """How many distinct (probe_id, sample) ``cells`` holds: each column's values coded as integers and the
-    codes combined into one, sorted in place and the changes counted (no copy of every key)."""
+    codes combined into one, sorted in place and the changes counted (no copy of every key). ``by_entry``: a
+    dictionary-encoded probe_id's entries are distinct values (each combination of parts joined once, and no
+    two joining to one text), so its positions are its codes."""
     if not cells.num_rows:
         return 0
-    code = _row_codes(cells, CELL_KEY)
+    code = _row_codes(cells, CELL_KEY, ("probe_id",) if by_entry else ())
     code.sort()
     return 1 + int(np.count_nonzero(code[1:] != code[:-1]))
 

@@ -1,6 +1,7 @@
 """The plan holds the grid compact (text columns dictionary-encoded) and decodes a chunk just before render; its
 figures equal those of the plain grid the scan expands, for a new invocation and for a resume whose invocation
-stored some cells and gave up one. No Ray: the plan starts nothing."""
+stored some cells and gave up one, whatever the number of texts encoded at once. No Ray: the plan starts
+nothing."""
 
 from __future__ import annotations
 
@@ -69,5 +70,8 @@ def test_the_plan_of_the_compact_grid_equals_that_of_the_plain_grid(tmp_path, ti
 
     for invocation in (None, invocation_id):
         assert planned(invocation, None) == planned(invocation, scanned)
+    whole = planned(None, None)
+    monkeypatch.setattr(plan._TokenCounter, "BATCH", 3)   # texts encoded 3 at a time: the same counts
+    assert planned(None, None) == whole and whole[0].tokens_in > 0
     resumed = {p.label: (p.cells, p.held_here, p.given_up, p.run) for p in planned(invocation_id, None)}
     assert resumed == {"tiny": (24, 4, 0, 20), "other": (24, 0, 1, 23)}
