@@ -7,9 +7,11 @@ tokenizer the plan counts input tokens with once it is prepared: ``make demo-mod
 gives the same cell count with 510,000 distinct texts (the worst case for the token count, which encodes each
 distinct text once).
 
-Then runs the dry run ``--repeats`` times as its own process (``python -m mirrorscan.jobs.cli scan EXP --dry-run``, the
-code of ``--repo``, default this checkout; the working folder is that checkout, so the mirrorscan home is the
-one it finds, or ``$MIRRORSCAN_HOME``) and reports per run the wall time (monotonic, around the process), its
+Then runs the dry run ``--repeats`` times as its own process (``python -P -m mirrorscan.jobs.cli scan EXP
+--dry-run``, the code of ``--repo``, default this checkout, imported through a folder of links laid out as its
+``pyproject.toml`` maps the package, since an editable install maps ``mirrorscan`` to its own checkout whatever
+the working folder; the working folder is that checkout, so the mirrorscan home is the one it finds, or
+``$MIRRORSCAN_HOME``) and reports per run the wall time (monotonic, around the process), its
 CPU time (user + system, the steadier figure on a shared machine) and the peak resident set size of that
 process (``ru_maxrss`` from ``os.wait4``), the median of each, and the plan lines it printed (the same on
 every run, and the same between two checkouts when both are given: ``--before`` names a second checkout,
@@ -50,13 +52,37 @@ def write_experiment(folder: Path, pairs: int, samples: int, model: str) -> int:
     return pairs * 6 * 2 * samples
 
 
-def run_once(repo: Path, experiment: Path) -> dict:
-    """One dry run as its own process: wall seconds, peak RSS (MB) and the plan lines it printed."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def package_view(repo: Path, folder: Path) -> Path:
+    """A folder from which ``import mirrorscan`` reads ``repo``'s code: ``mirrorscan/`` holding links to the
+    parts that the package-dir mapping of ``repo``'s pyproject.toml names. Raises when the view imports code
+    from elsewhere."""
+    import tomllib
+
+    mapping = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    root = folder / "mirrorscan"
+    root.mkdir(parents=True)
+    for item in (repo / mapping["mirrorscan"]).iterdir():
+        if item.name != "__pycache__":
+            (root / item.name).symlink_to(item)
+    for name, path in mapping.items():
+        if name != "mirrorscan":
+            (root / name.split(".", 1)[1]).symlink_to(repo / path)
+    found = subprocess.run([sys.executable, "-P", "-c", "import mirrorscan.cluster.scan_plan as m; print(m.__file__)"],
+                           cwd=repo, env={**os.environ, "PYTHONPATH": str(folder)}, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    if Path(found).resolve() != (repo / mapping["mirrorscan.cluster"] / "scan_plan.py").resolve():
+        raise RuntimeError(f"the view of {repo} imports {found}")
+    return folder
+
+
+def run_once(repo: Path, view: Path, experiment: Path) -> dict:
+    """One dry run of ``repo``'s code (imported through ``view``, ``package_view``) as its own process: wall
+    seconds, CPU seconds, peak RSS (MB) and the plan lines it printed."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(view)}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", str(experiment), "--dry-run"],
-                                cwd=repo, env=env, stdout=out, stderr=err, text=True)
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "mirrorscan.jobs.cli", "scan", str(experiment),
+                                 "--dry-run"], cwd=repo, env=env, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)   # this child's own rusage (its peak RSS)
         wall = time.monotonic() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -86,10 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{cells:,} cells ({args.pairs:,} pairs × 6 envelopes × 2 orderings × {args.samples} samples), "
               f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
         checkouts = {"this": args.repo.resolve(), **({"before": args.before.resolve()} if args.before else {})}
+        views = {name: package_view(repo, Path(tmp) / f"view_{name}") for name, repo in checkouts.items()}
         runs: dict[str, list[dict]] = {name: [] for name in checkouts}
         for _ in range(args.repeats):
             for name, repo in checkouts.items():
-                run = run_once(repo, experiment)
+                run = run_once(repo, views[name], experiment)
                 runs[name].append(run)
                 print(f"  {name:<6} {run['wall_s']:7.2f} s wall  {run['cpu_s']:7.2f} s CPU  {run['peak_mb']:8.0f} MB  "
                       f"rc {run['rc']}", flush=True)
@@ -102,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = statistics.median(r["cpu_s"] for r in rs)
         print(f"{name:<6} median {wall:.2f} s wall ({cpu:.2f} s CPU), peak RSS {peak:.0f} MB   "
               f"(targets ≤ {TARGET_S:g} s, ≤ {TARGET_MB:g} MB)")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     for line in next(iter(plans)):
         print(f"  plan: {line}")
     if len(plans) != 1:
