@@ -192,7 +192,9 @@ class Items:
 
     def cells(self, spec: Any, labels: list[str], samples: int) -> pa.Table:
         """Every cell: label, item_key, envelope, ordering ('-' where absent), sample (int32) and the
-        ``coordinates``, in a stable order. The engine adds probe_id, seeds, attempts and resume."""
+        ``coordinates``, in a stable order. Text columns may be plain or dictionary-encoded (a large grid
+        holds each distinct value once; ``grid.cells.with_probe_ids`` decodes them for the scan and keeps them
+        encoded for the dry run's plan). The engine adds probe_id, seeds, attempts and resume."""
         raise NotImplementedError
 
     def content_hashes(self, spec: Any) -> dict:
