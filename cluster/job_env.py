@@ -137,3 +137,13 @@ def describe(prefix: str) -> str | None:
         return None
     home = shlex.split(prefix)[0].split("=", 1)[1]
     return f"submit: the Ray head is on this machine: the job uses this machine's home {home} (store, catalog, models)"
+
+
+def job_python(prefix: str) -> str:
+    """The interpreter a job's entrypoint names, quoted: for a head on this machine (``prefix`` from ``place``
+    is set) this very interpreter, whose environment holds mirrorscan and its dependencies — the head's own
+    ``PATH`` need not (``.venv/bin/ray start --head`` without activating the environment finds the system's
+    ``python``); for a cluster elsewhere, ``python`` of its nodes."""
+    import sys
+
+    return shlex.quote(sys.executable) if prefix else "python"

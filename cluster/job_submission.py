@@ -10,6 +10,7 @@ themselves (argument parsing and printing) are ``jobs/submit.py``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shlex
@@ -151,9 +152,10 @@ def experiment_in_working_dir(experiment: str, working_dir: str, excludes: list[
 
 
 def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, store: str | None,
-                    catalog_dsn: str | None, progress: bool) -> str:
-    """The shell command the job runs: ``python -m mirrorscan.jobs.scan <experiment> …`` (quoted)."""
-    args = ["python", "-m", "mirrorscan.jobs.scan", experiment_rel, "--max-attempts", str(max_attempts)]
+                    catalog_dsn: str | None, progress: bool, python: str = "python") -> str:
+    """The shell command the job runs: ``python -m mirrorscan.jobs.scan <experiment> …`` (quoted; ``python``:
+    the interpreter, already quoted, ``cluster.job_env.job_python``)."""
+    args = ["-m", "mirrorscan.jobs.scan", experiment_rel, "--max-attempts", str(max_attempts)]
     if resume:
         args.append("--resume")
     if store:
@@ -161,7 +163,7 @@ def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, sto
     if catalog_dsn:
         args += ["--catalog-dsn", catalog_dsn]
     args.append("--progress" if progress else "--quiet")   # a job's log is no terminal: the bar only when asked
-    return " ".join(shlex.quote(a) for a in args)
+    return " ".join([python, *(shlex.quote(a) for a in args)])
 
 
 # ---- the job server -------------------------------------------------------------------------------
@@ -217,10 +219,24 @@ def job_info(client, job_id: str, address: str):
         raise
 
 
+UPLOAD_NOTES = {"ray._private.runtime_env.working_dir": logging.ERROR, "ray._private.runtime_env.packaging": logging.WARNING,
+                "ray.dashboard.modules.dashboard_sdk": logging.WARNING}
+"""Ray's client-side notes while it packs and uploads a job's working_dir, and the level each logger is set to
+for ``submit``: "Directory '.git' is now ignored by default" (the runtime envs exclude it already), "Ignoring
+upload to cluster for these files", "Uploading package …" — nothing a user acts on; errors still show."""
+
+
+def quiet_upload_notes() -> None:
+    """Raise the level of Ray's upload loggers (``UPLOAD_NOTES``) for the rest of this process."""
+    for name, level in UPLOAD_NOTES.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def submit_when_ready(client, timeout_s: float = AGENT_WAIT_S, **job) -> str:
     """Submit a job, retrying every 2 s for at most ``timeout_s`` seconds while the head's job agent is
     still starting ("No available agent to submit job": the dashboard answers before its agent does,
     e.g. just after ``ray up`` or a head restart). Returns the submission id."""
+    quiet_upload_notes()
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -241,13 +257,59 @@ def find_invocation(text: str) -> str | None:
     return found
 
 
+BAR_LINE = re.compile(r"^scan \S.*\|\s*\d+/\d+ \[")
+"""A redraw of a scan's progress bar as a job's log holds it: Ray's log reader ends a line at each ``\r``, so
+every redraw (one a second while it waits) arrives as a line of its own."""
+
+
+class LogFollower:
+    """Writes a job's log to ``out`` as it arrives. On a terminal (``tty``), consecutive progress-bar lines
+    (``BAR_LINE``) redraw one line in place, as the bar looks in a scan run here; elsewhere (a pipe, a file)
+    every line is written as it came."""
+
+    def __init__(self, out, tty: bool):
+        self.out, self.tty = out, tty
+        self.on_bar = False   # the cursor is at the end of a bar drawn in place
+
+    def write(self, chunk: str) -> None:
+        """Write one chunk of the log (any number of lines)."""
+        if not self.tty:
+            self.out.write(chunk)
+        else:
+            for line in chunk.splitlines(keepends=True):
+                if BAR_LINE.match(line):
+                    self.out.write("\r" + line.rstrip("\r\n") + "\x1b[K")
+                    self.on_bar = True
+                else:
+                    self.out.write(("\n" if self.on_bar else "") + line)
+                    self.on_bar = False
+        self.out.flush()
+
+    def close(self) -> None:
+        """End a bar left on the line."""
+        if self.on_bar:
+            self.out.write("\n")
+            self.out.flush()
+            self.on_bar = False
+
+
+def _is_tty(out) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 async def follow_logs(client, job_id: str, out) -> str:
-    """Copy the job's log stream to ``out`` as it arrives; returns everything streamed."""
+    """Copy the job's log stream to ``out`` as it arrives (``LogFollower``); returns everything streamed."""
     seen = []
-    async for chunk in client.tail_job_logs(job_id):
-        out.write(chunk)
-        out.flush()
-        seen.append(chunk)
+    follower = LogFollower(out, _is_tty(out))
+    try:
+        async for chunk in client.tail_job_logs(job_id):
+            follower.write(chunk)
+            seen.append(chunk)
+    finally:
+        follower.close()
     return "".join(seen)
 
 

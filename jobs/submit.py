@@ -65,7 +65,9 @@ def _submit_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--catalog-dsn", help="catalog DSN for the job, without a password (default: the runtime env's)")
     _runtime_env_options(p)
     p.add_argument("--working-dir", help="ship this folder instead of the runtime env's working_dir")
-    p.add_argument("--progress", action="store_true", help="show the scan's progress bar in the job's log")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="draw the scan's progress bar in the job's log, or not (default: when submit follows the job "
+                        "on a terminal outside CI, where the bar redraws in place)")
     p.add_argument("--no-wait", action="store_true", help="print the job id and return without following the job")
     return p
 
@@ -91,6 +93,22 @@ def _place(runtime_env: dict, env_file: str, address: str, **where) -> str:
     from mirrorscan.cluster.job_env import place_job
 
     return place_job(runtime_env, env_file, address, **where)
+
+
+def job_progress(requested: bool | None, no_wait: bool, out) -> bool:
+    """Whether the job draws its progress bar: ``requested`` (``--progress`` / ``--no-progress``), else only
+    when submit follows the job on a terminal outside CI (``cluster.progress.bar_wanted`` of ``out``), which
+    redraws it in place (``cluster.job_submission.LogFollower``); a job nobody follows logs no bar."""
+    from mirrorscan.cluster.progress import bar_wanted
+
+    return requested if requested is not None else (not no_wait and bar_wanted(None, out))
+
+
+def job_python(prefix: str) -> str:
+    """``cluster.job_env.job_python``: the interpreter the job's entrypoint names."""
+    from mirrorscan.cluster import job_env
+
+    return job_env.job_python(prefix)
 
 
 def _say_where(prefix: str) -> None:
@@ -129,7 +147,9 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     home_prefix = _place(runtime_env, env_file, address, store=args.store, catalog_dsn=args.catalog_dsn,
                          config={"store": spec.store, "catalog_dsn": spec.catalog_dsn})
     entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
-                                               store=args.store, catalog_dsn=args.catalog_dsn, progress=args.progress)
+                                               store=args.store, catalog_dsn=args.catalog_dsn,
+                                               progress=job_progress(args.progress, args.no_wait, out),
+                                               python=job_python(home_prefix))
     # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
     from mirrorscan.cluster.scan_inputs import CONFIG_ORIGIN_ENV
 
@@ -166,13 +186,14 @@ Without an address it runs in this process.
 """
 
 
-def analysis_entrypoint(stats_argv: list[str]) -> str:
-    """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted), with ``--ray``
-    added to ``null`` and to ``auroc --model`` so their work spreads over the cluster as Ray tasks."""
+def analysis_entrypoint(stats_argv: list[str], python: str = "python") -> str:
+    """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted; ``python``
+    as ``cluster.job_env.job_python`` names it), with ``--ray`` added to ``null`` and to ``auroc --model`` so
+    their work spreads over the cluster as Ray tasks."""
     args = list(stats_argv)
     if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:
         args.append("--ray")
-    return " ".join(shlex.quote(a) for a in ["python", "-m", "mirrorscan.jobs.stats", *args])
+    return " ".join([python, *(shlex.quote(a) for a in ["-m", "mirrorscan.jobs.stats", *args])])
 
 
 def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", out=None) -> int:
@@ -208,7 +229,7 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
         refuse_secret_dsn(args.catalog_dsn)
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
     home_prefix = _place(runtime_env, env_file, address, catalog_dsn=args.catalog_dsn, needs_store=False)
-    entrypoint = home_prefix + analysis_entrypoint(stats_argv)
+    entrypoint = home_prefix + analysis_entrypoint(stats_argv, python=job_python(home_prefix))
     staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
     ship_package(runtime_env, Path(staging.name))
     client = connect(address)

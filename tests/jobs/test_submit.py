@@ -466,3 +466,21 @@ def test_find_invocation_reads_both_scan_lines():
     assert find_invocation("noise\n" + early) == "0f8fad5b-d9cb-469f-a165-70867728950e"
     assert find_invocation(final) == "0f8fad5b-d9cb-469f-a165-70867728950e"
     assert find_invocation("an invocation without id\n") is None
+
+
+def test_a_job_on_this_machines_head_runs_this_interpreter_and_elsewhere_the_nodes_python():
+    """A head started with ``.venv/bin/ray start --head`` without activating the environment has the system's
+    ``python`` on its PATH, which lacks mirrorscan: a job for a head on this machine names this interpreter
+    (the machine is the same), a job for a cluster elsewhere its nodes' ``python``."""
+    import shlex
+
+    from mirrorscan.cluster.job_env import job_python, place_job
+
+    runtime_env = load_runtime_env()   # the shipped local profile
+    here = place_job(runtime_env, "runtime_env.yaml", "http://127.0.0.1:8265")
+    assert here and job_python(here) == shlex.quote(sys.executable)
+    cmd = scan_entrypoint("experiments/demo", resume=False, max_attempts=3, store=None, catalog_dsn=None,
+                          progress=False, python=job_python(here))
+    assert shlex.split(cmd)[:3] == [sys.executable, "-m", "mirrorscan.jobs.scan"]
+    assert analysis_entrypoint(["gstudy"], python=job_python(here)).startswith(shlex.quote(sys.executable) + " -m ")
+    assert job_python("") == "python"
