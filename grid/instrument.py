@@ -364,7 +364,8 @@ def resolve(name: str) -> Instrument:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError("", "instrument", f"cannot import {module_name!r} for instrument {name!r} ({exc})",
-                          "check the module path, and that it is importable where the scan runs") from exc
+                          "check the module path, and that it is importable (PYTHONPATH) wherever the invocation "
+                          "is read: the scan, analyze, report, browse") from exc
     try:
         instrument = getattr(module, attr)
     except AttributeError as exc:

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.instrument import resolve
+from mirrorscan.grid.instrument import Instrument, resolve
+from mirrorscan.grid.settings import Settings
 from mirrorscan.results.browse import index as idx
 from mirrorscan.results import vectors
 from mirrorscan.results.browse.catalog_reader import ReadOnlyCatalog
@@ -37,6 +38,17 @@ FILTERS = ("envelope", "ordering", "label", "answer", "status")
 
 class NotFound(Exception):
     """What a page names does not exist (an unknown invocation, trace or file): the app answers 404."""
+
+
+def instrument_of(row: dict) -> Instrument:
+    """The instrument of an invocation's catalog ``row``, as its frozen settings name it (``analyze`` reads it
+    so): a plug-in's import path (``package.module:Attr``), where the row's ``instrument`` column holds only
+    the plug-in's short name."""
+    try:
+        name = Settings.from_json(row["settings"]).instrument if row.get("settings") else row["instrument"]
+    except (TypeError, ValueError, ConfigError):   # settings this version cannot read: the column's name
+        name = row["instrument"]
+    return resolve(name or row["instrument"])
 
 
 @dataclass
@@ -153,7 +165,7 @@ class Browser:
                 raise ConfigError("", "store", f"invocation {invocation_id} names no store",
                                   "start mirrorscan browse with --store")
             store = self.open_store(uri)
-            known = Indexed(row, store, resolve(row["instrument"]),
+            known = Indexed(row, store, instrument_of(row),
                             idx.index_folder(self.index_dir, store.uri, row["experiment"], invocation_id))
             known.files = idx.index_files(known.folder, known.value)
         stale = known.checked_at == 0.0 or (known.row.get("status") not in FINISHED
