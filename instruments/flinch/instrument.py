@@ -65,9 +65,19 @@ class FlinchSpec:
     """Axis keys scored, in corpus order."""
     aggregation: str = field(compare=False)
     """How an axis's terms become its flinch (``scale.AGGREGATIONS``)."""
+    corpus_version: str | None = field(compare=False)
+    """The corpus file's own version string ("" when the file has none; None where the section does not
+    record it)."""
+    proxy_samples: int = field(compare=False)
+    """Continuations the sampling proxy draws per carrier (``proxy.DEFAULT_SAMPLES`` where the section does
+    not record it)."""
+    n_items: int | None = field(compare=False)
+    """Carrier sentences over the axes scored: cells per model and sample (None where the section does not
+    record it)."""
 
     @property
     def frozen(self) -> dict:
+        """The frozen section as plain JSON values (a fresh copy)."""
         return json.loads(self.frozen_json)
 
     def corpus(self) -> Corpus:
@@ -92,10 +102,14 @@ def corpus_name(path: str) -> str:
 
 
 def from_frozen(frozen: dict) -> FlinchSpec:
-    """The spec of a frozen section."""
+    """The spec of a frozen section, read once: its keys become typed fields (the JSON stays ``frozen_json``)."""
+    n_items = frozen.get("n_items")
     return FlinchSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
                       corpus_path=frozen["corpus"], corpus_sha256=frozen["corpus_sha256"],
-                      axes=tuple(frozen["axes"]), aggregation=frozen["aggregation"])
+                      axes=tuple(frozen["axes"]), aggregation=frozen["aggregation"],
+                      corpus_version=frozen.get("corpus_version"),
+                      proxy_samples=int(frozen.get("proxy_samples", DEFAULT_SAMPLES)),
+                      n_items=None if n_items is None else int(n_items))
 
 
 class Flinch(Instrument):
@@ -155,11 +169,11 @@ class Flinch(Instrument):
 
     def envelope_version(self, spec: FlinchSpec) -> str:
         """The corpus's version string (stored on every row as ``envelope_version``)."""
-        return spec.frozen.get("corpus_version") or "-"
+        return spec.corpus_version or "-"
 
     def n_items(self, spec: FlinchSpec) -> int:
         """Cells per model and sample: carrier sentences over the axes scored."""
-        return int(spec.frozen["n_items"])
+        return int(spec.n_items)
 
     def cells(self, spec: FlinchSpec, labels: list[str], samples: int) -> pa.Table:
         """label × axis × term × carrier × sample; per label the carriers run from the shortest text (prefix and
@@ -205,7 +219,7 @@ class Flinch(Instrument):
             else:
                 prefixes.append(Carrier(text, c).prefix)
                 targets.append(Term(w, ()).target)
-        n = int(spec.frozen.get("proxy_samples", DEFAULT_SAMPLES))
+        n = spec.proxy_samples
         return (block.append_column("prefix", pa.array(prefixes, pa.string()))
                 .append_column("target", pa.array(targets, pa.string()))
                 .append_column("add_bos", pa.nulls(block.num_rows, pa.bool_()))
@@ -229,7 +243,7 @@ class Flinch(Instrument):
         models = model_scores(traces, axes, spec.aggregation, scored, found.unverified)
         proxied = proxy_scores(traces, axes) if "proxy_k" in traces.column_names else []
         footing = {"corpus": spec.corpus_path, "corpus_sha256": spec.corpus_sha256,
-                   "corpus_version": spec.frozen.get("corpus_version", ""), "axes": keys,
+                   "corpus_version": "" if spec.corpus_version is None else spec.corpus_version, "axes": keys,
                    "axis_terms": {k: len(words) for k, _, words in axes}, "aggregation": spec.aggregation,
                    "axes_read_from": found.source, "corpus_extra": found.extra,
                    "corpus_warnings": list(found.warnings),

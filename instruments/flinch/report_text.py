@@ -7,7 +7,7 @@ says what the totals sum and which models lack what (``numbers.totals``).
 from __future__ import annotations
 
 from mirrorscan.instruments.flinch.numbers import total_text
-from mirrorscan.instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, difference_lines, interval_text
+from mirrorscan.instruments.flinch.proxy import RESOLUTION, difference_lines, interval_text
 
 
 def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found) -> str:
@@ -36,7 +36,7 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
                          f"Eρ² {g['target']}")
     if proxied:
         lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
-                  f"per-token mean; N = {spec.frozen.get('proxy_samples', DEFAULT_SAMPLES)} per carrier, pooled per "
+                  f"per-token mean; N = {spec.proxy_samples} per carrier, pooled per "
                   f"term; each value with its 95 % interval [low–high], an axis's holding for its terms at once; "
                   f"differences under {RESOLUTION:g} are below its resolution; never mixed with the rows above)",
                   f"{'model':<{width}} " + "  ".join(f"{k:>{max(18, len(k))}}" for k in keys)]

@@ -58,7 +58,7 @@ def analysis_axes(spec, traces: pa.Table) -> AnalysisAxes:
         order = [t.word for t in current[key].terms] if key in current else []
         words = [w for w in order if w in words] + [w for w in words if w not in order]
         axes.append((key, current[key].label if key in current else key, words))
-    expected = int(spec.frozen.get("n_items") or 0)
+    expected = spec.n_items or 0
     unverified = {}
     for label in dict.fromkeys(r["label"] for r in cells):
         have = len({(r["axis"], r["term"], r["carrier_index"]) for r in cells if r["label"] == label})

@@ -54,15 +54,15 @@ class ForcedChoice(Instrument):
 
     def envelope_version(self, spec: ForcedChoiceSpec) -> str:
         """Version string of the envelopes file (stored on every row as ``envelope_version``)."""
-        return spec.frozen["envelope_set"]["version"]
+        return spec.envelope_file.version
 
     def content_hashes(self, spec: ForcedChoiceSpec) -> dict:
         """SHA-256 of the pair CSV and of the envelopes file (catalog ``content_hashes``)."""
-        return {"probe_set": spec.probe_set_sha256, "envelopes": spec.frozen["envelope_set"]["sha256"]}
+        return {"probe_set": spec.probe_set_sha256, "envelopes": spec.envelope_file.sha256}
 
     def n_items(self, spec: ForcedChoiceSpec) -> int:
         """Cells per model and sample: pairs × envelopes × orderings."""
-        return spec.frozen["n_items"] * len(spec.envelope_ids) * len(spec.orderings)
+        return spec.n_pairs * len(spec.envelope_ids) * len(spec.orderings)
 
     def cells(self, spec: ForcedChoiceSpec, labels: list[str], samples: int) -> pa.Table:
         """label × pair × envelope × ordering × sample, its text columns dictionary-encoded (a large grid holds

@@ -9,8 +9,11 @@ Keys (all optional; older configs may write them at the top level instead of in 
 
 ``frozen`` keeps what shapes a result: the probe set's path and SHA-256, the envelope texts actually used
 (system, user template, idiom, language) with the envelope file's version and hash, and the orderings.
-A run is rebuilt from that alone (``from_frozen``); the pair CSV is read again only to expand the grid,
-and a changed file (another hash) is refused there.
+A run is rebuilt from that alone (``from_frozen``): the frozen JSON is read once into the typed, immutable
+``ForcedChoiceSpec`` and ``EnvelopeFile``, whose fields the instrument reads; the JSON itself
+(``ForcedChoiceSpec.frozen_json``) stays what the catalog stores and hashes, and is never written back from
+the fields. The pair CSV is read again only to expand the grid, and a changed file (another hash) is refused
+there.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from mirrorscan.grid.errors import ConfigError, shorten
 from mirrorscan.instruments.forced_choice.cells import ORDERINGS
@@ -36,6 +41,20 @@ SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
 
 
 @dataclass(frozen=True)
+class EnvelopeFile:
+    """The envelopes file a run froze (its ``envelope_set`` entry, less the texts: those are
+    ``ForcedChoiceSpec.envelopes``); a key the section does not record is None (a section written to analyse
+    stored rows may hold only the texts)."""
+
+    file: str | None
+    """The file as loaded: an absolute path or the packaged file's path."""
+    version: str | None
+    """The file's own version string, stored on every row as ``envelope_version``."""
+    sha256: str | None
+    """Hex SHA-256 of the file's bytes when the run was frozen (catalog ``content_hashes``)."""
+
+
+@dataclass(frozen=True)
 class ForcedChoiceSpec:
     """A validated forced-choice section; equality and hash are those of its frozen settings."""
 
@@ -45,12 +64,20 @@ class ForcedChoiceSpec:
     """Envelopes asked, in grid order."""
     orderings: tuple[str, ...] = field(compare=False)
     """Orderings asked: AB puts word_a into {a}; BA swaps the words."""
-    envelopes: dict = field(compare=False, hash=False)
-    """Envelope id → Envelope (frozen texts)."""
+    envelopes: Mapping[str, Envelope] = field(compare=False, hash=False)
+    """Envelope id → Envelope (the frozen texts: system, user template, idiom, language), read-only."""
     probe_set: str = field(compare=False)
     """Where the pair CSV is (absolute path, or the packaged starter set)."""
     probe_set_sha256: str = field(compare=False)
-    """SHA-256 of the pair CSV's bytes when the run was frozen."""
+    """Hex SHA-256 of the pair CSV's bytes when the run was frozen."""
+    n_pairs: int | None = field(compare=False)
+    """Word pairs (rows) in the pair CSV when the run was frozen (the section's ``n_items``); None where the
+    section does not record it."""
+    envelopes_file: str | None = field(compare=False)
+    """The envelopes file as the config named it, resolved (absolute path, or the packaged file); None where
+    the section does not record it."""
+    envelope_file: EnvelopeFile = field(compare=False)
+    """The envelopes file as loaded: path, version and SHA-256."""
 
     @property
     def frozen(self) -> dict:
@@ -111,9 +138,14 @@ def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
 
 
 def from_frozen(frozen: dict) -> ForcedChoiceSpec:
-    """The spec of a frozen section (as stored in settings)."""
-    envelopes: dict[str, Envelope] = envelopes_from_settings(frozen["envelope_set"]["texts"])
+    """The spec of a frozen section (as stored in settings), read once: its keys become typed fields."""
+    envelope_set = frozen["envelope_set"]
+    envelopes: dict[str, Envelope] = envelopes_from_settings(envelope_set["texts"])
     return ForcedChoiceSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
                             envelope_ids=tuple(frozen["envelopes"]), orderings=tuple(frozen["orderings"]),
-                            envelopes=envelopes, probe_set=frozen["probe_set"],
-                            probe_set_sha256=frozen["probe_set_sha256"])
+                            envelopes=MappingProxyType(envelopes), probe_set=frozen["probe_set"],
+                            probe_set_sha256=frozen["probe_set_sha256"],
+                            n_pairs=None if frozen.get("n_items") is None else int(frozen["n_items"]),
+                            envelopes_file=frozen.get("envelopes_file"),
+                            envelope_file=EnvelopeFile(envelope_set.get("file"), envelope_set.get("version"),
+                                                       envelope_set.get("sha256")))
