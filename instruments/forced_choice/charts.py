@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from mirrorscan.analysis.plotting import png as _png
 from mirrorscan.analysis.plotting import pyplot as _pyplot
-from mirrorscan.instruments.forced_choice.numbers import ModelSummary, compare_fingerprints
+from mirrorscan.instruments.forced_choice.fingerprint import compare_fingerprints
+from mirrorscan.instruments.forced_choice.numbers import ModelSummary
 
 _COLOURS = {"word_a": "#4C72B0", "word_b": "#DD8452", "unclear": "#BBBBBB", "incomplete": "#FFFFFF"}
 

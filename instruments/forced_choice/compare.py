@@ -15,8 +15,9 @@ import pyarrow as pa
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.settings import Settings
-from mirrorscan.instruments.forced_choice.numbers import (RULES, FingerprintComparison, by_model, compare_fingerprints,
-                                               fingerprint)
+from mirrorscan.instruments.forced_choice.cell_table import by_model
+from mirrorscan.instruments.forced_choice.commit import RULES
+from mirrorscan.instruments.forced_choice.fingerprint import FingerprintComparison, compare_fingerprints, fingerprint
 from mirrorscan.instruments.forced_choice.report import classified_cells, expected_cells
 
 

@@ -25,7 +25,8 @@ from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice import charts
 from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
-from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, ModelSummary, latest_rows, summarize
+from mirrorscan.instruments.forced_choice.cell_table import ExpectedCells, latest_rows
+from mirrorscan.instruments.forced_choice.numbers import ModelSummary, summarize
 from mirrorscan.instruments.forced_choice.pairs import load_pairs
 from mirrorscan.instruments.forced_choice.spec import from_frozen
 

@@ -6,7 +6,8 @@ import pytest
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice import compare
-from mirrorscan.instruments.forced_choice.numbers import ExpectedCells, Fingerprint, compare_fingerprints, fingerprint
+from mirrorscan.instruments.forced_choice.cell_table import ExpectedCells
+from mirrorscan.instruments.forced_choice.fingerprint import Fingerprint, compare_fingerprints, fingerprint
 
 E1 = ("e1",)
 PAIRS = (("xy", "x", "y"), ("yz", "y", "z"), ("zx", "z", "x"))

@@ -6,8 +6,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from mirrorscan.instruments.forced_choice.numbers import (VERDICTS, ExpectedCells, FingerprintEntry, PairVerdict,
-                                               compare_fingerprints, fingerprint, intransitive_cycles, summarize)
+from mirrorscan.instruments.forced_choice.cell_table import ExpectedCells
+from mirrorscan.instruments.forced_choice.commit import VERDICTS, PairVerdict
+from mirrorscan.instruments.forced_choice.fingerprint import (FingerprintEntry, compare_fingerprints, fingerprint,
+                                                              intransitive_cycles)
+from mirrorscan.instruments.forced_choice.numbers import summarize
 from mirrorscan.instruments.forced_choice.report import pair_rows
 
 E1 = ("e1",)

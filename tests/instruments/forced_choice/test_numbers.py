@@ -6,9 +6,12 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.analysis.errors import AnalysisError
-from mirrorscan.instruments.forced_choice.numbers import (ExpectedCells, by_model, compare_fingerprints, fingerprint,
-                                    intransitive_cycles, latest_rows, pair_commit, per_cell_commit_rate,
-                                    position_bias, sharpness, summarize)
+from mirrorscan.instruments.forced_choice.cell_table import ExpectedCells, by_model, latest_rows
+from mirrorscan.instruments.forced_choice.commit import pair_commit, per_cell_commit_rate
+from mirrorscan.instruments.forced_choice.fingerprint import compare_fingerprints, fingerprint, intransitive_cycles
+from mirrorscan.instruments.forced_choice.numbers import summarize
+from mirrorscan.instruments.forced_choice.position_bias import position_bias
+from mirrorscan.instruments.forced_choice.sharpness import sharpness
 
 SIX = ("english_strict", "english_casual", "python_typed", "json_schema", "french_casual", "chinese_casual")
 
