@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tap-requests", type=int, default=60, help="requests per side in part 3 (default 60, ≥ 50)")
     p.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     args = p.parse_args(argv)
-    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
     from mirrorscan.cluster.ray_session import ensure_ray
 
     demo = prepare_demo_model()

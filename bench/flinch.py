@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
 
     torch.set_num_threads(1)
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())

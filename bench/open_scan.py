@@ -418,7 +418,7 @@ def measure_sampling(args) -> dict:
     import torch
 
     from mirrorscan.actors.hf_sampler import HFSampler, RowSampler
-    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
     from mirrorscan.grid.records import ModelVariant, RunContext
 
     torch.set_num_threads(1)

@@ -9,7 +9,7 @@ B (pipeline)  the path a scan runs for one model: ``cluster.sweep.run_model_jour
               (an embedded PostgreSQL in a temp folder), and the driver updating the catalog invocation
               per landed part through ``cluster.catalog.Catalog.update_progress``.
 
-Both sides: the demo model (``cluster.models.prepare_demo_model()``, float32), greedy, the same
+Both sides: the demo model (``cluster.demo_model.prepare_demo_model()``, float32), greedy, the same
 ``--max-tokens``, left padding, the same batches (contiguous ``--batch-size`` slices of the same
 cells), ``torch.set_num_threads(1)`` (A in this process; B's actor via HFSampler and Ray's
 ``OMP_NUM_THREADS=1``). Ray is started once with ``ensure_ray(num_cpus=2)`` and reused by every B run.
@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from mirrorscan.cluster import embedded_pg
     from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS
     from mirrorscan.cluster.ray_session import ensure_ray
 
     torch.set_num_threads(1)

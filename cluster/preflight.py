@@ -44,7 +44,8 @@ def check_template_overrides(spec: Spec, *, prepare: bool = True) -> None:
     that set such an override (transformers is imported only then). ``prepare=False`` (a dry run) skips a
     packaged model that is not converted yet instead of converting it."""
     from mirrorscan.actors.chat import template_kwargs, unapplied_overrides
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.cluster.demo_model import demo_model_dir
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source
 
     tokenizers: dict[str, object] = {}
     for i, m in enumerate(spec.models):

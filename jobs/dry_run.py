@@ -21,7 +21,8 @@ from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 def model_source_note(spec: Spec, i: int) -> str:
     """Where model ``i`` would come from, found without loading (or converting) anything."""
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.cluster.demo_model import demo_model_dir
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source
 
     m = spec.models[i]
     if m.backend in API_BACKENDS:

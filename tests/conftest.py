@@ -104,7 +104,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_DIR, os.environ.ge
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     """The converted demo model (SmolLM2-135M-Instruct, fp32 safetensors), prepared once."""
-    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
 
     return prepare_demo_model()
 
@@ -112,7 +112,7 @@ def demo_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, demo_dir) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the demo tokenizer: fast and deterministic."""
-    from mirrorscan.cluster.models import build_tiny_random_model
+    from mirrorscan.cluster.tiny_model import build_tiny_random_model
 
     return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "tiny", demo_dir, seed=0)
 

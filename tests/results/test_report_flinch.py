@@ -37,7 +37,7 @@ def flinch_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One flinch scan of two models (24 cells) and its report, written through the CLI."""
     import os
 
-    from mirrorscan.cluster.models import build_tiny_random_model
+    from mirrorscan.cluster.tiny_model import build_tiny_random_model
     from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_flinch")

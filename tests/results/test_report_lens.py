@@ -40,7 +40,7 @@ def lens_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One lens scan of two models (76 cells) and its report, written through the CLI."""
     import os
 
-    from mirrorscan.cluster.models import build_tiny_random_model
+    from mirrorscan.cluster.tiny_model import build_tiny_random_model
     from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_lens")

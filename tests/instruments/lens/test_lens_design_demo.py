@@ -119,6 +119,6 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
 
 
 def _demo_dir() -> Path:
-    from mirrorscan.cluster.models import prepare_demo_model
+    from mirrorscan.cluster.demo_model import prepare_demo_model
 
     return prepare_demo_model()

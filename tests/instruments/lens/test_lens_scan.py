@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster.models import build_tiny_random_model
+from mirrorscan.cluster.tiny_model import build_tiny_random_model
 from mirrorscan.cluster.store import open_store
 from mirrorscan.jobs import cli
 from mirrorscan.results import sql as results_sql
