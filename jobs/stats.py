@@ -11,9 +11,9 @@ exit code 2.
   auroc    AUROC (mid-ranks, ties ½) per layer for an explicit positive class, best layer both ways
   null     label-permutation null of max-over-layers AUROC: p, z, layer-selection floor
 
-The computations live in :mod:`analysis` (arrays in, dataclasses out); this module only reads the
-file, reshapes it, calls them and writes JSON/PNG. (A little over 400 lines: about a third is the
-``--help`` text of the four parsers, kept beside the options it explains.)
+The computations live in :mod:`analysis` (arrays in, dataclasses out); this module parses the command line
+and runs them: ``stats_table`` reads and reshapes the input, ``stats_output`` writes the JSON. About a third
+of it is the ``--help`` text of the four parsers, kept beside the options it explains.
 """
 
 from __future__ import annotations
@@ -37,229 +37,22 @@ column, a non-numeric score, an unbalanced design, a positive class that does no
 """
 
 import argparse
-import json
-import math
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
 
 import numpy as np
 
 from mirrorscan.analysis.errors import AnalysisError
-from mirrorscan.grid.errors import excerpt, read_problem
 from mirrorscan.jobs.errors import reports_user_errors
+from mirrorscan.jobs.stats_output import emit, write_beside
+from mirrorscan.jobs.stats_table import (column, first_appearance, invocation_source, items_by_layer, naming,
+                                         numeric_scores, plain, read_input)
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null")
 
 _EPILOG = ("Input: a long-format .csv or .parquet file (one row per observation), or an invocation id or\n"
            "experiment folder: then its traces are the table and the JSON is also stored beside the\n"
            "invocation's analysis (<invocation>/analysis/<command>/). Errors exit 2 with one line.")
-
-
-# ---- input --------------------------------------------------------------------------------------------
-
-def read_table(path: str):
-    """A CSV or Parquet file as a pyarrow Table; unreadable input → AnalysisError naming the file."""
-    import pyarrow as pa
-
-    p = Path(path)
-    if not p.is_file():
-        raise AnalysisError("--input", f"no such file {path!r}", "give the path of a .csv or .parquet file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            return pq.read_table(p)
-        if suffix in (".csv", ".tsv", ".txt"):
-            import pyarrow.csv as pcsv
-
-            parse = pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
-            return pcsv.read_csv(p, parse_options=parse)
-    except (pa.ArrowException, OSError) as exc:
-        raise AnalysisError("--input", f"cannot be read: {read_problem(exc)}",
-                            "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
-    raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
-                        "give a .csv, .tsv or .parquet file", file=str(path))
-
-
-def invocation_source(target: str) -> dict | None:
-    """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
-    has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    from mirrorscan.cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
-
-    is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
-    if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
-        return None
-
-    with Catalog(resolve_dsn()) as catalog:
-        return resolve_invocation(target, catalog)
-
-
-def read_input(args):
-    """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
-    if getattr(args, "invocation", None):
-        from mirrorscan.cluster.store import open_store
-        from mirrorscan.grid.instrument import resolve
-        from mirrorscan.grid.settings import Settings
-        from mirrorscan.grid.trace_schema import trace_schema
-
-        inv = args.invocation
-        columns = resolve(Settings.from_json(inv["settings"]).instrument).columns
-        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]),
-                                                 schema=trace_schema(columns))
-    return read_table(args.input)
-
-
-def column(table, name: str) -> np.ndarray:
-    """One column as numpy (nulls → None/NaN); unknown name → AnalysisError listing the columns."""
-    if name not in table.column_names:
-        raise AnalysisError(name, f"no such column; the table's columns are {excerpt(table.column_names)}",
-                            "pass an existing column name")
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
-
-
-def numeric_scores(table, name: str):
-    """The table with a text score column parsed as float64; the error names the first non-number and its row.
-
-    (A CSV column holding one word among numbers is read as text as a whole; this finds the word.)
-    """
-    import pyarrow as pa
-
-    if name not in table.column_names or not pa.types.is_string(table.column(name).type) \
-            and not pa.types.is_large_string(table.column(name).type):
-        return table
-    values = []
-    for row, v in enumerate(table.column(name).to_pylist()):
-        try:
-            values.append(None if v is None or v.strip() == "" else float(v))
-        except ValueError:
-            raise AnalysisError(name, f"non-numeric score {v!r} in data row {row + 1}",
-                                "give numbers in the score column") from None
-    return table.set_column(table.column_names.index(name), name, pa.array(values, type=pa.float64()))
-
-
-def labels_as_text(values: np.ndarray, name: str) -> np.ndarray:
-    """Labels as strings, so ``--positive`` (always text on the command line) compares with them."""
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values.tolist()):
-        raise AnalysisError(name, "has missing (null) labels", "label every row")
-    return np.array([str(v) for v in values.tolist()], dtype=object)
-
-
-def _first_appearance(values: np.ndarray) -> list:
-    seen: dict = {}
-    for v in values.tolist():
-        seen.setdefault(v, None)
-    return list(seen)
-
-
-def items_by_layer(table, score: str, label: str, layer: str | None, item: str | None
-                   ) -> tuple[np.ndarray, np.ndarray, list]:
-    """Long rows → (items, layers) scores, (items,) labels as text, layer labels in order of appearance.
-
-    Without ``layer`` every row is one item (one layer, named ``"all"``). Without ``item`` the items
-    of each layer are its rows in file order (every layer must list the items in the same order). An
-    item whose label differs between layers, or a missing/duplicated (item, layer) cell, is refused.
-    """
-    from mirrorscan.analysis.design import pivot_long
-
-    labels = labels_as_text(column(table, label), label)
-    if layer is None:
-        if item is not None:
-            column(table, item)
-        raw = column(table, score)
-        try:
-            scores = np.array([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
-        except (TypeError, ValueError):
-            raise AnalysisError(score, "non-numeric scores", "give numbers in the score column") from None
-        if scores.size == 0:
-            raise AnalysisError("--input", "has no rows", "give a non-empty table")
-        if not np.isfinite(scores).all():
-            raise AnalysisError(score, f"{int((~np.isfinite(scores)).sum())} missing or non-finite score(s), "
-                                f"first in data row {int(np.flatnonzero(~np.isfinite(scores))[0]) + 1}",
-                                "drop unscored items first; absence is not zero")
-        return scores[:, None], labels, ["all"]
-    lay = column(table, layer)
-    lay_key = lay.astype(str) if lay.dtype == object else lay
-    if item is None:
-        counter: dict = {}
-        items = np.empty(len(lay_key), dtype=np.int64)
-        for r, v in enumerate(lay_key.tolist()):
-            items[r] = counter.get(v, 0)
-            counter[v] = items[r] + 1
-        item_name = "item (row order within layer)"
-    else:
-        raw = column(table, item)
-        items = raw.astype(str) if raw.dtype == object else raw
-        item_name = item
-    data = {score: column(table, score), item_name: items, layer: lay_key}
-    design = pivot_long(data, score, item_name, [layer])
-    item_levels, layer_levels = design.levels[item_name], design.levels[layer]
-    codes = np.searchsorted(item_levels, items)
-    per_item: dict[int, str] = {}
-    for r, (c, lab) in enumerate(zip(codes.tolist(), labels.tolist())):
-        if per_item.setdefault(c, lab) != lab:
-            raise AnalysisError(label, f"item {item_levels[c]!s} has labels {per_item[c]!r} and {lab!r} "
-                                f"(row {r})", "give every item one label across layers")
-    order = [int(np.searchsorted(layer_levels, v)) for v in _first_appearance(lay_key)]
-    names = [_plain(layer_levels[k]) for k in order]
-    return design.scores[:, order], np.array([per_item[c] for c in range(len(item_levels))], dtype=object), names
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
-# ---- output -------------------------------------------------------------------------------------------
-
-def _jsonable(x: Any) -> Any:
-    """JSON has no NaN/inf or numpy types: non-finite floats become None (inf sizes are already "inf")."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-def emit(result: dict, out: str | None) -> None:
-    """Write the JSON to ``out`` (and say where on stderr) or print it on stdout."""
-    text = json.dumps(_jsonable(result), indent=2, ensure_ascii=False, allow_nan=False)
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text + "\n")
-        print(f"wrote {out}", file=sys.stderr)
-    else:
-        print(text)
-
-
-def _write_beside(inv: dict, command: str, result: dict) -> None:
-    """Store the JSON under ``<invocation>/analysis/<command>/<stamp>/result.json`` (never overwritten)."""
-    import time
-    import uuid
-
-    from mirrorscan.cluster.store import open_store
-
-    text = json.dumps(_jsonable(result), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    path = open_store(inv["store_uri"]).write_analysis(
-        inv["experiment"], str(inv["invocation_id"]),
-        f"{command}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}/result.json", text.encode())
-    print(f"wrote {path}", file=sys.stderr)
-
-
-@contextmanager
-def _naming(path: str) -> Iterator[None]:
-    """Errors about the table's contents name the input file."""
-    try:
-        yield
-    except AnalysisError as exc:
-        raise (exc.with_file(path) if not exc.file else exc) from None
 
 
 # ---- commands -----------------------------------------------------------------------------------------
@@ -290,7 +83,7 @@ def gstudy(args) -> dict:
     if not facets:
         raise AnalysisError("--facets", "no facet given", "name the facet columns, e.g. --facets wrapper,item")
     table = numeric_scores(read_input(args), args.score)
-    with _naming(args.input):
+    with naming(args.input):
         design = pivot_long(table, args.score, args.object, facets, parse_nested(args.nested))
     g = g_study(design, fixed=_split(args.fixed))
     report = gtheory_report(g, [parse_sizes(s) for s in args.d_study], args.target, args.object_variance)
@@ -313,13 +106,13 @@ def kendall(args) -> dict:
     from mirrorscan.analysis.design import pivot_long
 
     table = numeric_scores(read_input(args), args.score)
-    with _naming(args.input):
+    with naming(args.input):
         design = pivot_long(table, args.score, args.object, [args.rater])
     ratings = design.scores                                  # (objects, raters)
     w = kendall_w(ratings)
     perm = kendall_w_permutation_test(ratings, args.permutations, args.seed)
     result = {"command": "kendall", "input": args.input, "score": args.score,
-              "objects": [_plain(v) for v in design.levels[args.object]], "n_raters": int(ratings.shape[1]),
+              "objects": [plain(v) for v in design.levels[args.object]], "n_raters": int(ratings.shape[1]),
               "kendall_w": w.to_json(), "permutation": {**perm.to_json(), "seed": args.seed}}
     if args.reference_effect is not None:
         ref = simulate_w_reference(ratings.shape[0], ratings.shape[1], args.reference_effect, 1.0,
@@ -335,7 +128,7 @@ def auroc(args) -> dict:
     from mirrorscan.analysis.auroc import auroc as auroc_fn, max_deviation
 
     table = numeric_scores(read_input(args), args.score)
-    with _naming(args.input):
+    with naming(args.input):
         if args.model is None:
             groups = {None: table}
         else:
@@ -343,7 +136,7 @@ def auroc(args) -> dict:
 
             models = column(table, args.model)
             key = models.astype(str) if models.dtype == object else models
-            groups = {_plain(m): table.filter(pa.array(key == m)) for m in _first_appearance(key)}
+            groups = {plain(m): table.filter(pa.array(key == m)) for m in first_appearance(key)}
         prepared = {m: items_by_layer(t, args.score, args.label, args.layer, args.item) for m, t in groups.items()}
         if args.ray and args.model is not None:
             from mirrorscan.cluster.stats_drivers import auroc_per_model_ray
@@ -372,7 +165,7 @@ def null(args) -> dict:
     from mirrorscan.analysis.nulls import label_permutation_null
 
     table = numeric_scores(read_input(args), args.score)
-    with _naming(args.input):
+    with naming(args.input):
         scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
         if args.ray:
             from mirrorscan.cluster.stats_drivers import label_permutation_null_ray
@@ -493,7 +286,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan stats") -> int:
     result = RUN[args.command](args)
     if args.invocation is not None and not args.out:
         result = {"invocation_id": str(args.invocation["invocation_id"]), **result}
-        _write_beside(args.invocation, args.command, result)
+        write_beside(args.invocation, args.command, result)
     emit(result, args.out)
     return 0
 

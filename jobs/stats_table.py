@@ -1,0 +1,178 @@
+"""The long table a ``mirrorscan stats`` command reads: a CSV or Parquet file, or an invocation's stored traces,
+and its columns as numpy arrays (scores, labels, items × layers); input a user can fix raises AnalysisError
+naming the column (``naming`` adds the file)."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.grid.errors import excerpt, read_problem
+
+
+def read_table(path: str):
+    """A CSV or Parquet file as a pyarrow Table; unreadable input → AnalysisError naming the file."""
+    import pyarrow as pa
+
+    p = Path(path)
+    if not p.is_file():
+        raise AnalysisError("--input", f"no such file {path!r}", "give the path of a .csv or .parquet file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            return pq.read_table(p)
+        if suffix in (".csv", ".tsv", ".txt"):
+            import pyarrow.csv as pcsv
+
+            parse = pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
+            return pcsv.read_csv(p, parse_options=parse)
+    except (pa.ArrowException, OSError) as exc:
+        raise AnalysisError("--input", f"cannot be read: {read_problem(exc)}",
+                            "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
+    raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
+                        "give a .csv, .tsv or .parquet file", file=str(path))
+
+
+def invocation_source(target: str) -> dict | None:
+    """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
+    has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
+    from mirrorscan.cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
+
+    is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
+    if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
+        return None
+
+    with Catalog(resolve_dsn()) as catalog:
+        return resolve_invocation(target, catalog)
+
+
+def read_input(args):
+    """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
+    if getattr(args, "invocation", None):
+        from mirrorscan.cluster.store import open_store
+        from mirrorscan.grid.instrument import resolve
+        from mirrorscan.grid.settings import Settings
+        from mirrorscan.grid.trace_schema import trace_schema
+
+        inv = args.invocation
+        columns = resolve(Settings.from_json(inv["settings"]).instrument).columns
+        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]),
+                                                 schema=trace_schema(columns))
+    return read_table(args.input)
+
+
+def column(table, name: str) -> np.ndarray:
+    """One column as numpy (nulls → None/NaN); unknown name → AnalysisError listing the columns."""
+    if name not in table.column_names:
+        raise AnalysisError(name, f"no such column; the table's columns are {excerpt(table.column_names)}",
+                            "pass an existing column name")
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
+
+
+def numeric_scores(table, name: str):
+    """The table with a text score column parsed as float64; the error names the first non-number and its row.
+
+    (A CSV column holding one word among numbers is read as text as a whole; this finds the word.)
+    """
+    import pyarrow as pa
+
+    if name not in table.column_names or not pa.types.is_string(table.column(name).type) \
+            and not pa.types.is_large_string(table.column(name).type):
+        return table
+    values = []
+    for row, v in enumerate(table.column(name).to_pylist()):
+        try:
+            values.append(None if v is None or v.strip() == "" else float(v))
+        except ValueError:
+            raise AnalysisError(name, f"non-numeric score {v!r} in data row {row + 1}",
+                                "give numbers in the score column") from None
+    return table.set_column(table.column_names.index(name), name, pa.array(values, type=pa.float64()))
+
+
+def labels_as_text(values: np.ndarray, name: str) -> np.ndarray:
+    """Labels as strings, so ``--positive`` (always text on the command line) compares with them."""
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values.tolist()):
+        raise AnalysisError(name, "has missing (null) labels", "label every row")
+    return np.array([str(v) for v in values.tolist()], dtype=object)
+
+
+def first_appearance(values: np.ndarray) -> list:
+    """The distinct values in order of first appearance."""
+    seen: dict = {}
+    for v in values.tolist():
+        seen.setdefault(v, None)
+    return list(seen)
+
+
+def items_by_layer(table, score: str, label: str, layer: str | None, item: str | None
+                   ) -> tuple[np.ndarray, np.ndarray, list]:
+    """Long rows → (items, layers) scores, (items,) labels as text, layer labels in order of appearance.
+
+    Without ``layer`` every row is one item (one layer, named ``"all"``). Without ``item`` the items
+    of each layer are its rows in file order (every layer must list the items in the same order). An
+    item whose label differs between layers, or a missing/duplicated (item, layer) cell, is refused.
+    """
+    from mirrorscan.analysis.design import pivot_long
+
+    labels = labels_as_text(column(table, label), label)
+    if layer is None:
+        if item is not None:
+            column(table, item)
+        raw = column(table, score)
+        try:
+            scores = np.array([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise AnalysisError(score, "non-numeric scores", "give numbers in the score column") from None
+        if scores.size == 0:
+            raise AnalysisError("--input", "has no rows", "give a non-empty table")
+        if not np.isfinite(scores).all():
+            raise AnalysisError(score, f"{int((~np.isfinite(scores)).sum())} missing or non-finite score(s), "
+                                f"first in data row {int(np.flatnonzero(~np.isfinite(scores))[0]) + 1}",
+                                "drop unscored items first; absence is not zero")
+        return scores[:, None], labels, ["all"]
+    lay = column(table, layer)
+    lay_key = lay.astype(str) if lay.dtype == object else lay
+    if item is None:
+        counter: dict = {}
+        items = np.empty(len(lay_key), dtype=np.int64)
+        for r, v in enumerate(lay_key.tolist()):
+            items[r] = counter.get(v, 0)
+            counter[v] = items[r] + 1
+        item_name = "item (row order within layer)"
+    else:
+        raw = column(table, item)
+        items = raw.astype(str) if raw.dtype == object else raw
+        item_name = item
+    data = {score: column(table, score), item_name: items, layer: lay_key}
+    design = pivot_long(data, score, item_name, [layer])
+    item_levels, layer_levels = design.levels[item_name], design.levels[layer]
+    codes = np.searchsorted(item_levels, items)
+    per_item: dict[int, str] = {}
+    for r, (c, lab) in enumerate(zip(codes.tolist(), labels.tolist())):
+        if per_item.setdefault(c, lab) != lab:
+            raise AnalysisError(label, f"item {item_levels[c]!s} has labels {per_item[c]!r} and {lab!r} "
+                                f"(row {r})", "give every item one label across layers")
+    order = [int(np.searchsorted(layer_levels, v)) for v in first_appearance(lay_key)]
+    names = [plain(layer_levels[k]) for k in order]
+    return design.scores[:, order], np.array([per_item[c] for c in range(len(item_levels))], dtype=object), names
+
+
+def plain(v: Any) -> Any:
+    """A numpy scalar as the plain Python value (JSON takes that)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+@contextmanager
+def naming(path: str) -> Iterator[None]:
+    """Errors about the table's contents name the input file."""
+    try:
+        yield
+    except AnalysisError as exc:
+        raise (exc.with_file(path) if not exc.file else exc) from None
