@@ -344,7 +344,8 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
     from mirrorscan.cluster.catalog import Catalog
     from mirrorscan.cluster.crash_journal import in_flight, round_folder
-    from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+    from mirrorscan.cluster.inference_log import InferenceLogWriter
+    from mirrorscan.cluster.inference_log_rows import log_rows_from_traces
     from mirrorscan.cluster.pipeline import instrument_rows, render_block
     from mirrorscan.cluster.store import open_store
     from mirrorscan.grid.trace_schema import conform, trace_schema

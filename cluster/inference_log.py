@@ -14,157 +14,34 @@ and nothing is stored twice:
   (connection lost after COMMIT) cannot duplicate it;
 * a batch is spilled only after the database refused or failed it, so a spilled row is normally not in
   the catalog; for the rare commit-in-doubt case the ``inference_log`` view of ``mirrorscan sql``
-  (``view_sql``) keeps the catalog copy and drops the spilled one by ``row_uid``.
+  (``inference_log_view.view_sql``) keeps the catalog copy and drops the spilled one by ``row_uid``.
 
-Clocks: ``started_at`` is wall clock (UTC) from the engine; ``logged_at`` is the catalog's ``now()``
-at insert (for a spilled row: the wall clock when it was spilled). Every ``*_ms`` is the engine's
-monotonic clock, exactly as in the trace row (see ``grid/trace_schema.py``).
-
-Importing this module starts nothing (no thread, no connection) and imports neither torch nor vLLM.
-It is longer than most because the writer's states (queued, retrying, spilling, closing) belong together.
+The rows and their columns are in ``inference_log_rows``; reading the log back (the catalog table, the
+spilled parts, the view) in ``inference_log_view``. Importing this module starts nothing (no thread, no
+connection) and imports neither torch nor vLLM.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
-import re
 import threading
 import time
-import uuid
 import weakref
-from datetime import datetime, timezone
 
 import psycopg
-import pyarrow as pa
-import pyarrow.fs as pafs
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from mirrorscan.cluster.catalog import _scrub, migrate, redact_dsn
-from mirrorscan.grid.secrets import strip_userinfo
+from mirrorscan.cluster.inference_log_rows import LOG_COLUMNS, SPILL_DIR, normal_row, spill_table
 
 log = logging.getLogger(__name__)
 
-SPILL_DIR = "inference_log"  # folder beside ``traces/`` holding spilled log parts
 CONNECT_TIMEOUT_S = 3  # libpq connect_timeout for the writer (its minimum useful value is 2)
 STATEMENT_TIMEOUT_S = 30  # server-side limit on one batch insert
 MAX_BACKOFF_S = 2.0  # longest pause between two retries of a failed batch
-_AUTH_KEY = re.compile(r"auth|api[-_]?key|cookie|token|secret|password", re.IGNORECASE)
-"""Header names never stored (Authorization, Proxy-Authorization, X-Api-Key, Cookie, Set-Cookie, …)."""
 
-_FIELDS: list[tuple[str, pa.DataType, str]] = [
-    ("probe_id", pa.string(), "label|item_key|envelope|ordering of the cell (null for a tap request without X-Probe-Id)"),
-    ("sample", pa.int32(), "0-based sample index of the cell"),
-    ("attempt", pa.int32(), "1-based attempt number at this (probe_id, sample)"),
-    ("invocation_id", pa.string(), "uuid of the scan invocation (null for a tap request without X-Invocation-Id)"),
-    ("label", pa.string(), "model variant label"),
-    ("endpoint", pa.string(), "where the request went: an http(s) URL, or engine://<backend>/<model> in-process"),
-    ("source", pa.string(), "who logged the row: engine (the scan's engine actor) or tap (the HTTP tap)"),
-    ("started_at", pa.timestamp("us", tz="UTC"), "wall clock (UTC) when the request (or batch) was sent"),
-    ("ttft_ms", pa.float64(), "ms, monotonic: request start to the first chunk carrying text or reasoning"),
-    ("ttft_answer_ms", pa.float64(), "ms, monotonic: request start to the first chunk of the answer itself"),
-    ("intervals_ms", pa.list_(pa.float64()), "ms, monotonic: gaps between the arrivals of consecutive content-bearing chunks (n_chunks - 1 values; a chunk carrying several tokens is one gap)"),
-    ("n_chunks", pa.int32(), "content-bearing streamed chunks as received (an SSE event or a vLLM delta, which may carry several tokens); null for batch timing"),
-    ("total_ms", pa.float64(), "ms, monotonic: request start to the last chunk/token"),
-    ("decode_tok_s", pa.float64(), "tokens/s, derived: (completion_tokens - 1) / (total_ms - ttft_ms) in seconds; null for one token"),
-    ("timing_scope", pa.string(), "batch: timings are of the engine batch; request: of this request's own stream"),
-    ("prompt_tokens", pa.int32(), "tokens in the templated prompt"),
-    ("completion_tokens", pa.int32(), "generated tokens"),
-    ("status", pa.string(), "ok | error for engine rows; the HTTP status (http_200, http_429, …) for tap rows"),
-    ("error", pa.string(), "null when fine; else the error type and message"),
-    ("request_headers", pa.string(), "JSON of the request headers sent (X-Probe-Id …; never auth headers)"),
-]
-LOG_COLUMNS: list[str] = [name for name, _, _ in _FIELDS]
-"""The inference_log columns a writer fills from a row dict, in table order (id, row_uid and
-logged_at are filled by the writer and the database)."""
-SPILL_SCHEMA = pa.schema(
-    [pa.field(name, dtype, metadata={"doc": doc}) for name, dtype, doc in _FIELDS]
-    + [pa.field("row_uid", pa.string(), metadata={"doc": "uuid given to the row when it was added (dedup key)"}),
-       pa.field("logged_at", pa.timestamp("us", tz="UTC"), metadata={"doc": "wall clock (UTC) when the row was spilled"})])
-"""Schema of a spilled ``inference_log/part-….parquet``: LOG_COLUMNS, then row_uid and logged_at."""
-
-_INT_COLUMNS = {"sample", "attempt", "n_chunks", "prompt_tokens", "completion_tokens"}
-_FLOAT_COLUMNS = {"ttft_ms", "ttft_answer_ms", "total_ms", "decode_tok_s"}
-
-
-# --- rows ------------------------------------------------------------------------------------
-
-def safe_headers(headers) -> dict | None:
-    """``headers`` (a dict or its JSON text) without any auth-bearing header; None when there are none.
-
-    Keys are kept as sent; values become strings. Dropped: any name containing auth, api-key,
-    cookie, token, secret or password (case-insensitive), so a secret never reaches the log."""
-    if headers is None:
-        return None
-    if isinstance(headers, str):
-        try:
-            headers = json.loads(headers)
-        except ValueError:
-            return None
-    if not isinstance(headers, dict):
-        return None
-    return {str(k): str(v) for k, v in headers.items() if not _AUTH_KEY.search(str(k))}
-
-
-def log_rows_from_traces(traces: pa.Table, source: str = "engine") -> list[dict]:
-    """One inference_log row (dict keyed by LOG_COLUMNS) per trace row of ``traces`` (TRACE_SCHEMA or
-    any table with those columns): identity, timing and tokens copied, status 'ok' when the trace's
-    error is null else 'error', request headers parsed from the trace's JSON with auth headers removed."""
-    present = [c for c in LOG_COLUMNS if c in traces.column_names]
-    rows = traces.select(present).to_pylist()
-    out = []
-    for row in rows:
-        entry = {c: row.get(c) for c in LOG_COLUMNS}
-        entry["source"] = source
-        entry["status"] = "ok" if row.get("error") is None else "error"
-        entry["request_headers"] = safe_headers(row.get("request_headers"))
-        entry["endpoint"] = strip_userinfo(entry["endpoint"])
-        out.append(entry)
-    return out
-
-
-def _normal(row: dict) -> dict:
-    """A row checked and made storable: known keys only, types coerced, headers scrubbed, a new row_uid.
-
-    Coercion happens here, in ``add``, so a bad value can never make the database refuse a whole batch."""
-    unknown = set(row) - set(LOG_COLUMNS)
-    if unknown:
-        raise ValueError(f"inference_log rows carry unknown keys {sorted(unknown)}; columns are {LOG_COLUMNS}")
-    if row.get("source") not in ("engine", "tap") or not row.get("status"):
-        raise ValueError(f"inference_log rows need source 'engine' or 'tap' and a status; got "
-                         f"source={row.get('source')!r} status={row.get('status')!r}")
-    out = {c: row.get(c) for c in LOG_COLUMNS}
-    for c in _INT_COLUMNS:
-        out[c] = None if out[c] is None else int(out[c])
-    for c in _FLOAT_COLUMNS:
-        out[c] = None if out[c] is None else float(out[c])
-    if out["intervals_ms"] is not None:
-        out["intervals_ms"] = [None if v is None else float(v) for v in out["intervals_ms"]]
-    if out["invocation_id"] is not None:
-        try:
-            out["invocation_id"] = str(uuid.UUID(str(out["invocation_id"])))
-        except ValueError:  # a tap header that is not a uuid: keep the row, not the bad id
-            out["invocation_id"] = None
-    started = out["started_at"]
-    if isinstance(started, datetime) and started.tzinfo is None:
-        out["started_at"] = started.replace(tzinfo=timezone.utc)
-    out["request_headers"] = safe_headers(out["request_headers"])
-    out["endpoint"] = strip_userinfo(out["endpoint"])
-    out["row_uid"] = str(uuid.uuid4())
-    return out
-
-
-def spill_table(rows: list[dict]) -> pa.Table:
-    """Normalised rows (from ``add``) as a table in SPILL_SCHEMA, stamped with logged_at = now (UTC)."""
-    now = datetime.now(timezone.utc)
-    data = [{**r, "request_headers": None if r["request_headers"] is None else json.dumps(r["request_headers"]),
-             "logged_at": now} for r in rows]
-    return pa.Table.from_pylist(data, schema=SPILL_SCHEMA)
-
-
-# --- the writer ----------------------------------------------------------------------------
 
 class InferenceLogWriter:
     """Writes inference_log rows in batches from a background thread; spills to Parquet when the
@@ -215,7 +92,7 @@ class InferenceLogWriter:
         """Queue ``rows`` (dicts keyed by LOG_COLUMNS) for writing; returns at once, never blocks on the database."""
         if not rows:
             return
-        normal = [_normal(r) for r in rows]
+        normal = [normal_row(r) for r in rows]
         with self._cond:
             if self._closing:
                 raise RuntimeError("InferenceLogWriter.add after close")
@@ -406,57 +283,6 @@ class InferenceLogWriter:
             folder = f"{self._store.invocation_dir(self.experiment or '_no_experiment', invocation)}/{SPILL_DIR}"
             path = self._store.write_parquet_part(folder, spill_table(mine), self.writer)   # atomic on S3 too
         return path
-
-
-# --- reading: the catalog table and the spilled parts, for ``mirrorscan sql`` ------------------------
-
-CATALOG_SCHEMA = pa.schema([pa.field("id", pa.int64())] + list(SPILL_SCHEMA))
-"""inference_log read from the catalog: id, LOG_COLUMNS, row_uid, logged_at (uuid and jsonb as text)."""
-
-
-def catalog_arrow(fetch) -> pa.Table:
-    """The catalog's inference_log as Arrow in CATALOG_SCHEMA, ordered by id; ``fetch(sql)`` runs a query
-    on a migrated catalog and returns its rows (e.g. ``Catalog.execute``)."""
-    casts = {"invocation_id", "request_headers", "row_uid"}
-    select = ", ".join(f"{c}::text" if c in casts else c for c in CATALOG_SCHEMA.names)
-    rows = fetch(f"SELECT {select} FROM inference_log ORDER BY id")
-    return pa.Table.from_pydict({name: [r[i] for r in rows] for i, name in enumerate(CATALOG_SCHEMA.names)},
-                                schema=CATALOG_SCHEMA)
-
-
-def spill_parts(store, experiment: str | None = None, invocation_id: str | None = None) -> list[str]:
-    """Paths of complete spilled parts (``*/inference_log/part-*.parquet``) in ``store`` (a TraceStore), or
-    only those of one invocation when ``experiment`` and ``invocation_id`` are given."""
-    base = store.invocation_dir(experiment, invocation_id) if experiment and invocation_id else store.root
-    if store.fs.get_file_info(base).type == pafs.FileType.NotFound:
-        return []
-    infos = store.fs.get_file_info(pafs.FileSelector(base, recursive=True))
-    return sorted(f.path for f in infos if f.type == pafs.FileType.File and f.base_name.endswith(".parquet")
-                  and not f.base_name.startswith(".") and f.path.rsplit("/", 2)[-2] == SPILL_DIR)
-
-
-def spill_dataset(store, experiment: str | None = None, invocation_id: str | None = None):
-    """A pyarrow dataset over the spilled parts of ``store`` (or of one invocation; SPILL_SCHEMA; empty when
-    there is none)."""
-    import pyarrow.dataset as pads
-
-    return pads.dataset(spill_parts(store, experiment, invocation_id), schema=SPILL_SCHEMA, format="parquet",
-                        filesystem=store.fs)
-
-
-def view_sql(catalog_name: str, spill_name: str) -> str:
-    """DuckDB SQL of the ``inference_log`` view over a registered catalog table and spill dataset.
-
-    Catalog rows first (stored_in 'catalog'), then spilled rows (stored_in 'spill', id null) whose
-    row_uid the catalog does not hold, one per row_uid; request_headers as JSON."""
-    return (f"CREATE VIEW inference_log AS "
-            f"SELECT * REPLACE (CAST(request_headers AS JSON) AS request_headers), 'catalog' AS stored_in "
-            f"FROM {catalog_name} "
-            f"UNION ALL BY NAME "
-            f"SELECT CAST(NULL AS BIGINT) AS id, * REPLACE (CAST(request_headers AS JSON) AS request_headers), "
-            f"'spill' AS stored_in FROM {spill_name} s "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {catalog_name} c WHERE c.row_uid = s.row_uid) "
-            f"QUALIFY row_number() OVER (PARTITION BY s.row_uid ORDER BY s.logged_at) = 1")
 
 
 def _connect(dsn: str) -> psycopg.Connection:

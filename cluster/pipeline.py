@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.cluster.crash_journal import in_flight
-from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+from mirrorscan.cluster.inference_log import InferenceLogWriter
+from mirrorscan.cluster.inference_log_rows import log_rows_from_traces
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.instrument import InstrumentRef
 from mirrorscan.grid.records import ModelVariant

@@ -64,7 +64,7 @@ def loggable_rows(store, experiment: str, invocation_id: str) -> int:
 def logged_rows(store, catalog, experiment: str, invocation_id: str) -> int:
     """inference_log rows of the invocation, in the catalog plus spilled beside the traces (a row is never
     in both); while the catalog is unreachable only the spilled ones are counted."""
-    from mirrorscan.cluster.inference_log import spill_dataset
+    from mirrorscan.cluster.inference_log_view import spill_dataset
 
     in_catalog = 0
     try:

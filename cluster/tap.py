@@ -60,7 +60,7 @@ experiment folder whose name starts with ``_``). ``<invocation>`` is the row's `
 the request carried a valid one, else the tap's own id (``tap_id``: a new uuid at every ``start_tap``,
 printed by ``mirrorscan tap``), so one tap run's unkeyed rows sit together. ``mirrorscan sql`` finds
 them: its ``inference_log`` view reads every ``*/inference_log/part-*.parquet`` under the store
-(``cluster.inference_log.spill_dataset``), ``stored_in = 'spill'``. A local store is a folder on the
+(``cluster.inference_log_view.spill_dataset``), ``stored_in = 'spill'``. A local store is a folder on the
 machine the tap's replica runs on; on a multi-node cluster give an ``s3://`` store.
 
 Only 127.0.0.1 is bound unless another host is asked for. Importing this module starts nothing and

@@ -119,7 +119,7 @@ def request_timing(invocation: Invocation, dsn: str | None = None) -> tuple[pa.T
     inference_log (catalog rows and those spilled beside the traces); when it holds none (older runs, or a
     log that was lost), from the timing columns of the trace rows themselves."""
     from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.inference_log import spill_dataset
+    from mirrorscan.cluster.inference_log_view import spill_dataset
 
     with Catalog(dsn) as catalog:
         rows = catalog.execute("SELECT label, ttft_ms, decode_tok_s, total_ms FROM inference_log "

@@ -372,7 +372,7 @@ def _one_row(parquet: pq.ParquetFile, row: int) -> pa.Table | None:
 def timing(browser: Browser, inv: Indexed | None) -> list:
     """Per-endpoint timing (``results.browse.timing.per_endpoint``) of one invocation's requests (catalog rows
     and the rows spilled beside its traces), or of every request in the catalog when ``inv`` is None."""
-    from mirrorscan.cluster.inference_log import spill_dataset
+    from mirrorscan.cluster.inference_log_view import spill_dataset
     from mirrorscan.results.browse.timing import gather, per_endpoint
 
     invocation_id = inv.row["invocation_id"] if inv is not None else None

@@ -19,7 +19,8 @@ import pytest
 
 from mirrorscan.cluster import embedded_pg
 from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.inference_log import LOG_COLUMNS, SPILL_SCHEMA, InferenceLogWriter, log_rows_from_traces
+from mirrorscan.cluster.inference_log import InferenceLogWriter
+from mirrorscan.cluster.inference_log_rows import LOG_COLUMNS, SPILL_SCHEMA, log_rows_from_traces
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.records import ModelVariant, RunContext

@@ -160,7 +160,7 @@ def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local
     while the replica shut down: at the writer's retry limit or its close deadline, whichever came first),
     and ``mirrorscan sql`` shows them (stored_in 'spill') beside the row the catalog took while it was up.
     Without a spill store the writer drops such rows at shutdown ("row(s) lost")."""
-    from mirrorscan.cluster.inference_log import spill_dataset, spill_parts
+    from mirrorscan.cluster.inference_log_view import spill_dataset, spill_parts
     from mirrorscan.cluster.store import open_store
     from mirrorscan.cluster.tap import TAP_EXPERIMENT, flush_tap, start_tap, stop_tap
     from mirrorscan.results import sql as results_sql

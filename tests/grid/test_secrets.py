@@ -137,7 +137,7 @@ def test_http_sampler_rows_record_no_userinfo(backend):
 
 
 def test_inference_log_rows_record_no_userinfo():
-    from mirrorscan.cluster.inference_log import _normal, log_rows_from_traces
+    from mirrorscan.cluster.inference_log_rows import log_rows_from_traces, normal_row
     from mirrorscan.grid.trace_schema import to_trace_table
 
     traces = to_trace_table([{"invocation_id": "inv", "probe_id": "m|a|b|e|AB", "sample": 0, "attempt": 1,
@@ -145,7 +145,7 @@ def test_inference_log_rows_record_no_userinfo():
                               "endpoint": f"https://someone:{PASSWORD}@h.example/v1/chat/completions"}])
     (row,) = log_rows_from_traces(traces)
     assert row["endpoint"] == "https://h.example/v1/chat/completions"
-    stored = _normal({**row, "endpoint": f"http://someone:{PASSWORD}@127.0.0.1:1/v1"})
+    stored = normal_row({**row, "endpoint": f"http://someone:{PASSWORD}@127.0.0.1:1/v1"})
     assert stored["endpoint"] == "http://127.0.0.1:1/v1"
 
 

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 
 from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.inference_log import InferenceLogWriter, log_rows_from_traces
+from mirrorscan.cluster.inference_log import InferenceLogWriter
+from mirrorscan.cluster.inference_log_rows import log_rows_from_traces
 from mirrorscan.cluster.store import open_store
 from mirrorscan.grid.instrument import resolve
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
