@@ -310,7 +310,8 @@ def existing_store(uri: str):
 def plan_model_sources(spec) -> dict[str, str]:
     """Label → the canonical model source a scan would use, where it is known without converting or loading
     anything (an API model's name; a local folder; the demo model once converted)."""
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, demo_model_dir, resolve_model_source
+    from mirrorscan.cluster.demo_model import demo_model_dir
+    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source
 
     model_sources = {}
     for i, m in enumerate(spec.models):
