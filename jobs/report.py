@@ -29,8 +29,8 @@ from mirrorscan.jobs.errors import reports_user_errors
 def report_invocations(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
                        every: bool = False, reannotate: bool = False, progress=None, say=None) -> list[str]:
     """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
-    written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` when an
-    existing analysis is reused."""
+    written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` with the
+    analysis each one reuses, or before one is computed."""
     from mirrorscan.results.analyses import analyze, read_analysis, reusable, write_analysis
     from mirrorscan.results.invocations import load, resolve_rows
     from mirrorscan.results.report import build, write_report
@@ -48,6 +48,8 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
             if say is not None:
                 say(f"reusing analysis {folder} (same code and inputs)")
         else:
+            if say is not None:   # before the wait: an analysis takes seconds (lens: its nulls)
+                say(f"analysing {row['invocation_id']}: no analysis of the same code and inputs yet")
             analysis = analyze(inv, reannotate=reannotate)
             outputs = write_analysis(inv, analysis, reannotate=reannotate)
             folder = outputs[0].rsplit("/", 1)[0] if outputs else None
