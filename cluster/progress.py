@@ -16,8 +16,24 @@ from mirrorscan.grid.records import ModelVariant
 
 CATALOG_EVERY_S, RECONNECT_EVERY_S = 5.0, 30.0
 """Seconds between progress updates in the catalog; between reconnect tries while the catalog is lost."""
-TICK_S = 1.0
-"""Seconds between redraws of a bar while nothing lands (its elapsed time keeps moving while an engine loads)."""
+TICK_S, LOG_TICK_S = 1.0, 10.0
+"""Seconds between redraws of a bar on a terminal (its clock keeps moving while an engine loads); the least
+seconds between two of its lines in a log (a job's log, or ``--progress`` into a file), where each redraw is
+a line of its own."""
+FALLBACK_COLUMNS, FALLBACK_ROWS = 100, 24
+"""The bar's width and the screen's height on a terminal that reports 0 × 0 (a pseudo-terminal nobody sized,
+as some container and editor shells are): tqdm would draw an empty line there."""
+
+
+def terminal_columns(stream) -> int | None:
+    """The columns of the terminal ``stream`` writes to (0 where the terminal reports no size); None when it
+    writes to no terminal."""
+    try:
+        if not stream.isatty():
+            return None
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):   # no isatty/fileno, a closed stream, no size to ask
+        return None
 
 
 def bar_wanted(requested: bool | None, stream=None) -> bool:
@@ -73,14 +89,19 @@ class RunProgress:
     def __init__(self, run, todo: pa.Table, stage: str = ""):
         """A bar over ``todo``'s cells (none with the run's ``quiet`` or without its ``progress``), titled by the
         run's experiment and ``stage``; it says what it waits for until cells land, and its clock moves every
-        ``TICK_S`` while it waits."""
+        ``TICK_S`` while it waits (in a log: a line at most every ``LOG_TICK_S``)."""
         from tqdm import tqdm
 
         self.run, self.cells = run, todo.num_rows
         title = f"scan {run.spec.experiment}" + (f" ({stage})" if stage else "")
         self.per_model = ModelProgress(todo, title)
+        columns = terminal_columns(sys.stderr)   # None: a log; 0: a terminal of no size
+        self.tick_s = TICK_S if columns is not None else LOG_TICK_S
         self.bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", file=sys.stderr,
-                        disable=run.options.quiet or not run.options.progress, dynamic_ncols=True, smoothing=0.1)
+                        disable=run.options.quiet or not run.options.progress, smoothing=0.1,
+                        dynamic_ncols=bool(columns), ncols=FALLBACK_COLUMNS if columns == 0 else None,
+                        nrows=FALLBACK_ROWS if columns == 0 else None,
+                        mininterval=0.1 if columns is not None else LOG_TICK_S)
         self.done = {"rows": 0, "errors": 0}
         self.last_update = time.monotonic()
         self.closed = threading.Event()
@@ -88,8 +109,8 @@ class RunProgress:
             threading.Thread(target=self._tick, name="progress-tick", daemon=True).start()
 
     def _tick(self) -> None:
-        """Redraw the bar every ``TICK_S`` until it closes (tqdm serialises writes under its own lock)."""
-        while not self.closed.wait(TICK_S):
+        """Redraw the bar every ``tick_s`` until it closes (tqdm serialises writes under its own lock)."""
+        while not self.closed.wait(self.tick_s):
             self.bar.refresh()
 
     def on_model(self, variant: ModelVariant) -> None:

@@ -13,11 +13,14 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 
-from mirrorscan.cluster.progress import bar_wanted
+from mirrorscan.cluster.progress import FALLBACK_COLUMNS, LOG_TICK_S, RunProgress, bar_wanted, terminal_columns
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,10 +45,10 @@ def scan_env(tmp_path: Path, catalog_dsn: str, **extra: str) -> dict:
 
 
 def run_with_terminal_stderr(cmd: list[str], env: dict) -> tuple[int, str, str]:
-    """Run ``cmd`` with stderr on a new pseudo-terminal (stdout a pipe); its exit code, stdout and what the
-    terminal showed."""
+    """Run ``cmd`` with stderr on a new pseudo-terminal that reports no size (0 × 0, as an unsized container or
+    editor shell does; tqdm alone would draw an empty bar there), stdout a pipe; its exit code, stdout and
+    what the terminal showed."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))   # a terminal's 24 × 120 size
     shown: list[bytes] = []
 
     def read() -> None:
@@ -118,3 +121,47 @@ def test_a_real_terminal_counts_as_one():
     finally:
         os.close(master)
         os.close(slave)
+
+
+def stage_progress(experiment: str = "x") -> RunProgress:
+    """A RunProgress over three cells of label ``a``, for a run that holds no lease and has no catalog."""
+    run = SimpleNamespace(spec=SimpleNamespace(experiment=experiment), driver=None,
+                          options=SimpleNamespace(quiet=False, progress=True),
+                          catalog=SimpleNamespace(connected=True, update_progress=lambda *a: None))
+    return RunProgress(run, pa.table({"label": ["a"] * 3}))
+
+
+def test_a_terminal_of_no_size_gets_a_bar_of_the_fallback_width_and_a_sized_one_its_own(monkeypatch):
+    master, slave = pty.openpty()
+    try:
+        with open(slave, "w", closefd=False) as terminal:
+            assert terminal_columns(terminal) == 0
+            monkeypatch.setattr(sys, "stderr", terminal)
+            progress = stage_progress("nosize")
+            progress.on_part(1, 0, "a")
+            progress.close()
+            shown = os.read(master, 65536).decode(errors="replace")
+            assert "scan nosize" in shown and "1/3" in shown, shown
+            assert progress.bar.ncols == FALLBACK_COLUMNS
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 132, 0, 0))
+            assert terminal_columns(terminal) == 132
+        with open(os.devnull, "w") as null:
+            assert terminal_columns(null) is None
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_in_a_log_the_bar_writes_a_line_at_most_every_log_tick(monkeypatch, tmp_path):
+    """A job's log (or --progress into a file) keeps each redraw as a line: ten parts landing over 1.5 s
+    write the first and the last state, not ten lines."""
+    with open(tmp_path / "job.log", "w") as log:
+        monkeypatch.setattr(sys, "stderr", log)
+        progress = RunProgress(stage_progress().run, pa.table({"label": ["a"] * 10}))
+        assert progress.tick_s == LOG_TICK_S
+        for _ in range(10):
+            time.sleep(0.15)
+            progress.on_part(1, 0, "a")
+        progress.close()
+    draws = [d for d in (tmp_path / "job.log").read_text().replace("\n", "\r").split("\r") if d.strip()]
+    assert len(draws) <= 3 and "10/10" in draws[-1], draws
