@@ -85,8 +85,9 @@ def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[
     common = {"exact": not reclassified, "note": note}
     return (
         HeadlineSource("per_cell_commit_rate",
-                       "share of answered cells (not pairs) classed A or B: (nA + nB) / answered cells, 0–1; "
-                       "UNCLEAR and REF count in the denominator, error cells in none",
+                       "share of answered cells (not pairs) classed A or B: (nA + nB) / answered cells (the query "
+                       "gives 0–1, shown as a percentage); UNCLEAR and REF count in the denominator, error cells in "
+                       "none",
                        per_cell_commit_rate_sql(invocation_id), **common),
         HeadlineSource("pair_commit_unanimity",
                        "pairs (not cells) committed under the unanimity rule, as the split 'word_a / word_b / "
