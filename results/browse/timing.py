@@ -97,6 +97,13 @@ def per_endpoint(rows: list[tuple], n_slices: int = 24) -> list[EndpointTiming]:
     return sorted(out, key=lambda e: (-e.n, e.endpoint))
 
 
+def round_ceiling(value: float) -> float:
+    """The axis top for a largest value of ``value`` (> 0): the smallest 1, 2, 4, 5 or 10 × 10^k at or above it,
+    so that the axis's ticks (0, half, top) read as round numbers (8.4 ms → 10, 0.37 → 0.4, 230 → 400)."""
+    scale = 10.0 ** math.floor(math.log10(value))
+    return next(step * scale for step in (1, 2, 4, 5, 10) if step * scale >= value * (1 - 1e-12))
+
+
 def chart(timing: EndpointTiming, metric: str, unit: str, width: int = 640, height: int = 180) -> str:
     """An SVG of one metric over time: the p10–p90 band and the p50 line per slice (presentation attributes
     only, no script, no style attribute), or "" when no slice has the metric."""
@@ -106,7 +113,7 @@ def chart(timing: EndpointTiming, metric: str, unit: str, width: int = 640, heig
     pad_l, pad_b, pad_t = 56, 22, 8
     t0 = timing.slices[0].start.timestamp()
     span = max(timing.slices[-1].start.timestamp() + timing.slice_s - t0, 1e-3)
-    top = max(q[2] for _, q in points) * 1.05 or 1.0
+    top = round_ceiling(max(q[2] for _, q in points) * 1.05 or 1.0)
 
     def x(s: Slice) -> float:
         return pad_l + (s.start.timestamp() + timing.slice_s / 2 - t0) / span * (width - pad_l - 8)
