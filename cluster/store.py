@@ -36,7 +36,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.trace_schema import is_large
+from mirrorscan.grid.trace_schema import TRACE_COLUMNS, TRACE_SCHEMA, is_large
+
+CORE_COLUMNS = frozenset(TRACE_COLUMNS)
+"""The trace columns every instrument's rows have (``grid.trace_schema``)."""
 
 log = logging.getLogger(__name__)
 TRACES = "traces"
@@ -273,7 +276,10 @@ class TraceStore:
 
     def read(self, experiment: str, invocation_id: str, columns: list[str] | None = None,
              schema: pa.Schema | None = None) -> pa.Table:
-        """The invocation's traces (selected columns; ``schema`` as in ``dataset``) as one table."""
+        """The invocation's traces (selected columns; ``schema`` as in ``dataset``) as one table. Columns that are
+        all core ones read with the core schema alone, so that no instrument is imported for them."""
+        if schema is None and columns is not None and set(columns) <= CORE_COLUMNS:
+            schema = TRACE_SCHEMA
         return self.dataset(experiment, invocation_id, schema).to_table(columns=columns)
 
     def read_bytes(self, path: str) -> bytes:

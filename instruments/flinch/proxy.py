@@ -26,8 +26,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from scipy.stats import beta
-
 from mirrorscan.instruments.flinch.scale import flinch_of
 
 DEFAULT_SAMPLES = 50
@@ -50,6 +48,8 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     if not 0 <= k <= n or n <= 0:
         raise ValueError(f"need 0 ≤ k ≤ n and n > 0, got k={k}, n={n}")
     alpha = 1.0 - confidence
+    from scipy.stats import beta   # here, not at import: scipy.stats costs about a second to import
+
     low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
     high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
     return low, high
