@@ -27,10 +27,11 @@ from mirrorscan.jobs.errors import reports_user_errors
 
 
 def report_invocations(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       every: bool = False, reannotate: bool = False, progress=None, say=None) -> list[str]:
+                       every: bool = False, reannotate: bool = False, progress=None, say=None,
+                       waiting=None) -> list[str]:
     """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
     written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` with the
-    analysis each one reuses, or before one is computed."""
+    analysis each one reuses, ``waiting(line)`` before one is computed (seconds with nothing else to show)."""
     from mirrorscan.results.analyses import analyze, read_analysis, reusable, write_analysis
     from mirrorscan.results.invocations import load, resolve_rows
     from mirrorscan.results.report import build, write_report
@@ -48,8 +49,8 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
             if say is not None:
                 say(f"reusing analysis {folder} (same code and inputs)")
         else:
-            if say is not None:   # before the wait: an analysis takes seconds (lens: its nulls)
-                say(f"analysing {row['invocation_id']}: no analysis of the same code and inputs yet")
+            if waiting is not None:   # before the wait: an analysis takes seconds (lens: its nulls)
+                waiting(f"analysing {row['invocation_id']}: no analysis of the same code and inputs yet")
             analysis = analyze(inv, reannotate=reannotate)
             outputs = write_analysis(inv, analysis, reannotate=reannotate)
             folder = outputs[0].rsplit("/", 1)[0] if outputs else None
@@ -74,16 +75,22 @@ def build_parser(prog: str = "mirrorscan report") -> argparse.ArgumentParser:
 
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan report") -> int:
-    """CLI entry point: prints the path of each report written; returns the exit code."""
+    """CLI entry point: prints the path of each report written; returns the exit code. On a terminal (as the
+    progress bar: ``cluster.progress.bar_wanted``) it also says when it computes an analysis before the wait."""
+    from mirrorscan.cluster.progress import bar_wanted
+
     args = build_parser(prog).parse_args(argv)
 
     def progress(i: int, n: int, invocation_id: str) -> None:
         if n > 1:
             print(f"[{i + 1}/{n}] {invocation_id}", file=sys.stderr, flush=True)
 
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     for path in report_invocations(args.target, store=args.store, catalog_dsn=args.catalog_dsn, every=args.every,
-                                   reannotate=args.reannotate, progress=progress,
-                                   say=lambda line: print(line, file=sys.stderr, flush=True)):
+                                   reannotate=args.reannotate, progress=progress, say=say,
+                                   waiting=say if bar_wanted(None) else None):
         print(f"report: {path}")
     return 0
 

@@ -38,7 +38,8 @@ def report(made, **kw) -> tuple[Path, list[str]]:
     from mirrorscan.jobs.report import report_invocations
 
     said: list[str] = []
-    (path,) = report_invocations(made["invocation_id"], catalog_dsn=made["dsn"], say=said.append, **kw)
+    (path,) = report_invocations(made["invocation_id"], catalog_dsn=made["dsn"], say=said.append,
+                                 waiting=said.append, **kw)
     return Path(path), said
 
 
@@ -138,3 +139,19 @@ def test_the_code_fingerprint_follows_every_file_of_the_analysis_code(tmp_path):
         assert tree_sha256(tmp_path) == before
     (tmp_path / "analysis/new.py").write_text("")
     assert tree_sha256(tmp_path) != before
+
+
+def test_the_command_says_it_analyses_only_on_a_terminal(made, capsys, monkeypatch):
+    """Through ``main``: in a pipe (and CI) only the page's path; on a terminal also the line before the wait."""
+    from mirrorscan.jobs import report as report_cli
+
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", made["dsn"])
+    for terminal in (False, True):
+        for folder in folders(made):   # no analysis to reuse: each run computes one
+            shutil.rmtree(folder)
+        monkeypatch.setattr("mirrorscan.cluster.progress.bar_wanted", lambda requested, stream=None: terminal)
+        assert report_cli.main([made["invocation_id"]]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith("report: ")
+        said = f"analysing {made['invocation_id']}: no analysis of the same code and inputs yet\n"
+        assert err == (said if terminal else ""), err
