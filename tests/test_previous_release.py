@@ -78,10 +78,26 @@ def placed(text: str, root: Path, home: str) -> str:
     return text.replace("@ROOT@", str(root)).replace("@HOME@", home)
 
 
+PRESENTATION = {
+    "analyze-open_scan.txt": [("38      -    0/2           -    0/2", "38      —    0/2           —    0/2")],
+    "analyze-lens.txt": [("below 10 % of the stack", "below 10% of the stack"),
+                         ("wrappers below 10 %;", "wrappers below 10%;")],
+}
+"""Where this code prints a number or an absence unlike the previous release, on purpose: one formatting across
+analyze, report and browse (``grid.formatting``: an absent value as —, a share as 10%). Each (old, new) pair is
+replaced once in the previous release's text and must be found there; every other byte is held as it was,
+and the numbers themselves exactly by the ``--json`` comparison."""
+
+
 def expected(name: str, previous) -> str:
-    """What the previous release printed (``expected/<name>``), with this run's folders in it."""
+    """What the previous release printed (``expected/<name>``), with this run's folders in it and the
+    deliberate presentation changes (``PRESENTATION``) applied."""
     root, home, _ = previous
-    return placed((FIXTURE / "expected" / name).read_text(), root, home)
+    text = placed((FIXTURE / "expected" / name).read_text(), root, home)
+    for old, new in PRESENTATION.get(name, []):
+        assert text.count(old) == 1, f"expected/{name} no longer holds {old!r} once: update PRESENTATION"
+        text = text.replace(old, new)
+    return text
 
 
 def mirrorscan(capsys, *argv: str) -> tuple[int, str, str]:

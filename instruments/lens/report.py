@@ -53,7 +53,7 @@ def model_lines(models: dict) -> list[str]:
                      f"{_f(rd and rd['median']):>6} {_f(rd and rd['p95']):>6}")
     if any(m.get("argmax_bootstrap") for m in models.values()):
         lines.append("best-layer stability (items resampled within class): share of the layer stack the best layer "
-                     "moves across, over wrappers; robust when the median is below 10 % of the stack")
+                     "moves across, over wrappers; robust when the median is below 10% of the stack")
         lines.append(f"{'model/variant':<30} {'median':>7} {'max':>6} {'distinct layers':>16}  verdict")
         for key, m in models.items():
             a = m.get("argmax_bootstrap")
@@ -61,7 +61,7 @@ def model_lines(models: dict) -> list[str]:
                 continue
             verdict = ("n/a: one layer enters the max" if a["robust"] is None else
                        ("robust" if a["robust"] else "not robust")
-                       + f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10 %; {a['draws']} draws)")
+                       + f" ({a['wrappers_below_threshold']}/{m['headline']['n']} wrappers below 10%; {a['draws']} draws)")
             lines.append(f"{key:<30} {_pct(a['median_share']):>7} {_pct(a['max_share']):>6} "
                          f"{a['distinct_range'][0]:>7} to {a['distinct_range'][1]:<5}  {verdict}")
     lines.append("cosines of directions (1 = the same direction, 0 = unrelated): within a wrapper from disjoint "

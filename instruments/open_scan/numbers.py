@@ -20,7 +20,7 @@ import statistics
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.grid.formatting import percent
+from mirrorscan.grid.formatting import ABSENT, percent
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 ONE_SAMPLE_NOTE = "one sample per cell: across-sample agreement cannot be measured"
@@ -136,9 +136,8 @@ def model_summaries(rows: pa.Table, labels: list[str] | None = None) -> list[dic
 
 
 def _fmt(value, spec: str = ".2f") -> str:
-    """A mean with the decimals the report shows it with (``headline_units``); absent as ``-`` (the text the
-    previous release printed, which tests/test_previous_release.py holds this table to)."""
-    return "-" if value is None else format(value, spec)
+    """A mean with the decimals the report shows it with (``headline_units``); absent as ``—``, as everywhere."""
+    return ABSENT if value is None else format(value, spec)
 
 
 def summary_text(summaries: list[dict], series: str) -> str:

@@ -1,6 +1,6 @@
 """Lens's printed tables write small numbers fixed-point, as every other table does (``grid.formatting``):
 a permutation p of 4e-05 or a variance component of 1.2e-05 reads 0.0000400 / 0.0000120, never in scientific
-notation."""
+notation; a share reads 10%, as the percentages beside it do."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_small_variance_components_are_fixed_point():
     assert "0.0000120" in text and "0.0000330" in text
 
 
-def test_the_swap_nulls_p_is_fixed_point():
+def test_the_best_layer_threshold_reads_as_the_shares_beside_it():
     models = {"m/base": {"headline": {"median": 0.1, "sd": 0.02, "min": 0.0, "max": 0.2, "n": 36},
                          "abs_headline": {"median": 0.2}, "best_relative_depth": {"median": 0.5},
                          "content_free": {"random_direction": {"median": 0.3, "p95": 0.34}},
@@ -43,4 +43,5 @@ def test_the_swap_nulls_p_is_fixed_point():
                          "argmax_bootstrap": {"median_share": 0.74, "max_share": 1.0, "robust": False,
                                               "wrappers_below_threshold": 0, "distinct_range": [4, 17], "draws": 200}}}
     text = "\n".join(model_lines(models))
+    assert "74%" in text and "10%" in text and "10 %" not in text
     assert not SCIENTIFIC.search(text) and "0.0000500" in text, text
