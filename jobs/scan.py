@@ -83,11 +83,13 @@ def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanR
     return ScanRun(spec, options).execute()
 
 
-def print_summary(result: ScanResult, out=sys.stdout) -> None:
-    """Print the invocation id, cells by status and where the Parquet is."""
+def print_summary(result: ScanResult, out=None) -> None:
+    """Print the invocation id, cells by status and where the Parquet is (on ``out``, default stdout)."""
+    out = sys.stdout if out is None else out
     c = result.counts
     if not result.invocation_id:   # an appending instrument with nothing left: no invocation was made
-        print(f"experiment {result.experiment}: nothing to do, no new invocation", file=out)
+        print(f"nothing to do: every cell of experiment {result.experiment!r} is already held by an earlier "
+              f"invocation in this series (no new invocation was made)", file=out)
         return
     print(f"invocation {result.invocation_id}  experiment {result.experiment}  status {result.status}", file=out)
     print(f"cells: {c.get('cells', 0)} total · {c.get('ok', 0)} ok · {c.get('error', 0)} error · "

@@ -81,10 +81,13 @@ def placed(text: str, root: Path, home: str) -> str:
 PRESENTATION = {
     "analyze-open_scan.txt": [("38      -    0/2           -    0/2", "38      —    0/2           —    0/2")],
     "analyze-lens.txt": [("below 10 % of the stack", "below 10% of the stack"),
-                         ("wrappers below 10 %;", "wrappers below 10%;")],
+                         ("wrappers below 10 %;", "wrappers below 10%;"),
+                         ("1 model × variant(s)", "1 (model, variant) pair")],
+    "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
 }
-"""Where this code prints a number or an absence unlike the previous release, on purpose: one formatting across
-analyze, report and browse (``grid.formatting``: an absent value as —, a share as 10%). Each (old, new) pair is
+"""Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: one
+formatting across analyze, report and browse (``grid.formatting``: an absent value as —, a share as 10%), a count
+in plain words, and "nothing to do" said once (the summary's sentence, not a note and a summary). Each (old, new) pair is
 replaced once in the previous release's text and must be found there; every other byte is held as it was,
 and the numbers themselves exactly by the ``--json`` comparison."""
 

@@ -321,7 +321,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     surface = surface_numbers(traces, spec)   # bag-of-words, out of fold, groups kept whole (``baseline``)
     other = next((c for c in settings.scoring_set.classes if c != positive), None)
     lines = [f"lens: {len(wrappers)} wrappers (framings {settings.framings.version}), "
-             f"{len(models)} model × variant(s)", *direction_words(positive, other), *model_lines(models),
+             f"{len(models)} (model, variant) pair{'' if len(models) == 1 else 's'}", *direction_words(positive, other), *model_lines(models),
              *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     lines += surface_lines(surface)
     plumbing = plumbing_note({label: ex.source for (label, _), ex in by_model.items()})   # printed with the notes
