@@ -48,12 +48,16 @@ def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str |
 
 
 def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       reannotate: bool = False, write: bool = True) -> AnalysisReport:
-    """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring."""
+                       reannotate: bool = False, write: bool = True, waiting=None) -> AnalysisReport:
+    """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring.
+    ``waiting(line)`` is called once the invocation is found, before the computation (seconds for lens's nulls
+    and bootstraps, with nothing else to show)."""
     from mirrorscan.results.analyses import analyze, write_analysis
     from mirrorscan.results.invocations import load
 
     inv = load(target, store=store, dsn=catalog_dsn)
+    if waiting is not None:
+        waiting(f"analysing {inv.invocation_id} ({inv.instrument.name}, experiment {inv.experiment})")
     analysis = analyze(inv, reannotate=reannotate)
     report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:
@@ -99,9 +103,12 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
         print(f"error: analyze {argv[0]}: the name is reserved and not implemented yet — fix: use "
               f"`mirrorscan stats` ({', '.join(STATS_COMMANDS)}) or `mirrorscan compare`", file=sys.stderr)
         return 2
+    from mirrorscan.cluster.progress import bar_wanted
+
     args = build_parser(prog).parse_args(argv)
+    waiting = (lambda line: print(line, file=sys.stderr, flush=True)) if bar_wanted(None) else None   # a terminal
     report = analyze_invocation(args.target, store=args.store, catalog_dsn=args.catalog_dsn,
-                                reannotate=args.reannotate, write=not args.no_write)
+                                reannotate=args.reannotate, write=not args.no_write, waiting=waiting)
     if args.json:
         view = report.analysis.json_view if report.analysis.json_view is not None else report.analysis.numbers
         print(json.dumps(view, indent=2, ensure_ascii=False))

@@ -74,6 +74,21 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
     assert all(Path(p).is_file() for p in report.outputs + again.outputs)
 
 
+def test_analyze_says_what_it_analyses_before_the_wait_only_on_a_terminal(scanned, capsys, monkeypatch):
+    """On a terminal (``cluster.progress.bar_wanted``) a line before the computation; in a pipe or CI, stderr
+    stays empty and stdout is the analysis alone."""
+    from mirrorscan.jobs import analyze as analyze_cli
+
+    inv = scanned["result"].invocation_id
+    for terminal in (False, True):
+        monkeypatch.setattr("mirrorscan.cluster.progress.bar_wanted", lambda requested, stream=None: terminal)
+        capsys.readouterr()
+        assert analyze_cli.main([inv, "--no-write", "--store", scanned["store"], "--catalog-dsn", scanned["dsn"]]) == 0
+        out, err = capsys.readouterr()
+        assert out.strip() and "analysing" not in out
+        assert err == (f"analysing {inv} (forced_choice, experiment fc2)\n" if terminal else ""), err
+
+
 def test_analyze_cli_names_a_missing_experiment(tmp_path, catalog_dsn):
     env = {"MIRRORSCAN_CATALOG_DSN": catalog_dsn, "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([MIRRORSCAN, "analyze", "never_scanned"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
