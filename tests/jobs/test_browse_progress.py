@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import struct
+import sys
+import termios
+
 from mirrorscan.jobs.browse import _progress
 
 
@@ -14,10 +21,24 @@ def test_indexing_in_a_pipe_prints_one_line_per_invocation_and_no_bar(capsys, mo
     assert capsys.readouterr().err == "indexed 01234567 (3 parts)\nindexed fedcba98 (1 part)\n"
 
 
-def test_indexing_with_ci_set_draws_no_bar_even_where_a_bar_could_be_drawn(capsys, monkeypatch):
-    monkeypatch.setenv("CI", "true")
-    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
-    report = _progress()
-    report("0123456789abcdef", 2, 2)
-    err = capsys.readouterr().err
-    assert err == "indexed 01234567 (2 parts)\n", err
+def test_on_a_real_terminal_indexing_draws_a_bar_unless_ci_is_set(monkeypatch):
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    try:
+        with open(slave, "w", closefd=False) as terminal:
+            monkeypatch.setattr(sys, "stderr", terminal)
+            shown = {}
+            for ci in ("true", None):
+                if ci is None:
+                    monkeypatch.delenv("CI", raising=False)
+                else:
+                    monkeypatch.setenv("CI", ci)
+                report = _progress()
+                report("0123456789abcdef", 2, 2)
+                terminal.flush()
+                shown[ci] = os.read(master, 65536).decode(errors="replace")
+        assert shown["true"] == "indexed 01234567 (2 parts)\r\n", shown   # CI: the line, no bar
+        assert "indexing 01234567" in shown[None] and "2/2" in shown[None], shown   # the same terminal: a bar
+    finally:
+        os.close(master)
+        os.close(slave)
