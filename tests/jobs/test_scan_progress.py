@@ -131,6 +131,17 @@ def stage_progress(experiment: str = "x") -> RunProgress:
     return RunProgress(run, pa.table({"label": ["a"] * 3}))
 
 
+def drain(master: int) -> str:
+    """Everything written to the terminal so far: reads until nothing more arrives within 0.5 s (one read may
+    return only the first of several writes)."""
+    import select
+
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        chunks.append(os.read(master, 65536))
+    return b"".join(chunks).decode(errors="replace")
+
+
 def test_a_terminal_of_no_size_gets_a_bar_of_the_fallback_width_and_a_sized_one_its_own(monkeypatch):
     master, slave = pty.openpty()
     try:
@@ -140,7 +151,7 @@ def test_a_terminal_of_no_size_gets_a_bar_of_the_fallback_width_and_a_sized_one_
             progress = stage_progress("nosize")
             progress.on_part(1, 0, "a")
             progress.close()
-            shown = os.read(master, 65536).decode(errors="replace")
+            shown = drain(master)
             assert "scan nosize" in shown and "1/3" in shown, shown
             assert progress.bar.ncols == FALLBACK_COLUMNS
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 132, 0, 0))
