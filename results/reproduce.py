@@ -278,7 +278,10 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     resumes = None
     if resume:
         target, resumes = unfinished_reproduction(target, dsn)
-    original = load(target, store=store, dsn=dsn, need_traces=False)
+    (row,) = resolve_rows(target, dsn=dsn)
+    # the diff that ends a reproduction reads the original's rows: one without any is refused now, before a
+    # new invocation is written (a finished invocation that planned no cells has none to read, and is planned)
+    original = load(row, store=store, dsn=dsn, need_traces=needs_traces(row))
     imported = original.row.get("reconstructed_from") or original.settings.instrument_settings.get("imported")
     if imported:
         source = imported if isinstance(imported, str) else f"{imported.get('file')} sha256:{imported.get('sha256')}"
@@ -303,6 +306,13 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
     if config_file:
         record.update(file=config_file, **({"config": submitted["config"]} if "config" in submitted else {}))
     return Plan(original, spec, model_sources, weights, items_from, cells, record, warnings, resumes)
+
+
+def needs_traces(row: dict) -> bool:
+    """Whether a reproduction of the invocation of catalog ``row`` needs its stored rows to be found: always,
+    except for a finished invocation that planned no cells (nothing to diff, nothing missing). An unfinished
+    one without rows (interrupted before its first part landed) is finished by ``scan --resume`` instead."""
+    return row.get("status") != "complete" or bool((row.get("counts") or {}).get("cells"))
 
 
 def check_recorded_config(original: Invocation, submitted: dict, where: str) -> None:
