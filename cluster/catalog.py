@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from mirrorscan.grid.errors import CatalogError
+from mirrorscan.grid.errors import CatalogError, ConfigError
 
 DSN_ENV = "MIRRORSCAN_CATALOG_DSN"  # a DSN here is used when none is passed; unset → embedded server
 CONNECT_TIMEOUT_S = 10  # used when the DSN does not set connect_timeout itself
@@ -394,33 +394,64 @@ def match_invocation_id(target: str, ids_starting) -> str | None:
     return found[0] if found else None
 
 
+TARGET_RULE = ("a whole invocation id is that invocation; a text holding a / is an experiment (its folder, or the "
+               "name of its last part); any other text that is both an experiment (a folder here, or a name in the "
+               "catalog) and the start of an invocation id (6+ hex digits) is refused, naming both")
+"""How every verb reads a target that could name an experiment or an invocation (docs/results.md)."""
+
+
+def named_both(target: str, experiment: str, invocation_id: str, *, folder: bool = False,
+               fix: str | None = None) -> ConfigError:
+    """The ConfigError for ``target`` naming both an experiment (``folder``: a folder here, not yet one in the
+    catalog) and the start of invocation ``invocation_id`` (``TARGET_RULE``): one line naming both and how to say
+    which."""
+    t = target.strip()
+    what = f"the experiment folder {experiment}/" if folder else f"experiment {experiment!r}"
+    return ConfigError("", "target", f"{t!r} names both {what} and invocation {invocation_id} (its id starts so)",
+                       fix or f"write the experiment as a path (./{experiment}/ or experiments/{experiment}/) or the "
+                       f"invocation by its whole id ({invocation_id})")
+
+
 def resolve_invocation(target: str, catalog: Catalog) -> dict:
     """The catalog row of ``target``: an invocation id, the unique start of one (6+ hex digits,
-    ``match_invocation_id``), or an experiment (folder or name) → its newest invocation. ConfigError (naming
-    what to run) when there is none or a start is ambiguous."""
+    ``match_invocation_id``), or an experiment (folder or name) → its newest invocation, read by ``TARGET_RULE``
+    (a text that is both an experiment and an id start is refused). ConfigError (naming what to run) when there
+    is none or a start is ambiguous."""
     from pathlib import Path
 
     from mirrorscan.grid.errors import ConfigError
 
     listing = "list them with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\""
-    if not os.path.isdir(target):
+    text = target.strip().lower()
+    is_path = "/" in target or os.sep in target
+    found = None
+    if not is_path:
         found = match_invocation_id(target, lambda prefix, n: [row[0] for row in catalog.execute(
             "SELECT invocation_id::text FROM scan_invocations WHERE invocation_id::text LIKE %s "
             f"ORDER BY invocation_id LIMIT {int(n)}", [prefix + "%"])])
-        if found is not None:
-            return catalog.get_invocation(found)
-        if UUID_PATTERN.match(target.strip().lower()):
+        if found is None and UUID_PATTERN.match(text):
             raise ConfigError("", "invocation", f"no invocation {target} in the catalog", listing)
+    if found is not None and not UUID_PATTERN.match(text):   # a start: is it an experiment too?
+        if catalog.newest(target.strip()) is not None:
+            raise named_both(target, target.strip(), found)
+        if os.path.isdir(target):
+            raise named_both(target, target.strip(), found, folder=True)
+    if found is not None:
+        return catalog.get_invocation(found)
     if os.path.isdir(target):   # that folder's own invocations (another folder may share its name)
         inv = catalog.newest_from(str((Path(target) / "config.json").resolve()))
         if inv is not None:
             return inv
     name = Path(target).resolve().name if os.path.isdir(target) else Path(target).name
     inv = catalog.newest(name)
-    if inv is None and ID_PREFIX_PATTERN.match(target.strip().lower()):
+    if inv is None and not is_path and ID_PREFIX_PATTERN.match(text):
         raise ConfigError("", "invocation", f"no invocation id starts with {target.strip()!r}, and no experiment "
                           "is named so", listing)
     if inv is None:
-        raise ConfigError("", "experiment", f"experiment {name!r} has no invocation in the catalog",
-                          f"run: mirrorscan scan experiments/{name}/")
+        short = "" if is_path or not re.fullmatch(r"[0-9a-f]{1,5}", text) else (
+            f", and {target.strip()!r} is too short for the start of an invocation id (that needs 6 hex digits "
+            "or more)")
+        raise ConfigError("", "experiment", f"experiment {name!r} has no invocation in the catalog{short}",
+                          f"run: mirrorscan scan experiments/{name}/" + (", or give 6 or more hex digits of the "
+                                                                          "invocation id" if short else ""))
     return inv

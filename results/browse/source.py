@@ -133,12 +133,16 @@ class Browser:
 
     def resolve_id(self, target: str) -> str:
         """The invocation id ``target`` names (a whole id or its unique start, as every verb reads it:
-        ``cluster.catalog.match_invocation_id``); NotFound for an unknown one or an ambiguous start (naming the
-        candidates)."""
-        from mirrorscan.cluster.catalog import match_invocation_id
+        ``cluster.catalog.match_invocation_id``); NotFound for an unknown one, an ambiguous start (naming the
+        candidates), or a start that is also an experiment's name (naming both: ``cluster.catalog.TARGET_RULE``)."""
+        from mirrorscan.cluster.catalog import UUID_PATTERN, match_invocation_id, named_both
 
         try:
             found = match_invocation_id(target, self.catalog.ids_starting)
+            if found is not None and not UUID_PATTERN.match(target.strip().lower()) \
+                    and self.catalog.invocations(target.strip()):   # a start that names an experiment too
+                raise named_both(target, target.strip(), found, fix=f"open /experiments/{target.strip()} for the "
+                                 f"experiment, or /invocations/{found} for the invocation")
         except ConfigError as exc:
             raise NotFound(f"{exc.problem}: {exc.fix}") from None
         if found is None:

@@ -130,6 +130,47 @@ def test_an_invocation_is_found_by_the_unique_start_of_its_id(catalog):
     assert resolve_invocation("pre", catalog)["experiment"] == "pre"   # a name is still an experiment
 
 
+def test_a_text_that_is_both_an_experiment_and_an_id_start_is_refused_naming_both(catalog, tmp_path, monkeypatch):
+    """``f16b00`` may name an experiment and be the start of another experiment's invocation id: neither wins
+    silently. A path (it holds a /) is always the experiment, a whole id always the invocation."""
+    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.grid.errors import ConfigError
+
+    other = "f16b0031-0000-4000-8000-000000000001"
+    catalog.create_invocation(record(invocation_id=other, experiment="other"))
+    own = "0aaaaaaa-0000-4000-8000-000000000002"
+    catalog.create_invocation(record(invocation_id=own, experiment="f16b00"))
+    with pytest.raises(ConfigError) as refused:
+        resolve_invocation("f16b00", catalog)
+    line = str(refused.value)
+    assert "\n" not in line and "experiment 'f16b00'" in line and other in line, line
+    assert "./f16b00/" in line   # how to say which one is meant
+    assert resolve_invocation("./f16b00/", catalog)["invocation_id"] == own
+    assert resolve_invocation("experiments/f16b00/", catalog)["invocation_id"] == own
+    assert resolve_invocation(other, catalog)["experiment"] == "other"
+    assert resolve_invocation("f16b0031", catalog)["experiment"] == "other"   # not an experiment: the id
+    folder = tmp_path / "f16b0031"   # an experiment folder here, never scanned: still both
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="names both .*folder f16b0031/.*" + other):
+        resolve_invocation("f16b0031", catalog)
+
+
+def test_a_short_hex_text_says_an_id_start_needs_six_hex_digits(catalog):
+    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.grid.errors import ConfigError
+
+    catalog.create_invocation(record(invocation_id="f16b0031-0000-4000-8000-000000000001", experiment="other"))
+    with pytest.raises(ConfigError) as refused:
+        resolve_invocation("f16b", catalog)
+    line = str(refused.value)
+    assert "experiment 'f16b' has no invocation" in line and "6 hex digits" in line, line
+    with pytest.raises(ConfigError) as plain:
+        resolve_invocation("pear", catalog)   # not hex: about the experiment only
+    assert "hex" not in str(plain.value)
+
+
 def test_update_progress(catalog, stored):
     iid = stored["invocation_id"]
     catalog.update_progress(iid, "running", {"planned": 10, "done": 4})

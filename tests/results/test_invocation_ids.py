@@ -22,7 +22,8 @@ import browse_world as world  # noqa: E402
 @pytest.fixture(scope="module")
 def made(tmp_path_factory, pg_dsn):
     """The browse world plus two invocation rows whose ids share their first 8 hex digits (an ambiguous start),
-    chosen to differ from the world's id at the first digit, and a scan.log beside the world's traces."""
+    chosen to differ from the world's id at the first digit, an experiment named as the first 7 hex digits of
+    the world's id, and a scan.log beside the world's traces."""
     base = tmp_path_factory.mktemp("ids")
     dsn = new_database(pg_dsn)
     built = world.build(base, dsn)
@@ -35,12 +36,18 @@ def made(tmp_path_factory, pg_dsn):
                 "invocation_id": twin, "experiment": "twins", "instrument": "forced_choice",
                 "settings": {"format": 2, "experiment": "twins", "instrument": "forced_choice"},
                 "settings_hash": "test", "status": "complete", "store_uri": built["store"]})
+        shadow = next(d * 8 for d in "0123456789" if d not in (real[0], lead)) + "-0000-4000-8000-000000000003"
+        catalog.create_invocation({   # an experiment named as the start of the world's id (a valid name)
+            "invocation_id": shadow, "experiment": real[:7], "instrument": "forced_choice",
+            "settings": {"format": 2, "experiment": real[:7], "instrument": "forced_choice"},
+            "settings_hash": "test", "status": "complete", "store_uri": built["store"]})
     store = open_store(built["store"])
     log = Path(store.invocation_dir(world.EXPERIMENT, real)) / "scan.log"
     log.write_text("engine output\n", encoding="utf-8")
     store.write_analysis(world.EXPERIMENT, real, "forced_choice/run1/table.parquet", b"PAR1")
     browser = Browser(dsn, base / "index")
     yield {**built, "dsn": dsn, "real": real, "unique": real[:8], "ambiguous": lead * 8, "twins": twins,
+           "both": real[:7],
            "unknown": ("c" if lead != "c" and real[0] != "c" else "d") * 8, "browser": browser,
            "client": TestClient(build_app(browser))}
     browser.close()
@@ -93,6 +100,27 @@ def test_every_verb_refuses_an_ambiguous_or_unknown_start_with_one_line(made, ca
         assert all(t in page.text for t in made["twins"])
     for path in (f"/invocations/{target}/matrix", f"/compare?a={target}&b={made['real']}"):
         assert client.get(path).status_code == 404, path
+
+
+def test_every_verb_refuses_a_text_that_is_both_an_experiment_and_an_id_start_naming_both(made, capsys, monkeypatch):
+    """An experiment may be named like the start of another experiment's invocation id: no verb, and no browser
+    page, picks one of the two without a word (``cluster.catalog.TARGET_RULE``)."""
+    monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", made["dsn"])
+    target = made["both"]
+    for name, (module, argv) in verbs(made, target).items():
+        if module == "mirrorscan.instruments.open_scan.cli":
+            from mirrorscan.grid.instrument import resolve
+            from mirrorscan.results.reader import StoreReader
+
+            code, err = resolve("open_scan").cli(argv, "mirrorscan open_scan", StoreReader()), capsys.readouterr().err
+        else:
+            code, err = run_verb(module, argv, capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (name, err)
+        assert f"experiment '{target}'" in lines[0] and made["real"] in lines[0], (name, err)
+    page = made["client"].get(f"/invocations/{target}")
+    assert page.status_code == 404 and f"experiment &#x27;{target}&#x27;" in page.text and made["real"] in page.text
+    assert made["client"].get(f"/experiments/{target}").status_code == 200   # the experiment's own page still opens
 
 
 def test_a_unique_start_names_the_same_invocation_in_every_verb(made, capsys):
