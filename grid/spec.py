@@ -258,8 +258,10 @@ def _validate_sampling(file: str, where: str, v: dict) -> None:
     check_range(file, f"{prefix}max_tokens", v["max_tokens"] >= 1, f"is {v['max_tokens']}", "use a positive integer")
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read, validate and resolve ``config.json`` (or a folder holding one)."""
+def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
+    """Read, validate and resolve ``config.json`` (or a folder holding one). The experiment is named by its
+    folder, or by ``experiment`` (``scan --as``), which is then the only name checked: a folder whose name is no
+    name ("my exp") can still be scanned under one."""
     p = Path(path)
     config_path = p / "config.json" if p.is_dir() or not p.suffix else p
     file = str(config_path)
@@ -336,7 +338,14 @@ def load_spec(path: str | Path) -> Spec:
         if type_ok(section.get(key), (int,)):
             check_limit(file, f"{where}.{key}" if where else key, section[key], limit, limits)
     instrument_spec = instrument.load_spec(section, SpecContext(file, where, str(config_dir)))
-    experiment = check_experiment_name(config_dir.name, file, "(experiment folder name)")
+    if experiment is not None:
+        experiment = check_experiment_name(experiment, "", "--as")
+    else:
+        try:
+            experiment = check_experiment_name(config_dir.name, file, "(experiment folder name)")
+        except ConfigError as exc:
+            raise ConfigError(exc.file, exc.field, exc.problem, f"{exc.fix}, or name the experiment with --as NAME "
+                              "(scan --as my-exp)") from None
     spec = Spec(config_path=file, experiment=experiment, raw=raw, models=tuple(models), instrument=instrument,
                 instrument_spec=instrument_spec, instrument_name=values["instrument"],
                 description=values["description"], samples=values["samples"], temperature=float(values["temperature"]),

@@ -51,16 +51,17 @@ def print_plan(plans: list, out, indent: str = "    ") -> None:
 
 
 def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | None = None,
-            max_attempts: int = 3, out=None) -> None:
-    """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring."""
+            max_attempts: int = 3, out=None, as_name: str | None = None) -> None:
+    """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring. ``as_name``: the
+    experiment's name given by ``--as`` (default: its folder's)."""
     out = out or sys.stdout
     from mirrorscan.cluster.scan_plan import unfinished_invocation
     from mirrorscan.cluster.scan_records import ScanOptions
     from mirrorscan.cluster.scan_run import ScanRun
     from mirrorscan.grid.spec import load_spec
 
-    options = ScanOptions(max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn)
-    scan = ScanRun(load_spec(experiment), options)
+    options = ScanOptions(max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn, check_home=as_name is None)
+    scan = ScanRun(load_spec(experiment, as_name), options)
     scan.check(dry=True)   # what scan refuses before it records anything, refused here the same way
     plans = scan.plan()
     spec = scan.spec

@@ -9,13 +9,11 @@ the cells already stored through one actor pool per model, record the outcome) a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from mirrorscan.cluster.progress import bar_wanted
 from mirrorscan.cluster.scan_records import ScanOptions, ScanResult
 from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
-from mirrorscan.grid.names import check_experiment_name
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs.errors import reports_user_errors
 
@@ -77,10 +75,7 @@ def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanR
     experiment explicitly (default: its folder's name, which must not already belong to another folder's
     runs)."""
     options = ScanOptions(check_home=as_name is None, **options)
-    spec = load_spec(experiment)
-    if as_name is not None:
-        spec = dataclasses.replace(spec, experiment=check_experiment_name(as_name, "", "--as"))
-    return ScanRun(spec, options).execute()
+    return ScanRun(load_spec(experiment, as_name), options).execute()
 
 
 def print_summary(result: ScanResult, out=None) -> None:
@@ -126,7 +121,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
     if args.dry_run:
         from mirrorscan.jobs.dry_run import dry_run
 
-        dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts)
+        dry_run(args.experiment, store=args.store, catalog_dsn=args.catalog_dsn, max_attempts=args.max_attempts,
+                as_name=args.as_name)
         return EXIT_OK
     stop_like_ctrl_c_on_sigterm()
     if args.quiet:

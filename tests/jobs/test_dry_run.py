@@ -139,3 +139,23 @@ def test_dry_run_from_the_command_line_exits_0_or_2(tmp_path, tiny_dir, monkeypa
     (exp / "config.json").write_text(json.dumps({"instrument": "forced_choice", "models": [], "max_token": 3}))
     assert scan.main([str(exp), "--dry-run"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_as_names_an_experiment_whose_folder_name_is_not_a_name(tmp_path, tiny_dir, monkeypatch, capsys):
+    """A folder called "my exp" is refused as a name, and the refusal points at ``--as``; with ``--as my-exp`` the
+    folder is read under that name (the scan and its dry run alike): ``--as`` exists for exactly this."""
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.jobs import scan
+
+    monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MIRRORSCAN_CATALOG_DSN", raising=False)
+    exp = experiment(tmp_path, tiny_dir).rename(tmp_path / "my exp")
+    with pytest.raises(ConfigError, match="experiment folder name.*--as NAME"):
+        load_spec(exp)
+    assert load_spec(exp, experiment="my-exp").experiment == "my-exp"
+    with pytest.raises(ConfigError, match="--as"):
+        load_spec(exp, experiment="my exp")   # the name given must itself be a name
+    assert scan.main([str(exp), "--as", "my-exp", "--dry-run", "--store", str(tmp_path / "store")]) == 0
+    assert "experiment my-exp " in capsys.readouterr().out
+    assert scan.main([str(exp), "--dry-run", "--store", str(tmp_path / "store")]) == 2
+    assert "--as" in capsys.readouterr().err
