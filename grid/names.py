@@ -2,9 +2,9 @@
 
 A NAME is anything a user chooses that becomes part of a path, a catalog key, a probe_id or a page: an
 experiment (its folder name, ``--as``, ``open_scan import --experiment``), a model label, a lens variant, an
-open_scan run label, a flinch axis id, a forced_choice envelope (wrapper) id or pair id, a lens framing id, the tap's
-``--label``. The rule (``NAME_RULE``): 1 to ``MAX_NAME_CHARS`` characters from ``A-Z a-z 0-9 . _ - @ +``,
-starting with a letter or digit, with no ``..`` — so no path separator, no dot segment, no markup, no
+open_scan run label or query_id, a flinch axis id, a forced_choice envelope (wrapper) id or pair id, a lens
+framing id or item id, the tap's ``--label``. The rule (``NAME_RULE``): 1 to ``MAX_NAME_CHARS`` characters from
+``A-Z a-z 0-9 . _ - @ +``, starting with a letter or digit, with no ``..`` — so no path separator, no dot segment, no markup, no
 whitespace or control character, nothing a shell or a URL must quote. ``check_name`` applies it and raises
 a ConfigError naming the field and the rule; every verb calls it before anything is written.
 ``check_experiment_name`` adds what an experiment may not be called (``_…``, an analyze subcommand).

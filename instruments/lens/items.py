@@ -26,7 +26,6 @@ from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt
 from mirrorscan.grid.files import packaged_path, sha256
-from mirrorscan.grid.ids import check_component
 from mirrorscan.grid.names import check_name
 
 SLOT = "{task}"
@@ -215,7 +214,7 @@ def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
             raise ConfigError(str(file), where, f"lacks {', '.join(missing)}",
                               "give every item an id and a text" + (" and a label" if labelled else "")
                               + " (map other column names in the config)")
-        item_id = check_component(str(row[columns["id"]]), str(file), f"{where}.id")
+        item_id = check_name(str(row[columns["id"]]), str(file), f"{where}.id")   # an id the user gives: the one name rule
         if item_id in seen:
             raise ConfigError(str(file), f"{where}.id", f"{excerpt(item_id)} appears twice", "give every item its own id")
         seen.add(item_id)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError, csv_rows, excerpt, file_error
 from mirrorscan.grid.files import packaged_path, sha256
-from mirrorscan.grid.ids import check_component
+from mirrorscan.grid.names import check_name
 
 PACKAGED = {"packaged:demo": "probes/demo.csv"}
 """Shipped probe sets, by the name a config uses, relative to this package's ``data`` folder."""
@@ -38,7 +38,7 @@ class Probe:
     """One query of the probe set, exactly as the file holds it."""
 
     query_id: str
-    """The id given in the file (a probe_id component without ``@`` or ``~``)."""
+    """The id given in the file (a name under the one name rule, without ``@``)."""
     query: str
     """The query text, verbatim: the decoded bytes of the CSV field."""
     query_hash: str
@@ -69,13 +69,13 @@ def decode_utf8(data: bytes, file: str, field: str) -> str:
 
 
 def check_query_id(value: str, file: str, field: str) -> str:
-    """Return ``value`` if it can be a query_id (a probe_id component without ``@`` or ``~``), else ConfigError."""
-    check_component(value, file, field)
-    bad = next((c for c in KEY_SEPARATORS if c in value), None)
+    """Return ``value`` if it can be a query_id, else ConfigError: a name the user gives, so the one name rule
+    (``grid.names.check_name``, as for a pair id), without ``@`` or ``~``, which separate an item_key's parts."""
+    bad = next((c for c in KEY_SEPARATORS if isinstance(value, str) and c in value), None)
     if bad:
         raise file_error(file, field, f"contains {bad!r}, which separates the parts of an item_key",
                          f"remove or replace the {bad!r}", offending=value)
-    return value
+    return check_name(value, file, field)
 
 
 def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",

@@ -146,6 +146,15 @@ def test_duplicate_item_ids_are_refused_naming_the_item(tmp_path):
     assert "own id" in err.fix
 
 
+@pytest.mark.parametrize("item_id, says", [("t 0", "' '"), ("t:0", "':'"), ("_empty", "starts with '_'"),
+                                          ("<i>", "'<'")])
+def test_an_item_id_follows_the_one_name_rule(tmp_path, item_id, says):
+    """A task or scoring item's id is a name the user gives: the name rule applies, as to a pair id (``_empty``,
+    the empty task lens adds itself, cannot be given)."""
+    err = refused(write_experiment(tmp_path, tasks=[("t1", "a"), (item_id, "b")]))
+    assert err.field == "tasks, item 2.id" and says in err.problem and "a name is 1 to 64 characters" in err.problem
+
+
 def test_duplicate_task_ids_are_refused(tmp_path):
     err = refused(write_experiment(tmp_path, tasks=[("t0", "a"), ("t1", "b"), ("t0", "c")]))
     assert err.field == "tasks, item 3.id" and "'t0' appears twice" in err.problem
@@ -191,8 +200,8 @@ def test_a_mapped_scoring_set_naming_a_missing_column_is_refused(tmp_path):
 
 
 def test_a_task_named_empty_is_refused(tmp_path):
-    err = refused(write_experiment(tmp_path, tasks=[("t0", "a"), ("_empty", "b")]))
-    assert err.field == "lens.tasks" and "'_empty'" in err.problem and "rename" in err.fix
+    err = refused(write_experiment(tmp_path, tasks=[("t0", "a"), ("_empty", "b")]))   # the name rule: no leading _
+    assert err.field == "tasks, item 2.id" and "'_empty'" in err.problem and "rename" in err.fix
 
 
 def test_a_framing_named_like_the_scoring_coordinate_is_refused(tmp_path):

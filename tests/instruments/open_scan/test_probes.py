@@ -130,12 +130,18 @@ def test_an_empty_query_names_its_row(query):
     assert error.field == "probes.csv:3:query" and "'b'" in error.problem
 
 
-@pytest.mark.parametrize("query_id, says", [("a@b", "'@'"), ("a~b", "'~'"), ("a|b", "'|'"), (" a", "whitespace"),
-                                            ("", "empty"), ("x" * 201, "at most 200"), ("a\u200bb", "U+200B")])
+@pytest.mark.parametrize("query_id, says", [("a@b", "'@'"), ("a~b", "'~'"), ("a|b", "'|'"), (" a", "' '"),
+                                            ("", "empty"), ("x" * 65, "at most 64"), ("a\u200bb", "\\u200b"),
+                                            ("q 1", "' '"), ("q:1", "':'"), ("_q", "starts with '_'"),
+                                            ("<b>", "'<'")])
 def test_a_bad_query_id_is_refused(query_id, says):
+    """A query_id is a name the user gives: the one name rule (``grid.names``) applies, as to a pair id, and
+    the refusal states it; ``@`` (allowed in names) separates the id from the hash in an item_key."""
     data = "query_id,query\n" + f'"{query_id}",x\n'
     error = refused(data.encode())
     assert error.field == "probes.csv:2:query_id" and says in error.problem
+    if query_id not in ("", "a@b", "a~b"):
+        assert "a name is 1 to 64 characters" in error.problem, error
 
 
 def test_an_unquoted_comma_is_refused_rather_than_cutting_the_query():
