@@ -7,16 +7,44 @@ difference of rates in percentage points (``+3.1 pp``); a duration in the unit t
 ``12345``, ``0.00123``); absence (None, NaN) as ``—``. A headline number's unit is read from its
 name (``headline``): ``*_rate`` / ``*_share`` → percent, ``*_pp`` → percentage points, ``*_ms`` →
 milliseconds, ``*_s`` / ``*_seconds`` → seconds.
+
+Text a verb prints to a terminal goes through ``printable``: a control character in a stored value (an ESC
+starting a colour or a window title, a BEL, a CR that overwrites the line) is shown as an escape, never
+acted on. Stored values stay verbatim; only what is printed is escaped.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import timezone
 
 ABSENT = "—"
 """What an absent value (None, NaN) is printed as."""
+
+
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Characters a terminal acts on instead of showing: the C0 controls (NUL … US: BEL, BS, TAB, LF, CR, ESC), DEL and
+the C1 controls (U+0080 … U+009F: CSI and OSC among them)."""
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str, keep: str = "", *, json_text: bool = False) -> str:
+    """``text`` safe to print on a terminal: every control character (``CONTROL``) not in ``keep`` written as the
+    escape a reader knows, ``\\n``, ``\\r``, ``\\t``, else ``\\x1b``. ``keep="\\n"`` keeps the lines of a
+    whole printed text. With ``json_text`` (text ``json.dumps`` wrote, which escapes only C0) the escape is JSON's
+    ``\\u009b``, so the text stays JSON and parses to the same values."""
+    def escape(match: re.Match) -> str:
+        c = match.group()
+        if c in keep:
+            return c
+        if json_text:
+            return f"\\u{ord(c):04x}"
+        return _NAMED.get(c) or f"\\x{ord(c):02x}"
+
+    return CONTROL.sub(escape, text)
 
 
 def _absent(value) -> bool:

@@ -19,6 +19,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from mirrorscan.grid.formatting import printable
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.spec import RESERVED_NAMES
 from mirrorscan.jobs.errors import reports_user_errors
@@ -111,9 +112,9 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
                                 reannotate=args.reannotate, write=not args.no_write, waiting=waiting)
     if args.json:
         view = report.analysis.json_view if report.analysis.json_view is not None else report.analysis.numbers
-        print(json.dumps(view, indent=2, ensure_ascii=False))
+        print(printable(json.dumps(view, indent=2, ensure_ascii=False), "\n", json_text=True))
     else:
-        print(format_report(report))
+        print(printable(format_report(report), "\n"))   # a description or an answer may hold an ESC
     return 0
 
 

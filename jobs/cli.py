@@ -23,6 +23,9 @@
 
 ``mirrorscan VERB --help`` explains each verb.
 
+A reader that stops early (``mirrorscan sql … | head -1``) ends the output quietly: no traceback, exit code 141
+(128 + SIGPIPE, what a shell reports for a command a closed pipe stopped).
+
 Listing the verbs imports no verb: each verb's modules (Ray, torch, an instrument, scipy) are imported only
 when that verb runs, so ``mirrorscan --help`` answers at once.
 """
@@ -86,8 +89,31 @@ def verb_first(argv: list[str]) -> list[str]:
     return argv
 
 
+EXIT_BROKEN_PIPE = 141
+"""Exit code when the reader of stdout went away (128 + SIGPIPE)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a verb's ``main``; returns the exit code."""
+    """Dispatch to a verb's ``main``; returns the exit code (``EXIT_BROKEN_PIPE`` when stdout's reader closed
+    the pipe: the rest of the output is dropped without a traceback, as Python's documentation of SIGPIPE
+    recommends)."""
+    import errno
+    import os
+
+    try:
+        code = dispatch(argv)
+        sys.stdout.flush()   # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return code
+    except OSError as exc:   # BrokenPipeError, or pyarrow's I/O error carrying EPIPE
+        if not (isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE or "Broken pipe" in str(exc)):
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # Python flushes stdout at exit: let that write go nowhere
+        return EXIT_BROKEN_PIPE
+
+
+def dispatch(argv: list[str] | None = None) -> int:
+    """Run the verb ``argv`` names (or print the verb list); returns its exit code."""
     import importlib
     import os
 

@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 
+from mirrorscan.grid.formatting import printable
 from mirrorscan.jobs.errors import reports_user_errors
 
 
@@ -35,7 +36,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan diff") -> int:
     p.add_argument("--expect-exact", action="store_true", help="exit 1 unless the two match exactly")
     args = p.parse_args(argv)
     d = diff_targets(args.a, args.b, store=args.store, dsn=args.catalog_dsn)
-    print(json.dumps(d.to_dict(), indent=2, ensure_ascii=False) if args.json else format_diff(d))
+    print(printable(json.dumps(d.to_dict(), indent=2, ensure_ascii=False), "\n", json_text=True) if args.json
+          else format_diff(d))
     return 1 if args.expect_exact and not d.exact else 0
 
 

@@ -31,7 +31,11 @@ Time: a query runs at most ``--timeout`` seconds (default 300; 0 = no limit), th
 ``error:`` line and exit code 2. Ctrl-C (SIGINT) stops a running query at once: one ``interrupted:`` line,
 exit code 130. Nothing is written either way.
 
-Output: ``table`` prints timestamps, dates and times as ISO text (``2025-01-02T03:04:05+00:00``) and
+Output: ``table`` escapes control characters (``grid.formatting.printable``: an ESC, BEL or CR in a stored
+response shows as ``\x1b``, ``\x07``, ``\r``, never acts on the terminal), ``json`` writes them as JSON escapes
+(``\u001b``; the values parse back unchanged) and ``csv`` escapes them only when stdout is a terminal. ``table``
+prints at most ``--limit`` rows (default 10,000; a ``note:`` on stderr says how many were left out), ``csv`` and
+``json`` every row unless ``--limit`` is given. ``table`` prints timestamps, dates and times as ISO text (``2025-01-02T03:04:05+00:00``) and
 intervals as durations in DuckDB's own wording (``1 day 03:00:00``); ``json`` writes them the same way,
 as strings; ``csv`` writes intervals the same way and lists or structs as JSON text. A column name that
 occurs twice (``SELECT 1 AS a, 2 AS a``, or ``*`` over a join) keeps its first occurrence; the next ones
@@ -50,8 +54,14 @@ import sys
 import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.formatting import printable
 from mirrorscan.jobs.errors import reports_user_errors
 from mirrorscan.results.sql import DEFAULT_TIMEOUT_S, EXIT_INTERRUPTED, query
+
+TABLE_ROWS = 10_000
+"""Rows the ``table`` format prints by default (``--limit``): a million-row result is for ``--format csv``, not
+a terminal."""
+
 
 def unique_names(names: list[str]) -> list[str]:
     """``names`` with each repeated name suffixed ``_2``, ``_3``, … (the first occurrence keeps its name;
@@ -120,9 +130,11 @@ def row_values(table: pa.Table) -> list[list]:
 
 
 def json_lines(table: pa.Table) -> list[str]:
-    """One JSON object per row, keys in column order; repeated column names made unique (``unique_names``)."""
+    """One JSON object per row, keys in column order; repeated column names made unique (``unique_names``);
+    control characters as JSON escapes (``printable``)."""
     names = unique_names(table.column_names)
-    return [json.dumps(dict(zip(names, r)), default=str, ensure_ascii=False) for r in row_values(table)]
+    return [printable(json.dumps(dict(zip(names, r)), default=str, ensure_ascii=False), json_text=True)
+            for r in row_values(table)]
 
 
 def csv_ready(table: pa.Table) -> pa.Table:
@@ -138,24 +150,27 @@ def csv_ready(table: pa.Table) -> pa.Table:
     return table
 
 
-def format_table(table: pa.Table, max_width: int = 60) -> str:
-    """A plain aligned text rendering of a result (cells cut to ``max_width`` characters).
+def format_table(table: pa.Table, max_width: int = 60, total: int | None = None) -> str:
+    """A plain aligned text rendering of a result (cells cut to ``max_width`` characters); ``total``: the rows
+    of the whole result when ``table`` is its first rows only (the last line says so).
 
     NULL for null; strings, decimals, timestamps, dates, times (ISO) and intervals (``format_interval``) without
-    quotes; numbers and booleans as JSON; lists and structs as JSON. Repeated column names are made
-    unique (``unique_names``)."""
+    quotes; numbers and booleans as JSON; lists and structs as JSON; control characters (a newline, an ESC)
+    escaped (``printable``). Repeated column names are made unique (``unique_names``)."""
     def cell(v) -> str:
         s = ("NULL" if v is None else v if isinstance(v, str) else str(v) if isinstance(v, decimal.Decimal)
              else json.dumps(v, default=str, ensure_ascii=False))
-        s = s.replace("\n", "\\n")
+        s = printable(s)
         return s if len(s) <= max_width else s[: max_width - 1] + "…"
 
-    cols = unique_names(table.column_names)
+    cols = [printable(c) for c in unique_names(table.column_names)]
     rows_ = [[cell(v) for v in r] for r in row_values(table)]
     widths = [max([len(c)] + [len(r[i]) for r in rows_]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows_]
-    lines.append(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
+    shown = f"{table.num_rows} of {total} rows" if total is not None and total != table.num_rows else \
+        f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}"
+    lines.append(f"({shown})")
     return "\n".join(lines)
 
 
@@ -170,6 +185,9 @@ def build_parser(prog: str = "mirrorscan sql") -> argparse.ArgumentParser:
                    help="table (aligned, long cells cut), csv, or json (one object per line, nothing cut). "
                         "Timestamps print as ISO text, intervals as durations ('1 day 03:00:00'); a repeated "
                         "column name becomes name_2, name_3, … in every format, with a note on stderr")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help=f"print at most N rows, with a note on stderr saying how many were left out (default: "
+                        f"{TABLE_ROWS:,} for table, every row for csv and json; 0 = every row)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"stop a query running longer than this (default {DEFAULT_TIMEOUT_S:g} s; 0 = no limit)")
     return p
@@ -186,6 +204,8 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     args = build_parser(prog).parse_args(argv)
     if not args.timeout >= 0:
         raise ConfigError("", "--timeout", f"is {args.timeout:g}", "pass 0 (no limit) or more seconds")
+    if args.limit is not None and args.limit < 0:
+        raise ConfigError("", "--limit", f"is {args.limit}", "pass 0 (every row) or a number of rows")
     default = os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
     try:
         table = query(args.query, args.store, args.catalog_dsn, default, timeout_s=args.timeout or None)
@@ -196,17 +216,40 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan sql") -> int:
     if renames:
         print("note: repeated column names renamed: " + ", ".join(f"{old} → {new}" for old, new in renames)
               + " (name the columns with AS to choose)", file=sys.stderr)
+    total = table.num_rows
+    table = limited(table, TABLE_ROWS if args.limit is None and args.format == "table" else args.limit or 0)
     if args.format == "csv":
-        import pyarrow.csv as pacsv
-
-        sys.stdout.flush()
-        pacsv.write_csv(csv_ready(table), sys.stdout.buffer)
+        write_csv(csv_ready(table))
     elif args.format == "json":
         for line in json_lines(table):
             print(line)
     else:
-        print(format_table(table))
+        print(format_table(table, total=total))
+    if table.num_rows < total:
+        print(f"note: printed the first {table.num_rows:,} of {total:,} rows ({total - table.num_rows:,} left out); "
+              "--limit 0 prints every row, and --format csv or json with > FILE writes them all", file=sys.stderr)
     return 0
+
+
+def limited(table: pa.Table, limit: int) -> pa.Table:
+    """The first ``limit`` rows of ``table`` (all of them for 0)."""
+    return table.slice(0, limit) if limit and table.num_rows > limit else table
+
+
+def write_csv(table: pa.Table) -> None:
+    """``table`` as CSV on stdout: verbatim into a pipe or file, with control characters but the line ends
+    escaped (``printable``) on a terminal."""
+    import io
+
+    import pyarrow.csv as pacsv
+
+    sys.stdout.flush()
+    if not sys.stdout.isatty():
+        pacsv.write_csv(table, sys.stdout.buffer)
+        return
+    text = io.BytesIO()
+    pacsv.write_csv(table, text)
+    sys.stdout.write(printable(text.getvalue().decode("utf-8"), keep="\n"))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from mirrorscan.grid.formatting import fixed, headline, milliseconds
+from mirrorscan.grid.formatting import fixed, headline, milliseconds, printable
 from mirrorscan.grid.instrument import headline_units
 from mirrorscan.results.invocations import Invocation, successful_cells
 
@@ -242,7 +242,8 @@ def _phrase(rule: str) -> str:
 
 
 def format_diff(d: Diff) -> str:
-    """The diff as text: counts, match rates, breakdowns, headlines side by side, fingerprints, timing."""
+    """The diff as text: counts, match rates, breakdowns, headlines side by side, fingerprints, timing; control
+    characters of stored values escaped (``printable``), as it is printed."""
     lines = [f"diff A {d.left}  vs  B {d.right}   instrument {d.instrument}",
              f"cells: {d.cells_left} in A · {d.cells_right} in B · {d.shared} in both "
              f"({d.cells_left - d.shared} only in A, {d.cells_right - d.shared} only in B)",
@@ -283,4 +284,4 @@ def format_diff(d: Diff) -> str:
                      f"{milliseconds(ttft['right'])} ({_shift(ttft['shift'], 'ms')}), decode {_num(rate['left'])} → "
                      f"{_num(rate['right'])} tok/s ({_shift(rate['shift'], 'tok/s')})")
     lines.append("settings that differ: " + (", ".join(d.settings_differences) or "none"))
-    return "\n".join(lines)
+    return printable("\n".join(lines), "\n")

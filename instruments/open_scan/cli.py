@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.grid.errors import ConfigError, reports_user_errors
-from mirrorscan.grid.formatting import with_article
+from mirrorscan.grid.formatting import printable, with_article
 from mirrorscan.grid.reader import Reader
 from mirrorscan.instruments.open_scan.spec import IMPORTED_PREFIX, spec_from_frozen
 
@@ -169,6 +169,12 @@ def without_reproductions(rows: pa.Table, invocations: list[dict]) -> pa.Table:
     return rows.filter(pc.invert(pc.is_in(rows.column("invocation_id"), pa.array(copies, pa.string()))))
 
 
+def say(text: str) -> None:
+    """Print ``text`` with the control characters of stored values (a probe text, a file name) escaped
+    (``grid.formatting.printable``)."""
+    print(printable(text, "\n"))
+
+
 def _when(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else str(value)
 
@@ -190,31 +196,31 @@ def matrix_main(argv: list[str], prog: str, reader: Reader) -> int:
     inv, rows, view = _experiment_view(reader, args)
     matrix = build_matrix(rows, view.items, view.groups, view.series, view.samples)
     counts = matrix.counts()
-    print(f"experiment {inv['experiment']} · series {view.series} · {len(matrix.rows)} models × {len(view.items)} "
+    say(f"experiment {inv['experiment']} · series {view.series} · {len(matrix.rows)} models × {len(view.items)} "
           f"probes: {counts['answered']} answered · {counts['missing']} missing · {counts['failed']} failed"
           + (f" · {matrix.superseded} superseded answers kept (other probe texts)" if matrix.superseded else ""))
     versions, sequence = view.history
     for query_id, _ in view.items:
         line = describe(query_id, versions.get(query_id, []), sequence.get(query_id, []), _when)
         if line:
-            print(line)
+            say(line)
     width = max([len(name) for name in matrix.labels] + [5])
-    print(f"{'model':<{width}}  coverage (answered samples per probe; . = missing, x = failed)")
+    say(f"{'model':<{width}}  coverage (answered samples per probe; . = missing, x = failed)")
     for name, row in zip(matrix.labels, matrix.coverage.to_pylist()):
         cells = "".join(("." if row[q] == "missing" else "x" if row[q] == "failed" else
                          (row[q] if len(row[q]) == 1 else "+")) for q in matrix.query_ids)
-        print(f"{name:<{width}}  {cells}")
-    print(summary_text(matrix.summaries, view.series))
+        say(f"{name:<{width}}  {cells}")
+    say(summary_text(matrix.summaries, view.series))
     if args.parquet:
         import pyarrow.parquet as pq
 
         pq.write_table(matrix.cells, args.parquet)
-        print(f"wrote {args.parquet}")
+        say(f"wrote {args.parquet}")
     if args.csv:
         import pyarrow.csv as pacsv
 
         pacsv.write_csv(matrix.coverage, args.csv)
-        print(f"wrote {args.csv}")
+        say(f"wrote {args.csv}")
     return 0
 
 
@@ -240,7 +246,7 @@ def remeasure_main(argv: list[str], prog: str, reader: Reader) -> int:
             print(f"no rows for label {label} — skipped", file=sys.stderr)
     present = [Row(view.series, label, "scan") for label in wanted if label in stored]
     summaries = build_matrix(rows, view.items, present, view.series, view.samples).summaries
-    print(json.dumps(summaries, indent=2, default=str) if args.json else summary_text(summaries, view.series))
+    say(json.dumps(summaries, indent=2, default=str) if args.json else summary_text(summaries, view.series))
     return 0
 
 
@@ -295,7 +301,7 @@ def open_scan_main(argv: list[str], prog: str, reader: Reader) -> int:
         data = export_lines(inv, rows, by_invocation, view)
         Path(args.output).write_bytes(data)
         lines = data.count(b"\n")
-        print(f"wrote {lines} line(s) to {args.output}")
+        say(f"wrote {lines} line(s) to {args.output}")
         return 0
     return _import(reader, args)
 
@@ -367,7 +373,7 @@ def _import(reader: Reader, args) -> int:
         ok = pc.sum(pc.is_null(table.column("error")).cast(pa.int64())).as_py()
         catalog.update_progress(invocation_id, "complete", {"cells": table.num_rows, "ok": ok, "rows": table.num_rows},
                                 finished=True)
-    print(f"imported {len(kept)} of {len(lines)} line(s) ({table.num_rows} rows) as invocation {invocation_id} of "
+    say(f"imported {len(kept)} of {len(lines)} line(s) ({table.num_rows} rows) as invocation {invocation_id} of "
           f"experiment {experiment} (series {series}, from {path.name})")
     return 0
 
