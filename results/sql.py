@@ -114,6 +114,16 @@ def one_line(exc: Exception) -> str:
     return "; ".join(line for line in lines if line and set(line) != {"^"})
 
 
+def statement_keyword(text: str) -> str:
+    """The keyword a statement begins with, as the user wrote it, upper-cased (``INSTALL``, ``FORCE INSTALL``,
+    ``RESET``), leading comments skipped; "" when it begins with none. DuckDB's statement type is coarser
+    (INSTALL is a LOAD, RESET and USE a SET, CHECKPOINT a CALL), so a refusal names this instead."""
+    import re
+
+    found = re.match(r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*((?:FORCE\s+)?[A-Za-z]+)", text, re.S | re.I)
+    return " ".join(found.group(1).upper().split()) if found else ""
+
+
 def check_statement(con, sql: str) -> None:
     """Raise ConfigError unless ``sql`` is exactly one query statement (see QUERY_TYPES)."""
     import duckdb
@@ -125,11 +135,15 @@ def check_statement(con, sql: str) -> None:
     if len(statements) != 1:
         raise ConfigError("", "query", f"{len(statements)} SQL statements given, exactly one is run",
                           "pass one statement (no ';' between two)")
-    kind = statements[0].type.name
+    try:
+        kind = statements[0].type.name
+    except ValueError:   # a type DuckDB's Python API cannot name (UPDATE EXTENSIONS): not a query either
+        kind = ""
     if kind not in QUERY_TYPES:
         from mirrorscan.grid.formatting import with_article
 
-        raise ConfigError("", "query", f"{with_article(kind)} statement is refused; mirrorscan sql only reads",
+        name = statement_keyword(statements[0].query) or kind
+        raise ConfigError("", "query", f"{with_article(name)} statement is refused; mirrorscan sql only reads",
                           f"write one SELECT (or DESCRIBE/SHOW/SUMMARIZE/EXPLAIN) over {', '.join(VIEWS)}")
 
 
