@@ -106,8 +106,9 @@ runs to the end of the file, is a ``file_error`` naming the line."""
 
 def csv_rows(text: str, file: str, dict_rows: bool = False):
     """The rows of CSV ``text`` (lists, or dicts keyed by the header with ``dict_rows``), read with Python's
-    csv module; a malformed row (a field over ``CSV_FIELD_LIMIT`` characters, a NUL, an unclosed quote) is a
-    ``file_error`` naming ``file`` and the line instead of csv's traceback. Returns a list."""
+    csv module; a malformed row (a field over ``CSV_FIELD_LIMIT`` characters, a NUL, a quote left open:
+    ``open_quote_line``) is a ``file_error`` naming ``file`` and the line instead of csv's traceback or a miscounted
+    row. Returns a list."""
     import csv
     import io
 
@@ -120,7 +121,27 @@ def csv_rows(text: str, file: str, dict_rows: bool = False):
         line = (reader.reader if dict_rows else reader).line_num
         raise file_error(file, f"line {line}", f"cannot be read as CSV ({read_problem(exc)}; a field may hold at most "
                          f"{CSV_FIELD_LIMIT} characters)", "shorten the field, or close the quote that opens it") from None
+    opened = open_quote_line(text)
+    if opened is not None:   # csv read the rest of the file into one field: its row would be misreported
+        raise file_error(file, f"line {opened}", "has a quote left open: the field it starts runs to the end of the "
+                         "file", 'close the quote (a " inside a quoted field is written "")')
     return rows
+
+
+def open_quote_line(text: str) -> int | None:
+    """The line of CSV ``text`` whose row opens a quote that never closes (Python's csv, when not strict, reads the
+    rest of the file into that one field without a word), or None."""
+    import csv
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
+    try:
+        for _ in reader:
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        return start if "unexpected end of data" in str(exc) else None
+    return None
 
 
 def read_problem(exc: BaseException) -> str:

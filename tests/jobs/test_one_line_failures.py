@@ -110,6 +110,20 @@ def test_a_csv_field_larger_than_the_reader_takes_is_one_line_naming_file_and_li
     assert "close the quote" in one_error_line(mirrorscan(["scan", str(exp2), "--dry-run"]))
 
 
+def test_a_quote_left_open_is_named_as_such_on_the_line_it_opens(tmp_path):
+    """A short field whose quote never closes: csv reads the rest of the file into it, and the row was reported as
+    having too few columns ("has 2 columns") instead of the open quote."""
+    from mirrorscan.grid.errors import ConfigError, csv_rows
+
+    exp = write_experiment(tmp_path / "exp", FC, 'pair_id,word_a,word_b\nok,cat,dog\nbad,"cat,dog\nsea_sky,sea,sky\n')
+    line = one_error_line(mirrorscan(["scan", str(exp), "--dry-run"]))
+    assert f"{exp / 'pairs.csv'}: line 3: has a quote left open" in line and "columns" not in line, line
+    for dict_rows in (False, True):   # lens reads rows as dicts
+        with pytest.raises(ConfigError, match="f.csv: line 2: has a quote left open"):
+            csv_rows('a,b\nx,"y\nz,w\n', "f.csv", dict_rows)
+    assert csv_rows('a,b\n"x\ny",z\nq"r,s\n', "f.csv") == [["a", "b"], ["x\ny", "z"], ['q"r', "s"]]   # closed, or literal
+
+
 @pytest.mark.parametrize("body,problem", [
     ('{"instrument": "forced_choice", "samples": ' + "9" * 5000 + "}", "holds a number too long to read"),
     ("[" * 100_000 + "]" * 100_000, "nests arrays or objects too deeply to read"),
