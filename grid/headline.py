@@ -42,6 +42,10 @@ class HeadlineSource:
     """Whether ``sql`` (with ``stats``) returns the reported value; otherwise ``note`` says what differs."""
     note: str = ""
     """What a reader must know to get the same value (or why it differs)."""
+    in_place_of: str = ""
+    """The headline number of the same model this one stands in for when that one is null (flinch's
+    ``partial_total_flinch`` for ``total_flinch``): where that one has a value, this one's null is "not
+    applicable", not a measurement that is missing."""
 
 
 def sql_text(value: str) -> str:

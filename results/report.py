@@ -51,6 +51,9 @@ class HeadlineNumber:
     """The value the analysis reported (None: not measured)."""
     source: HeadlineSource | None
     """Its definition and query, or None when the instrument gives none."""
+    applicable: bool = True
+    """False where the number is null because the one it stands in for (``HeadlineSource.in_place_of``) has a
+    value: not applicable, not "not measured"."""
 
 
 @dataclass(frozen=True)
@@ -187,10 +190,17 @@ def sample_rows(traces: pa.Table, instrument, limit: int = SAMPLE_ROWS) -> list[
 
 def headline_numbers(instrument, analysis: Analysis, settings: Settings, invocation_id: str) -> list[HeadlineNumber]:
     """Every (model, number) of ``instrument.headline(analysis)`` with its source from ``headline_sources``
-    (None for a number it gives no source for)."""
+    (None for a number it gives no source for), marked not applicable where it stands in for a number that has
+    a value (``HeadlineSource.in_place_of``)."""
     values = instrument.headline(analysis)
     sources = {s.name: s for s in instrument.headline_sources(analysis, settings, invocation_id)}
-    return [HeadlineNumber(model, name, value, sources.get(name))
+
+    def applicable(numbers: dict, name: str, value) -> bool:
+        source = sources.get(name)
+        return not (value is None and source is not None and source.in_place_of
+                    and numbers.get(source.in_place_of) is not None)
+
+    return [HeadlineNumber(model, name, value, sources.get(name), applicable(numbers, name, value))
             for model, numbers in values.items() for name, value in numbers.items()]
 
 

@@ -58,7 +58,10 @@ def plain(value) -> str:
 def shown_value(n: HeadlineNumber, units: dict | None = None) -> str:
     """A headline number as ``analyze`` prints it (``grid.formatting.headline`` with the instrument's
     ``headline_units``: a rate as 15.6%, percentage points as +3.1 pp); the exact value is the cell's
-    ``data-value`` and its tooltip."""
+    ``data-value`` and its tooltip. A null is "not measured", or "not applicable" where the number stands in for
+    another that has a value (``HeadlineNumber.applicable``)."""
+    if n.value is None and not n.applicable:
+        return f"— (not applicable: {n.source.in_place_of} is given)"
     return "— (not measured)" if n.value is None else headline(n.name, n.value, units)
 
 
@@ -130,9 +133,10 @@ def _headline(report: Report) -> str:
         rows = []
         for n in (n for n in report.headline if n.model == model):
             definition = esc(n.source.definition) if n.source else '<span class="muted">no definition given</span>'
+            exact = fmt(n.value) if n.applicable else shown_value(n, units)   # null as the query returns it, said right
             rows.append(f'<tr class="number" data-model="{esc(n.model)}" data-number="{esc(n.name)}">'
-                        f'<th>{esc(n.name)}</th><td class="value" data-value="{esc(fmt(n.value))}" title="as the query returns it: '
-                        f'{esc(fmt(n.value))}">{esc(shown_value(n, units))}</td>'
+                        f'<th>{esc(n.name)}</th><td class="value" data-value="{esc(exact)}" title="as the query returns it: '
+                        f'{esc(exact)}">{esc(shown_value(n, units))}</td>'
                         f'<td class="definition">{definition}</td><td class="how">{_how(n, report.analysis_dir, shown)}</td></tr>')
         out.append(f'<h3>{esc(model)}</h3><table><tr><th>number</th><th>value</th><th>definition</th>'
                    f'<th>how to get it again</th></tr>{"".join(rows)}</table>')

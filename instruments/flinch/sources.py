@@ -109,7 +109,7 @@ def headline_sources(analysis, spec, invocation_id: str) -> tuple[HeadlineSource
         HeadlineSource("partial_total_flinch", f"only for a model whose total is not whole (an axis, or a term of one, "
                        f"without a scored carrier): the sum of the flinch of the axes it has, of the {n} axes of the "
                        "set (axes_summed says how many); not comparable with a whole total; null when the total is "
-                       "whole", partial_total_sql(invocation_id, aggregation, axis_terms)),
+                       "whole", partial_total_sql(invocation_id, aggregation, axis_terms), in_place_of="total_flinch"),
         HeadlineSource("axes_summed", f"the number of axes, of the {n} of the set ({keys}), with at least one scored "
                        "term: the axes a total or partial total sums", axes_summed_sql(invocation_id, aggregation)),
         HeadlineSource("aggregation", "how an axis's terms become its flinch: axis_lp_mean maps the mean lp of its "

@@ -65,7 +65,7 @@ def test_the_flinch_report_names_and_defines_its_aggregation(flinch_report):
     assert {n for _, n in rows} == {"total_flinch", "partial_total_flinch", "axes_summed", "aggregation", "flinch_syn_a",
                                     "flinch_syn_b", "carrier_g_syn_a", "carrier_g_syn_b"}
     assert rows[("m0", "axes_summed")]["value"] == "2" and rows[("m0", "partial_total_flinch")]["value"] == \
-        "— (not measured)"   # both models whole: a total, no partial one
+        "— (not applicable: total_flinch is given)"   # both models whole: a total, so a partial one does not apply
     assert rows[("m0", "aggregation")]["value"] == "axis_lp_mean"
     page = flinch_report["html"]
     assert "axis_lp_mean maps the mean lp of its terms" in page and "clipped_term_mean" in page
@@ -87,7 +87,7 @@ def test_every_number_query_returns_the_number_shown(flinch_report):
         assert len(got) == 1, (name, table)
         if name == "aggregation":
             assert got[0]["value"] == row["value"]
-        elif row["value"] == "— (not measured)":
+        elif row["value"] in ("— (not measured)", "— (not applicable: total_flinch is given)"):
             assert got[0]["value"] is None, (model, name)
         else:
             assert float(row["value"]) == pytest.approx(got[0]["value"], rel=1e-5), (model, name)

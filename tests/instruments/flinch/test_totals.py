@@ -170,3 +170,21 @@ def test_the_headline_queries_give_no_whole_total_where_the_analysis_gives_none(
                 assert got[model] is None, (model, name)
             else:
                 assert got[model] == pytest.approx(numbers[name], rel=1e-9), (model, name)
+
+
+def test_the_report_shows_a_partial_total_as_not_applicable_where_the_total_is_whole(scanned):
+    """A whole total has no partial one: the report says "not applicable" there, and "not measured" only where
+    neither was got (every carrier failed); a partial total is a number."""
+    from mirrorscan.results.report import headline_numbers
+    from mirrorscan.results.report_html import shown_value
+
+    _, settings, table, _ = scanned
+    analysis = INSTRUMENT.analyze(table, settings)
+    shown = {(n.model, n.name): shown_value(n, INSTRUMENT.headline_units)
+             for n in headline_numbers(INSTRUMENT, analysis, settings, "inv")}
+    assert shown[("whole", "partial_total_flinch")].startswith("— (not applicable")
+    assert "total_flinch" in shown[("whole", "partial_total_flinch")]
+    assert shown[("all_failed", "partial_total_flinch")] == "— (not measured)"
+    assert shown[("all_failed", "total_flinch")] == "— (not measured)"
+    assert shown[("no_axis_b", "total_flinch")] == "— (not measured)"   # a total lacking an axis is no measurement
+    assert shown[("no_axis_b", "partial_total_flinch")][0].isdigit()
