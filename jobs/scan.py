@@ -9,6 +9,7 @@ the cells already stored through one actor pool per model, record the outcome) a
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from mirrorscan.cluster.progress import bar_wanted
@@ -68,14 +69,25 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     return p
 
 
+class InterruptedBeforeRecording(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped a new scan before its invocation was recorded in the catalog: there is nothing
+    to resume."""
+
+
 def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanResult:
     """Run (or resume) an experiment's grid (the folder or its config.json); return the invocation id, final
     status, counts and traces path. ``options``: the fields of ``cluster.scan_run.ScanOptions`` (resume,
     max_attempts, store, catalog_dsn, ray_address, quiet, progress, accept_changed_probes). ``as_name`` names the
     experiment explicitly (default: its folder's name, which must not already belong to another folder's
-    runs)."""
+    runs). Ctrl-C before the invocation is recorded raises ``InterruptedBeforeRecording``."""
     options = ScanOptions(check_home=as_name is None, **options)
-    return ScanRun(load_spec(experiment, as_name), options).execute()
+    run = ScanRun(load_spec(experiment, as_name), options)
+    try:
+        return run.execute()
+    except KeyboardInterrupt:
+        if run.driver is None and not options.resume:   # the invocation and its driver start are recorded at once
+            raise InterruptedBeforeRecording() from None
+        raise
 
 
 def print_summary(result: ScanResult, out=None) -> None:
@@ -132,6 +144,10 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan scan") -> int:
                           catalog_dsn=args.catalog_dsn, ray_address=args.ray_address, quiet=args.quiet,
                           progress=bar_wanted(args.progress), as_name=args.as_name,
                           accept_changed_probes=args.accept_changed_probes)
+    except InterruptedBeforeRecording:
+        print(f"interrupted before the invocation was recorded: nothing was recorded, so there is nothing to "
+              f"resume; run mirrorscan scan {shlex.quote(args.experiment)} again", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         print("interrupted: finished parts are kept; run again with --resume to finish the grid", file=sys.stderr)
         return EXIT_INTERRUPTED
