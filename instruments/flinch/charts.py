@@ -1,4 +1,4 @@
-"""Radar chart of flinch per axis (matplotlib, Agg backend): one polygon per model on the fixed 0–100 scale."""
+"""Radar chart of flinch per axis (matplotlib, Agg backend): one polygon per model on the fixed 0–100 scale, and the\nmethod's reference rows dashed beside them where given."""
 
 from __future__ import annotations
 
@@ -7,26 +7,41 @@ import math
 from mirrorscan.analysis.plotting import png, pyplot
 
 
-def radar(models: list[dict], axis_labels: dict[str, str], title: str) -> bytes:
-    """PNG bytes: each model's axis flinch values (0–100) on one radar, axes in ``axis_labels`` order.
-    An axis a model lacks is drawn at 0 and named in the legend; the legend gives each total with the number
-    of axes it sums, and a partial total as partial."""
+def radar(models: list[dict], axis_labels: dict[str, str], title: str, references: list[dict] = ()) -> bytes:
+    """PNG bytes of ``radar_figure``."""
+    return png(radar_figure(models, axis_labels, title, references))
+
+
+def radar_figure(models: list[dict], axis_labels: dict[str, str], title: str, references: list[dict] = ()):
+    """The figure: each model's axis flinch values (0–100) on one radar, axes in ``axis_labels`` order, and each of
+    ``references`` (``reference.radar_rows``: the method's table, scored on another corpus) dashed and unfilled
+    after them. An axis a model lacks is drawn at 0 and named in the legend; the legend gives each total with the
+    number of axes it sums, and a partial total as partial."""
     plt = pyplot()
     keys = list(axis_labels)
     angles = [2 * math.pi * i / len(keys) for i in range(len(keys))] + [0.0]
     fig, ax = plt.subplots(figsize=(5.5, 5.5), subplot_kw={"projection": "polar"})
     for m in models:
-        values = [m["axes"].get(k, {}).get("flinch", 0.0) for k in keys]
-        lacking = [k for k in keys if k not in m["axes"]]
-        name = f"{m['model']} ({_total_words(m, len(keys))})" + (f", lacks {', '.join(lacking)}" if lacking else "")
+        values, name = _polygon(m, keys)
         ax.plot(angles, values + values[:1], linewidth=1.5, label=name)
         ax.fill(angles, values + values[:1], alpha=0.12)
+    for m in references:
+        values, name = _polygon(m, keys)
+        ax.plot(angles, values + values[:1], linewidth=0.9, linestyle="--", alpha=0.7, label=name)
     ax.set_xticks(angles[:-1])
     ax.set_xticklabels([axis_labels[k] for k in keys], fontsize=8)
     ax.set_ylim(0, 100)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.08))
-    return png(fig)
+    return fig
+
+
+def _polygon(model: dict, keys: list[str]) -> tuple[list[float], str]:
+    """A model's values over ``keys`` (0 where it lacks an axis) and its legend entry."""
+    values = [model["axes"].get(k, {}).get("flinch", 0.0) for k in keys]
+    lacking = [k for k in keys if k not in model["axes"]]
+    name = f"{model['model']} ({_total_words(model, len(keys))})" + (f", lacks {', '.join(lacking)}" if lacking else "")
+    return values, name
 
 
 def _total_words(model: dict, n_axes: int) -> str:

@@ -226,10 +226,11 @@ class Flinch(Instrument):
                 .append_column("proxy_samples", pa.array([n] * block.num_rows, pa.int32())))
 
     def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
-        """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart.
-        ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
+        """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart (with
+        the method's reference rows dashed beside the models, over the axes they share: indicative). ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
         The axes and terms come from the corpus file while it is the frozen one, else from the stored rows
         (``stored``): an edited corpus never blocks the analysis of an earlier invocation."""
+        from mirrorscan.instruments.flinch import reference
         from mirrorscan.instruments.flinch.charts import radar
         from mirrorscan.instruments.flinch.gstudy import carrier_gstudy
         from mirrorscan.instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
@@ -265,7 +266,9 @@ class Flinch(Instrument):
                                               "target_token_ids", "target_logprobs", "bos_added", "target_space", "proxy_k",
                                               "proxy_n", "error")
                                   if c in traces.column_names])
-        chart = radar(models, {k: label for k, label, _ in axes}, f"flinch per axis ({spec.aggregation})")
+        overlay = reference.radar_rows(keys)   # the method's table beside the run, as ``flinch compare`` sets it
+        chart = radar(models, {k: label for k, label, _ in axes}, f"flinch per axis ({spec.aggregation})"
+                      + (" — reference rows (dashed) indicative only" if overlay else ""), overlay)
         numbers = {**footing, "models": models, "carrier_gstudy": gstudy}
         if proxied:
             numbers["proxy_models"] = proxied

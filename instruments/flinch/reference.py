@@ -79,6 +79,26 @@ def delta(model: str, base: str, axes: list[str] | None = None) -> dict:
             "axes_summed": len(keys)}
 
 
+def radar_rows(axis_keys: list[str]) -> list[dict]:
+    """Every reference model as a row of the analysis radar (``charts.radar``'s model shape), over the run's
+    ``axis_keys``: its flinch on each of them it has; its total over them where it has every one (``total_of``
+    "5 of its 6 axes": not its published total), else a partial sum naming what it lacks. Empty when the table has
+    none of the axes (a corpus of other axes): nothing to set beside the run."""
+    table = baselines()
+    if not any(k in b.axes for b in table.values() for k in axis_keys):
+        return []
+    rows = []
+    for b in table.values():
+        have = [k for k in axis_keys if k in b.axes]
+        lacks = [k for k in axis_keys if k not in b.axes]
+        total = float(sum(b.axes[k] for k in have))
+        rows.append({"model": f"{b.model} [reference]", "axes": {k: {"flinch": b.axes[k]} for k in have},
+                     "total_flinch": None if lacks else total, "partial_total_flinch": total if lacks else None,
+                     "total_of": (f"partial: {len(have)} of {len(axis_keys)} axes; lacks {', '.join(lacks)}" if lacks
+                                  else f"{len(have)} of its {len(b.axes)} axes")})
+    return rows
+
+
 def describe() -> str:
     """The table as text, with its source: ``mirrorscan flinch reference``."""
     table = baselines()
