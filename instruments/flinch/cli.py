@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.errors import ConfigError, reports_user_errors
+from mirrorscan.grid.formatting import printable
 
 EPILOG = """\
 An input is the summary.json that `mirrorscan analyze` writes for a flinch invocation (all its models),
@@ -34,6 +35,36 @@ def axis_list(values: list[str] | None) -> list[str] | None:
     return keys or None
 
 
+CHART = "flinch-compare.png"
+"""The overlay radar's file name when ``--out`` is not given."""
+
+
+def chart_path(inputs: list[str], out: str | None) -> Path:
+    """Where ``compare`` writes its radar: ``out`` when given, else ``CHART`` beside the first input file (a
+    summary.json sits in its invocation's analysis folder) or, when every input is a reference row, in the current
+    folder, under the next free name (``flinch-compare-2.png``, …) when an earlier chart is there."""
+    if out is not None:
+        return Path(out)
+    files = [Path(i) for i in inputs if not i.startswith("reference:")]
+    folder = files[0].resolve().parent if files else Path.cwd()
+    path, n = folder / CHART, 2
+    while path.exists():
+        path, n = folder / f"{CHART[:-4]}-{n}.png", n + 1
+    return path
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, which must not exist yet (ConfigError naming it otherwise): never overwrite."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(path, "xb") as f:
+            f.write(data)
+    except FileExistsError:
+        raise ConfigError(str(path), "--out", "already exists; flinch compare never overwrites a file",
+                          "name another file, or remove this one first") from None
+
+
+@reports_user_errors
 def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
     """Parse ``argv`` and run the subcommand; exit code 0, or 2 for bad input (one line on stderr)."""
     parser = argparse.ArgumentParser(prog=prog, description="Tools for flinch results and corpora.")
@@ -49,8 +80,10 @@ def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
                      help="rows of the method's reference table to set beside the inputs")
     cmp.add_argument("--axes", nargs="+", metavar="KEY", help="the axes to compare and total, comma- or "
                      "space-separated (default: those every input has)")
-    cmp.add_argument("--out", metavar="PNG", default="flinch-compare.png",
-                     help="where the overlay radar is written (default: %(default)s)")
+    cmp.add_argument("--out", metavar="PNG",
+                     help=f"where the overlay radar is written; an existing file is refused (default: {CHART} beside "
+                          f"the first input file, its analysis, or in the current folder for reference rows only; "
+                          f"an earlier chart there is kept and the next free name, {CHART[:-4]}-2.png, taken)")
     sub.add_parser("reference", help="the method's published reference table, with its source",
                    description="Print the flinch method's reference baselines shipped with mirrorscan.")
     cor = sub.add_parser("corpus", help="load a corpus file as a scan would, and say what it holds",
@@ -76,11 +109,14 @@ def main(argv: list[str], prog: str = "mirrorscan flinch") -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(format_table(result))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(overlay_radar(result))
-    print(f"radar: {out.resolve()}")
+    out = chart_path(args.inputs, args.out)
+    if args.out is not None and out.exists():   # before anything is printed: one error line, nothing written
+        raise ConfigError(args.out, "--out", "already exists; flinch compare never overwrites a file",
+                          "name another file, or remove this one first")
+    chart = overlay_radar(result)
+    print(printable(format_table(result), "\n"))
+    write_new(out, chart)
+    print(printable(f"radar: {out.resolve()}"))
     return 0
 
 
