@@ -1,5 +1,5 @@
 """A scripted hostile run: every verb fed traversal and markup names, key-shaped secrets, NULs, huge values,
-unreadable input and read-only paths. Each attempt must end with exit code 2 and one ``error:`` line that
+unreadable input, read-only paths and a name that is also the start of an invocation id. Each attempt must end with exit code 2 and one ``error:`` line that
 echoes no secret, and leave the store and the catalog byte for byte as they were (the store's files hashed,
 every catalog table dumped, before and after each attempt).
 
@@ -223,6 +223,36 @@ def test_every_verb_that_takes_a_name_or_target_refuses_a_hostile_one(world, nam
     for argv in attempts:
         assert_refused(world, argv)
     assert not (world["root"] / "out.jsonl").exists()
+
+
+def test_a_name_that_is_also_the_start_of_an_invocation_id_is_refused_naming_both(world):
+    """``f16b00`` is a valid experiment name and may also start another experiment's invocation id: every verb
+    that takes a target, and the browser's invocation page, refuse it naming both rather than open either."""
+    from starlette.testclient import TestClient
+
+    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.results.browse import Browser, build_app
+
+    inv = world["invocation_id"]
+    name = inv[:6]
+    shadow = next(d * 8 for d in "0123456789" if d != inv[0]) + "-0000-4000-8000-0000000000ee"
+    with Catalog(world["dsn"]) as catalog:
+        catalog.create_invocation({"invocation_id": shadow, "experiment": name, "instrument": "forced_choice",
+                                   "settings": {"format": 2, "experiment": name, "instrument": "forced_choice"},
+                                   "settings_hash": "test", "status": "complete",
+                                   "store_uri": str(world["store_dir"])})
+    attempts = [["analyze", name], ["report", name], ["diff", name, inv], ["compare", inv, name],
+                ["reproduce", name, "--dry-run"], ["matrix", name],
+                ["stats", "kendall", "--input", name, "--score", "s", "--object", "o", "--rater", "r"]]
+    for argv in attempts:
+        line = assert_refused(world, argv)
+        assert f"experiment '{name}'" in line and inv in line, (argv, line)
+    browser = Browser(world["dsn"], world["root"] / "browse-index-both")
+    try:
+        page = TestClient(build_app(browser)).get(f"/invocations/{name}")
+        assert page.status_code == 404 and inv in page.text and f"/experiments/{name}" in page.text
+    finally:
+        browser.close()
 
 
 def test_hostile_files_and_queries_are_refused(world):
