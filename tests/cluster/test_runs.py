@@ -137,3 +137,17 @@ def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_s
         taken = catalog.execute("SELECT took_over::text, ended_at IS NOT NULL FROM scan_runs WHERE invocation_id = %s "
                                 "ORDER BY started_at DESC LIMIT 1", [invocation_id])
     assert taken == [(other.run_id, True)]
+
+
+def test_the_docs_say_a_resume_takes_a_killed_local_drivers_lease_at_once():
+    """The rule above as the pages a user reads after ``kill -9`` tell it: none asks to wait out the lease's 120 s
+    when the killed driver ran on the resuming host (they did)."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    row = next(line for line in (docs / "operations.md").read_text().splitlines()
+               if line.startswith("| the driver is killed (`kill -9`"))
+    assert "at once" in row and "refused while that lease still looks fresh" not in row, row
+    for page in ("catalog.md", "experiments.md"):
+        text = " ".join((docs / page).read_text().split())
+        assert "its process is gone" in text and "taken over at once" in text, page
