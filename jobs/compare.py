@@ -13,6 +13,7 @@ import json
 import sys
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.formatting import printable
 from mirrorscan.grid.instrument import Analysis, resolve
 from mirrorscan.jobs.errors import reports_user_errors
 
@@ -53,10 +54,10 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan compare") -> int
     result = compare(args.a, args.b, label_a=args.label_a, label_b=args.label_b, rule=args.rule,
                      store=args.store, catalog_dsn=args.catalog_dsn)
     if args.json:
-        print(json.dumps(result.json_view if result.json_view is not None else result.numbers, indent=2,
-                         ensure_ascii=False))
+        print(printable(json.dumps(result.json_view if result.json_view is not None else result.numbers, indent=2,
+                                   ensure_ascii=False), "\n", json_text=True))
     else:
-        print(result.text)
+        print(printable(result.text, "\n"))
     return 0
 
 

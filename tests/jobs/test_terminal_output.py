@@ -19,7 +19,7 @@ import pytest
 import browse_world  # noqa: E402
 from mirrorscan.grid.formatting import CONTROL, printable
 from mirrorscan.instruments.open_scan import cli as open_scan_cli
-from mirrorscan.jobs import analyze, diff, sql
+from mirrorscan.jobs import analyze, compare, diff, sql
 from mirrorscan.results.reader import StoreReader
 
 HOSTILE = "\x1b[31mred\x1b]0;pwned\x07\rover\x9b2J\x7f"
@@ -136,13 +136,17 @@ def test_sql_csv_on_a_terminal_is_escaped(world, capsys, monkeypatch):
     assert screen.getvalue().splitlines() == ['"x"', f'"a{printable(HOSTILE)}"'] and Terminal.buffer.getvalue() == b""
 
 
-def test_diff_prints_hostile_stored_values_escaped(world, capsys):
+def test_diff_and_compare_print_hostile_stored_values_escaped(world, capsys):
     assert diff.main([world["a"], world["b"], "--catalog-dsn", world["dsn"]]) == 0
     out = capsys.readouterr().out
     assert printable(f"json{HOSTILE}") in out and raw_controls(out) == []
     assert diff.main([world["a"], world["b"], "--json", "--catalog-dsn", world["dsn"]]) == 0
     out = capsys.readouterr().out
     assert raw_controls(out) == [] and f"json{HOSTILE}" in json.loads(out)["by"]["envelope"]
+    for extra in ([], ["--json"]):
+        assert compare.main([world["a"], world["b"], "--label-a", "beta", "--label-b", "beta", *extra,
+                             "--catalog-dsn", world["dsn"]]) == 0
+        assert raw_controls(capsys.readouterr().out) == []
 
 
 def test_matrix_and_import_print_a_hostile_file_name_and_probe_text_escaped(tmp_path, catalog_dsn, capsys):
