@@ -17,8 +17,11 @@ import time
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
 
-PACKAGED = ("packaged:smollm2-135m-instruct", "packaged:tiny-random-llama")
-"""The packaged models ``models list`` shows (sized tiny models are named by the pattern in its help)."""
+PACKAGED = ("packaged:smollm2-135m-instruct", "packaged:tiny-random-llama",
+            "packaged:tiny-random-llama-2x64-s1", "packaged:tiny-random-llama-4x96-s2")
+"""The packaged models ``models list`` always shows: the demo model, the tiny random Llama, and the two sized ones
+experiments/lens-design-demo scans (every model a shipped experiment names; other sizes are named by the pattern
+in the help, and listed once built)."""
 
 HELP = """\
 The packaged models: `list` shows them and whether each is prepared; `prepare NAME` converts or builds one
@@ -27,7 +30,8 @@ before its first cell). NAME may leave out the `packaged:` prefix.
 
   packaged:smollm2-135m-instruct            the demo model, converted from its GGUF (about 40 s, once)
   packaged:tiny-random-llama                a tiny random Llama with the demo tokenizer (built in about 1 s)
-  packaged:tiny-random-llama-<B>x<W>-s<S>   one of B blocks of width W and seed S (1-16, 32-512, W a multiple of 4)
+  packaged:tiny-random-llama-<B>x<W>-s<S>   one of B blocks of width W and seed S (1-16, 32-512, W a multiple of 4);
+                                            the lens design demo scans -2x64-s1 and -4x96-s2
 """
 
 
@@ -64,7 +68,7 @@ def show(out=None) -> int:
     names = list(PACKAGED)
     for folder in sorted(subdir("models").glob("tiny-random-llama-*")):   # sized ones built earlier
         alias = f"packaged:{folder.name}"
-        if TINY_SIZED_ALIAS.fullmatch(alias):
+        if TINY_SIZED_ALIAS.fullmatch(alias) and alias not in names:
             names.append(alias)
     for alias in names:
         state = "prepared" if is_prepared(alias) else "not prepared"

@@ -65,3 +65,18 @@ def test_a_name_that_is_no_packaged_model_is_one_line_and_exit_2(home, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a packaged model" in err[0] and "packaged:tiny-random-llama-<blocks>x" in err[0]
     assert not (home / "models" / "tiny-random-llama-2x30-s1").exists()
+
+
+def test_list_shows_every_packaged_model_a_shipped_experiment_names_once(home, capsys):
+    """The lens design demo's two sized random Llamas were missing from a fresh home's list."""
+    import json
+    from pathlib import Path
+
+    named = set()
+    for config in (Path(__file__).resolve().parents[2] / "experiments").glob("*/config.json"):
+        named |= {m["model"] for m in json.loads(config.read_text()).get("models", [])
+                  if m["model"].startswith("packaged:")}
+    assert {"packaged:tiny-random-llama-2x64-s1", "packaged:tiny-random-llama-4x96-s2"} <= named
+    assert cli.main(["models", "list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert named <= set(listed) and len(listed) == len(set(listed)), listed
