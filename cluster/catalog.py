@@ -380,8 +380,6 @@ def match_invocation_id(target: str, ids_starting) -> str | None:
     ``ids_starting(prefix, n)`` returns up to ``n`` ids starting with ``prefix``, sorted. None when ``target`` is
     not shaped like an id, or no id starts with it (it may still name an experiment); ConfigError listing the
     candidates when several do."""
-    from mirrorscan.grid.errors import ConfigError
-
     prefix = target.strip().lower()
     if UUID_PATTERN.match(prefix):
         return prefix if ids_starting(prefix, 1) else None
@@ -407,7 +405,7 @@ def named_both(target: str, experiment: str, invocation_id: str, *, folder: bool
     which."""
     t = target.strip()
     what = f"the experiment folder {experiment}/" if folder else f"experiment {experiment!r}"
-    return ConfigError("", "target", f"{t!r} names both {what} and invocation {invocation_id} (its id starts so)",
+    return ConfigError("", "target", f"{t!r} names both {what} and invocation {invocation_id}, whose id starts with it",
                        fix or f"write the experiment as a path (./{experiment}/ or experiments/{experiment}/) or the "
                        f"invocation by its whole id ({invocation_id})")
 
@@ -418,8 +416,6 @@ def resolve_invocation(target: str, catalog: Catalog) -> dict:
     (a text that is both an experiment and an id start is refused). ConfigError (naming what to run) when there
     is none or a start is ambiguous."""
     from pathlib import Path
-
-    from mirrorscan.grid.errors import ConfigError
 
     listing = "list them with: mirrorscan sql \"SELECT invocation_id, experiment FROM scan_invocations\""
     text = target.strip().lower()
