@@ -10,6 +10,7 @@ exit code 2.
   kendall  Kendall's W (tie-corrected) of object rankings across raters, χ² and permutation p
   auroc    AUROC (mid-ranks, ties ½) per layer for an explicit positive class, best layer both ways
   null     label-permutation null of max-over-layers AUROC: p, z, layer-selection floor
+  intervals, plan  (jobs/stats_intervals.py) intervals over random facets, paired differences, cheapest design
 
 The computations live in :mod:`analysis` (arrays in, dataclasses out); this module parses the command line
 and runs them: ``stats_table`` reads and reshapes the input, ``stats_output`` writes the JSON. About a third
@@ -32,6 +33,13 @@ column, a non-numeric score, an unbalanced design, a positive class that does no
   kendall  Kendall's W (tie-corrected) of object rankings across raters, χ² and permutation p
   auroc    AUROC (mid-ranks, ties count 1/2) per layer for a positive class you name, best layer both ways
   null     label-permutation null of the max-over-layers AUROC: p, z, layer-selection floor
+  intervals  every object's estimate with an interval over the random facets (and the naive one), and
+           every pair's difference with Holm-adjusted p and a verdict
+  plan     the cheapest design (levels per facet) reaching a target Er2, Phi or half-width, or the best
+           for a budget, with the frontier
+
+Tables with missing cells (a scan's error rows, a failed variant) are analysed by REML; rows without a score
+are left out and counted.
 
 `mirrorscan stats STATISTIC --help` lists the columns and options of one statistic.
 """
@@ -48,7 +56,7 @@ from mirrorscan.jobs.stats_output import emit, write_beside
 from mirrorscan.jobs.stats_table import (column, first_appearance, invocation_source, items_by_layer, naming,
                                          numeric_scores, plain, read_input)
 
-COMMANDS = ("gstudy", "kendall", "auroc", "null")
+COMMANDS = ("gstudy", "kendall", "auroc", "null", "intervals", "plan")
 
 _EPILOG = ("Input: a long-format .csv or .parquet file (one row per observation), or an invocation id or\n"
            "experiment folder: then its traces are the table and the JSON is also stored beside the\n"
@@ -79,15 +87,20 @@ def gstudy(args) -> dict:
     from mirrorscan.analysis.gtheory import g_study
     from mirrorscan.analysis.gtheory_report import gtheory_report, parse_sizes
 
-    facets = _split(args.facets)
-    if not facets:
-        raise AnalysisError("--facets", "no facet given", "name the facet columns, e.g. --facets wrapper,item")
-    table = numeric_scores(read_input(args), args.score)
+    from mirrorscan.jobs.stats_intervals import gstudy_with_missing_cells, read_design
+
+    long, dropped, table = read_design(args)
+    d_studies = [parse_sizes(s) for s in args.d_study]
     with naming(args.input):
-        design = pivot_long(table, args.score, args.object, facets, parse_nested(args.nested))
-    g = g_study(design, fixed=_split(args.fixed))
-    report = gtheory_report(g, [parse_sizes(s) for s in args.d_study], args.target, args.object_variance)
-    result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json()}
+        if long.complete:
+            design = pivot_long(table, args.score, args.object, _split(args.facets), parse_nested(args.nested))
+            g = g_study(design, fixed=_split(args.fixed))
+            report = gtheory_report(g, d_studies, args.target, args.object_variance)
+            how = {"components_method": "anova", "missing_cells": 0, "replicate_rows": 0}
+        else:
+            report, how = gstudy_with_missing_cells(args, long, d_studies, args.target, args.object_variance)
+    result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json(), **how,
+              "rows_without_score": dropped}
     if args.plots:
         from mirrorscan.analysis.plotting import gstudy_charts
 
@@ -186,7 +199,7 @@ def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
     """Parser of the four statistics subcommands (``prog gstudy …`` etc.)."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog=prog, description=HELP, formatter_class=fmt)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{gstudy,kendall,auroc,null}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{gstudy,kendall,auroc,null,intervals,plan}")
 
     def common(sp, out: bool = True):
         sp.add_argument("--input", required=True, metavar="FILE",
@@ -196,9 +209,10 @@ def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
             sp.add_argument("--out", metavar="FILE", help="write the JSON here instead of stdout")
 
     g = sub.add_parser("gstudy", formatter_class=fmt, epilog=_EPILOG,
-                       help="variance components, Eρ², Φ, D-studies of a balanced design",
-                       description="G-study of a balanced design by ANOVA expected mean squares (Brennan 2001),\n"
-                       "then D-studies. Every combination of object and facet levels must occur exactly once.\n"
+                       help="variance components, Eρ², Φ, D-studies (REML where cells are missing)",
+                       description="G-study by ANOVA expected mean squares (Brennan 2001) on a complete table, by\n"
+                       "REML (as lme4) where cells are missing or repeated; then D-studies. Rows without a score\n"
+                       "are left out and counted (rows_without_score); missing_cells says how many cells are empty.\n"
                        "JSON: components keyed by effect (model, wrapper, model:wrapper, ..., residual) with\n"
                        "estimate, df, mean_square, share; g_coefficient (relative Eρ²) and phi (absolute Φ) of\n"
                        "the observed design with the sizes behind them; asymptotes per random facet; the\n"
@@ -272,10 +286,25 @@ def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
     n.add_argument("--seed", type=int, default=0, metavar="S", help="root seed (default 0)")
     n.add_argument("--shard-size", type=int, default=1000, metavar="N", help="draws per shard (default 1000)")
     n.add_argument("--ray", action="store_true", help="run the shards as Ray tasks ($RAY_ADDRESS or a local Ray)")
+    from mirrorscan.jobs.stats_intervals import add_parsers
+
+    add_parsers(sub, common, fmt, _EPILOG)
     return p
 
 
-RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null}
+def _intervals(args) -> dict:
+    from mirrorscan.jobs.stats_intervals import intervals
+
+    return intervals(args)
+
+
+def _plan(args) -> dict:
+    from mirrorscan.jobs.stats_intervals import plan
+
+    return plan(args)
+
+
+RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null, "intervals": _intervals, "plan": _plan}
 
 
 @reports_user_errors

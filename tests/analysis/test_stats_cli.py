@@ -96,22 +96,39 @@ def _one_line_error(rc, err, *words):
         assert w in lines[0]
 
 
-def test_unbalanced_design_is_refused_in_one_line(capsys, tmp_path, crossed):
+def test_missing_cells_are_estimated_by_reml_and_counted(capsys, tmp_path, crossed):
+    """Two cells gone (rows dropped) and one row without a score: REML components, every gap counted."""
     _, rows = crossed
-    path = write_csv(tmp_path / "unbalanced.csv", ["model", "wrapper", "item", "score"], rows[:-2])
-    rc, _, err = run(capsys, "gstudy", "--input", path, "--score", "score", "--object", "model",
+    rows = list(rows[:-2])
+    rows[5] = (*rows[5][:3], "")
+    path = write_csv(tmp_path / "unbalanced.csv", ["model", "wrapper", "item", "score"], rows)
+    rc, out, _ = run(capsys, "gstudy", "--input", path, "--score", "score", "--object", "model",
                      "--facets", "wrapper,item")
-    _one_line_error(rc, err, "unbalanced design", "2 of 60 cells missing", "unbalanced.csv")
+    assert rc == 0
+    assert out["components_method"] == "reml" and out["estimation"].startswith("REML")
+    assert out["missing_cells"] == 3 and out["rows_without_score"] == 1 and out["replicate_rows"] == 0
+    assert set(out["components"]) == {"model", "wrapper", "item", "model:wrapper", "model:item", "wrapper:item",
+                                      "residual"}
+    assert 0 <= out["phi"] <= out["g_coefficient"] <= 1
 
 
-def test_unbalanced_error_has_no_traceback_from_the_command_line(tmp_path, crossed):
+def test_replicated_rows_give_the_top_interaction_its_own_component(tmp_path, crossed):
     _, rows = crossed
     path = write_csv(tmp_path / "dup.csv", ["model", "wrapper", "item", "score"], rows + rows[:1])
     proc = subprocess.run([sys.executable, "-m", "mirrorscan.jobs.cli", "stats", "gstudy", "--input", path, "--score",
                            "score", "--object", "model", "--facets", "wrapper,item"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
-    _one_line_error(proc.returncode, proc.stderr, "observed more than once")
-    assert proc.stdout == ""
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["replicate_rows"] == 1 and "model:wrapper:item" in out["components"]
+
+
+def test_kendall_still_refuses_an_unbalanced_table(capsys, tmp_path, crossed):
+    _, rows = crossed
+    path = write_csv(tmp_path / "unbalanced.csv", ["model", "wrapper", "item", "score"], rows[:-2])
+    rc, _, err = run(capsys, "kendall", "--input", path, "--score", "score", "--object", "model",
+                     "--rater", "wrapper")
+    _one_line_error(rc, err, "unbalanced design", "unbalanced.csv")
 
 
 def test_unknown_column_and_non_numeric_scores(capsys, tmp_path, crossed):
