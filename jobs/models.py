@@ -28,7 +28,8 @@ The packaged models: `list` shows them and whether each is prepared; `prepare NA
 under $MIRRORSCAN_HOME/models/ now, printing what it does and how long it took (a scan would otherwise do it
 before its first cell). NAME may leave out the `packaged:` prefix.
 
-  packaged:smollm2-135m-instruct            the demo model, converted from its GGUF (about 40 s, once)
+  packaged:smollm2-135m-instruct            the demo model, converted from its GGUF once (about 40 s idle;
+                                            CPU speed, load and disk decide: minutes on a busy machine)
   packaged:tiny-random-llama                a tiny random Llama with the demo tokenizer (built in about 1 s)
   packaged:tiny-random-llama-<B>x<W>-s<S>   one of B blocks of width W and seed S (1-16, 32-512, W a multiple of 4);
                                             the lens design demo scans -2x64-s1 and -4x96-s2
