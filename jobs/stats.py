@@ -54,7 +54,7 @@ from mirrorscan.analysis.errors import AnalysisError
 from mirrorscan.jobs.errors import reports_user_errors
 from mirrorscan.jobs.stats_output import emit, write_beside
 from mirrorscan.jobs.stats_table import (column, first_appearance, invocation_source, items_by_layer, naming,
-                                         numeric_scores, plain, read_input)
+                                         numeric_scores, parse_nested, plain, read_input)
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null", "intervals", "plan")
 
@@ -64,18 +64,6 @@ _EPILOG = ("Input: a long-format .csv or .parquet file (one row per observation)
 
 
 # ---- commands -----------------------------------------------------------------------------------------
-
-def parse_nested(specs: list[str]) -> dict[str, list[str]]:
-    """``["item:model", "r:t"]`` → ``{"item": ["model"], "r": ["t"]}`` (CHILD:PARENT, repeatable)."""
-    out: dict[str, list[str]] = {}
-    for spec in specs:
-        for part in filter(None, (s.strip() for s in spec.split(","))):
-            child, colon, parent = part.partition(":")
-            if not colon or not child.strip() or not parent.strip():
-                raise AnalysisError("--nested", f"{part!r} is not CHILD:PARENT", "write e.g. --nested item:model")
-            out.setdefault(child.strip(), []).append(parent.strip())
-    return out
-
 
 def _split(specs: list[str]) -> list[str]:
     return [s.strip() for spec in specs for s in spec.split(",") if s.strip()]

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from mirrorscan.analysis.errors import AnalysisError
-from mirrorscan.jobs.stats_table import naming, numeric_scores, read_input
+from mirrorscan.jobs.stats_table import naming, numeric_scores, parse_nested, read_input
 
 INTERVALS_HELP = """Every object's estimate with an interval for a claim about it on new prompts and items of the same kind.
 
@@ -62,7 +62,6 @@ def read_design(args):
     import pyarrow.compute as pc
 
     from mirrorscan.analysis.long_design import long_design
-    from mirrorscan.jobs.stats import parse_nested
 
     facets = _split(args.facets)
     if not facets:

@@ -176,3 +176,15 @@ def naming(path: str) -> Iterator[None]:
         yield
     except AnalysisError as exc:
         raise (exc.with_file(path) if not exc.file else exc) from None
+
+
+def parse_nested(specs: list[str]) -> dict[str, list[str]]:
+    """``["item:model", "r:t"]`` → ``{"item": ["model"], "r": ["t"]}`` (CHILD:PARENT, repeatable)."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        for part in filter(None, (s.strip() for s in spec.split(","))):
+            child, colon, parent = part.partition(":")
+            if not colon or not child.strip() or not parent.strip():
+                raise AnalysisError("--nested", f"{part!r} is not CHILD:PARENT", "write e.g. --nested item:model")
+            out.setdefault(child.strip(), []).append(parent.strip())
+    return out
