@@ -58,15 +58,14 @@ def posthoc_sql(invocation_id: str) -> str:
 
 
 def suggested_sql(invocation_id: str) -> str:
-    """The query a scan's summary suggests: answers (newest successful row of each answer cell) beside their
-    probe's cold rating and their own post-hoc rating (null: not measured, or not in this invocation)."""
-    return (f"{_with(invocation_id)} "
-            "SELECT a.label, a.query_id, a.sample, c.rating AS cold_rating, h.rating AS posthoc_rating, a.response "
-            "FROM latest a LEFT JOIN latest c ON c.envelope = 'cold' AND c.label = a.label AND c.series = a.series "
-            "AND c.query_id = a.query_id AND c.query_hash = a.query_hash "
-            "LEFT JOIN latest h ON h.envelope = 'posthoc' AND h.label = a.label AND h.series = a.series "
-            "AND h.query_id = a.query_id AND h.query_hash = a.query_hash AND h.sample = a.sample "
-            "WHERE a.envelope = 'answer' ORDER BY a.label, a.query_id, a.sample LIMIT 10")
+    """The query a scan's summary suggests, short enough to read on one line: answers beside their probe's cold
+    rating and their own post-hoc rating (null: not measured). Within one invocation a cell has at most one
+    successful row (a cell is asked again only while all its rows are errors), so no newest-row step is needed;
+    a probe is its text (``query_hash``), as an import may hold two texts of one id."""
+    return (f"SELECT label, query_id, sample, max(rating) FILTER (envelope = 'cold') OVER (PARTITION BY label, "
+            f"query_hash) AS cold_rating, max(rating) FILTER (envelope = 'posthoc') OVER (PARTITION BY label, "
+            f"query_hash, sample) AS posthoc_rating, response FROM traces_open_scan WHERE invocation_id = "
+            f"{sql_text(invocation_id)} AND error IS NULL QUALIFY envelope = 'answer' ORDER BY ALL LIMIT 10")
 
 
 def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
