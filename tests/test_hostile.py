@@ -1,7 +1,8 @@
 """A scripted hostile run: every verb fed traversal and markup names, key-shaped secrets, NULs, huge values,
 unreadable input, read-only paths and a name that is also the start of an invocation id. Each attempt must end with exit code 2 and one ``error:`` line that
 echoes no secret, and leave the store and the catalog byte for byte as they were (the store's files hashed,
-every catalog table dumped, before and after each attempt).
+every catalog table dumped, before and after each attempt). Text that is stored rather than refused (terminal
+control characters in answers, probes and file names) must reach the terminal escaped.
 
 Every attempt is a real ``mirrorscan`` process against a real store and catalog (``tests/store_world.py``)
 with a real tiny model, so an input that slipped through would run (and write) for real. Read-only paths
@@ -271,6 +272,35 @@ def test_hostile_files_and_queries_are_refused(world):
         line = assert_refused(world, argv)
         assert "root:" not in line and "hunter2" not in line   # nothing of /etc/passwd or the password is echoed
     assert not (world["root"].parent / "escape.csv").exists()
+
+
+CONTROLS = "\x1b[31m\x1b]0;pwned\x07\roverwritten\x9b2J"
+"""A colour, a window title (OSC … BEL), a carriage return and a C1 CSI: what a terminal acts on, printed raw."""
+
+
+def test_control_characters_in_stored_text_are_printed_escaped(world):
+    """An imported file whose answer, probe text and name hold terminal controls: import, matrix, analyze, diff
+    and sql print them escaped (no raw control character on stdout or stderr), and sql's JSON still gives the
+    stored answer back verbatim."""
+    from mirrorscan.grid.formatting import CONTROL
+
+    folder = world["root"] / "controls"
+    folder.mkdir()
+    path = folder / f"answers{CONTROLS[:5]}.jsonl"   # an ESC in the file name, which the matrix prints
+    path.write_text(json.dumps({"model": "Org/M", "query_id": "q1", "sample": 0, "query": f"Tea{CONTROLS}?",
+                                "answer": f"Tea.{CONTROLS}", "cold": "8", "posthoc": "9"}) + "\n", encoding="utf-8")
+    store = ["--store", str(folder / "store")]
+    imported = mirrorscan(world, ["open_scan", "import", "--experiment", "controls", *store, str(path)])
+    inv = imported.stdout.split("as invocation ")[1].split()[0]
+    query = f"SELECT response, user_text FROM traces WHERE invocation_id = '{inv}'"
+    runs = [imported, *(mirrorscan(world, argv) for argv in (
+        ["matrix", "controls", *store], ["analyze", inv, "--no-write"], ["diff", inv, inv], ["sql", query, *store],
+        ["sql", f"SELECT '{CONTROLS}' AS x"], ["sql", query, *store, "--format", "json"]))]
+    for proc in runs:
+        raw = [c for c in CONTROL.findall(proc.stdout + proc.stderr) if c != "\n"]
+        assert proc.returncode == 0 and not raw, (proc.args, raw, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "answers\\x1b[31m" in runs[1].stdout   # the matrix names the file, escaped
+    assert f"Tea.{CONTROLS}" in [json.loads(line)["response"] for line in runs[-1].stdout.splitlines()]
 
 
 @pytest.mark.skipif(not MOUNTS, reason="no mount namespace here (unshare --mount)")
