@@ -32,15 +32,15 @@ Time: a query runs at most ``--timeout`` seconds (default 300; 0 = no limit), th
 exit code 130. Nothing is written either way.
 
 Output: ``table`` escapes control characters (``grid.formatting.printable``: an ESC, BEL or CR in a stored
-response shows as ``\x1b``, ``\x07``, ``\r``, never acts on the terminal), ``json`` writes them as JSON escapes
-(``\u001b``; the values parse back unchanged) and ``csv`` escapes them only when stdout is a terminal. ``table``
-prints at most ``--limit`` rows (default 10,000; a ``note:`` on stderr says how many were left out), ``csv`` and
-``json`` every row unless ``--limit`` is given. ``table`` prints timestamps, dates and times as ISO text (``2025-01-02T03:04:05+00:00``) and
-intervals as durations in DuckDB's own wording (``1 day 03:00:00``); ``json`` writes them the same way,
-as strings; ``csv`` writes intervals the same way and lists or structs as JSON text. A column name that
-occurs twice (``SELECT 1 AS a, 2 AS a``, or ``*`` over a join) keeps its first occurrence; the next ones
-become ``a_2``, ``a_3``, … in every format, and a ``note:`` line on stderr lists the renames (name the
-columns with AS to choose).
+response shows as ``\\x1b``, ``\\x07``, ``\\r``, never acts on the terminal), ``json`` writes them as JSON
+escapes (``\\u001b``; the values parse back unchanged) and ``csv`` escapes them only when stdout is a terminal.
+``table`` prints at most ``--limit`` rows (default 10,000; a ``note:`` on stderr says how many were left out),
+``csv`` and ``json`` every row unless ``--limit`` is given. ``table`` prints timestamps, dates and times as
+ISO text (``2025-01-02T03:04:05+00:00``) and intervals as durations in DuckDB's own wording (``1 day
+03:00:00``); ``json`` writes them the same way, as strings; ``csv`` writes intervals the same way and lists or
+structs as JSON text. A column name that occurs twice (``SELECT 1 AS a, 2 AS a``, or ``*`` over a join) keeps
+its first occurrence; the next ones become ``a_2``, ``a_3``, … in every format, and a ``note:`` line on stderr
+lists the renames (name the columns with AS to choose).
 """
 
 from __future__ import annotations

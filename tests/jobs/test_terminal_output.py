@@ -189,3 +189,14 @@ def test_a_closed_pipe_ends_sql_diff_and_matrix_quietly(world, tmp_path, catalog
         done = closed_pipe_run(argv)
         assert done.returncode == 141 and "Traceback" not in done.stderr and "Broken pipe" not in done.stderr, \
             (argv, done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("verb", ["sql", "analyze", "diff", "compare", "matrix", "scan", "models"])
+def test_no_help_text_holds_a_raw_control_character(verb, capsys):
+    """A docstring that shows an escape (``\\x1b``) must write the backslash twice, or --help prints the ESC."""
+    from mirrorscan.jobs import cli
+
+    with pytest.raises(SystemExit):
+        cli.main([verb, "--help"])
+    out = capsys.readouterr().out
+    assert "usage:" in out and raw_controls(out) == []
