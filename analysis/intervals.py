@@ -82,13 +82,15 @@ def fit_components(design: LongDesign) -> FittedComponents:
         inv = np.linalg.inv(ems)
         ms_var = np.array([2 * c.mean_square ** 2 / c.df for c in comps])
         cov = inv @ np.diag(ms_var) @ inv.T
-        means = balanced.scores.mean(axis=tuple(range(1, balanced.scores.ndim)))
+        means = (np.array([balanced.scores.mean()]) if design.single_object
+                 else balanced.scores.mean(axis=tuple(range(1, balanced.scores.ndim))))
         return FittedComponents(tuple(c.name for c in comps), tuple(c.facets for c in comps),
                                 np.array([c.estimate for c in comps]), cov, "anova", means)
     from mirrorscan.analysis.reml import full_design_means, reml
 
     fit = reml(design)
-    facets = tuple(ef.facets for ef in fit.effects) + (frozenset(design.facets),)
+    top = frozenset(design.facets[1:]) if design.single_object and not design.replicated else frozenset(design.facets)
+    facets = tuple(ef.facets for ef in fit.effects) + (top,)
     return FittedComponents(fit.names, facets, fit.estimates, fit.covariance, "reml", full_design_means(design, fit))
 
 
@@ -228,9 +230,8 @@ def level_warnings(design: LongDesign, random: Sequence[str]) -> tuple[str, ...]
     for f in random:
         n = len(design.labels[f]) if f not in design.nested else _levels_per_parent(design, f)
         if n < MIN_TRUSTED_LEVELS:
-            out.append(f"{f} has {n:g} level(s): with fewer than {MIN_TRUSTED_LEVELS} levels of a random facet the "
-                       f"95 % intervals covered too seldom in the coverage study (docs/statistics.md); read them "
-                       f"as rough")
+            out.append(f"{f} has {n:g} level(s), under {MIN_TRUSTED_LEVELS}: the interval rests on few degrees of "
+                       f"freedom (wide), and the bootstrap's covers too seldom (coverage study, docs/statistics.md)")
     return tuple(out)
 
 

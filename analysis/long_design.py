@@ -67,6 +67,12 @@ class LongDesign:
         return self.facets[0]
 
     @property
+    def single_object(self) -> bool:
+        """True when the table holds one object: its interactions are then confounded with the facets' own
+        effects, so no effect holding the object is estimated (every effect is error for its score)."""
+        return len(self.labels[self.object]) == 1
+
+    @property
     def n_rows(self) -> int:
         """Number of observations (rows)."""
         return int(self.scores.size)
@@ -118,9 +124,11 @@ class LongDesign:
         """Every effect of the design, main effects first; the highest-order one is ``residual`` unless the
         design has replicates (then it is an interaction and the residual is the within-cell variance)."""
         out = []
-        top = frozenset(self.facets)
+        top = frozenset(self.facets[1:] if self.single_object else self.facets)
         for fs, primary, nesting in _effects(self.facets, self.nested):
             if fs == top and not self.replicated:
+                continue
+            if self.single_object and self.object in fs:
                 continue
             keys, codes = np.unique(self.key(fs, self.codes), return_inverse=True)
             out.append(Effect(":".join(primary + nesting), fs, primary, nesting, codes.ravel().astype(np.int64),
@@ -157,7 +165,8 @@ class LongDesign:
         return out
 
     def balanced(self) -> BalancedDesign:
-        """The complete design as a :class:`BalancedDesign` (axis per facet) for the ANOVA path."""
+        """The complete design as a :class:`BalancedDesign` (axis per facet) for the ANOVA path; with a single
+        object, the design of the other facets (the object's one level dropped)."""
         if not self.complete:
             raise AnalysisError(",".join(self.facets), f"{self.missing_cells} missing cell(s), "
                                 f"{self.n_rows - self.n_cells_observed} replicate row(s)", "use REML")
@@ -177,6 +186,8 @@ class LongDesign:
                                 "use REML (stats gstudy does so itself)")
         arr = np.empty(self.n_rows)
         arr[np.ravel_multi_index(tuple(within[f] for f in self.facets), shape)] = self.scores
+        if self.single_object:                  # the object's axis has one level: the design is the facets'
+            return design_from_array(arr.reshape(shape)[0], self.facets[1:], self.nested)
         return design_from_array(arr.reshape(shape), self.facets, self.nested)
 
 
@@ -199,7 +210,8 @@ def long_design(table: Any, score: str, object: str, facets: Sequence[str],
     """Read a long table (dict of columns or pyarrow Table) into a :class:`LongDesign`.
 
     Measures nothing. Refuses an unknown column, non-numeric or missing scores, null labels, a facet with
-    fewer than two levels, and an object nested in another facet; missing cells and replicates are allowed.
+    fewer than two levels (the object may have one), and an object nested in another facet; missing cells and
+    replicates are allowed.
     """
     names = (object, *facets)
     if len(set(names)) != len(names):
@@ -223,7 +235,7 @@ def long_design(table: Any, score: str, object: str, facets: Sequence[str],
         elif col.dtype.kind == "f" and np.isnan(col).any():
             raise AnalysisError(f, "has missing (null) labels", "label every row")
         uniq, inv = np.unique(col, return_inverse=True)
-        if len(uniq) < 2:
+        if len(uniq) < 2 and f != object:
             raise AnalysisError(f, f"has {len(uniq)} level(s); a variance needs at least 2",
                                 "observe at least two levels or drop the facet")
         codes[f], labels[f] = inv.ravel().astype(np.int64), uniq

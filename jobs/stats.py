@@ -78,6 +78,10 @@ def gstudy(args) -> dict:
     from mirrorscan.jobs.stats_intervals import gstudy_with_missing_cells, read_design
 
     long, dropped, table = read_design(args)
+    if long.single_object:
+        raise AnalysisError(args.object, "has 1 level; a G-study needs at least 2 objects to measure their variance",
+                            "give a table with two or more objects (stats intervals gives one object's interval)",
+                            file=args.input)
     d_studies = [parse_sizes(s) for s in args.d_study]
     with naming(args.input):
         if long.complete:

@@ -78,14 +78,26 @@ def placed(text: str, root: Path, home: str) -> str:
     return text.replace("@ROOT@", str(root)).replace("@HOME@", home)
 
 
+FC_INTERVALS = """intervals (95 %) for a claim about the model on new prompts and items of the same kind; naive = cells as independent:
+  commit/cell: no interval (every scored cell is 0.0%: nothing varies)
+  position bias: no interval (every scored cell is +0.0 pp: nothing varies)
+  sharpness: no interval (0 scored cell(s))
+"""
+
 PRESENTATION = {
+    "analyze-forced_choice.txt": [(
+        "tiny-s1                        12      0        0.0%  0 / 0 / 3  (0)                                 "
+        "0 / 0 / 3                         — (0)                    +0.0 pp      0\n",
+        "tiny-s1                        12      0        0.0%  0 / 0 / 3  (0)                                 "
+        "0 / 0 / 3                         — (0)                    +0.0 pp      0\n" + FC_INTERVALS)],
     "analyze-open_scan.txt": [("38      -    0/2           -    0/2", "38      —    0/2           —    0/2")],
     "analyze-lens.txt": [("below 10 % of the stack", "below 10% of the stack"),
                          ("wrappers below 10 %;", "wrappers below 10%;"),
                          ("1 model × variant(s)", "1 (model, variant) pair")],
     "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
 }
-"""Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: one
+"""Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: the headline
+numbers' intervals over envelopes and items after an instrument's table (``analysis.headline_intervals``); one
 formatting across analyze, report and browse (``grid.formatting``: an absent value as —, a share as 10%), a count
 in plain words, and "nothing to do" said once (the summary's sentence, not a note and a summary). Each (old, new) pair is
 replaced once in the previous release's text and must be found there; every other byte is held as it was,

@@ -19,12 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.headline_intervals import format_intervals, headline_intervals
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.formatting import percent, points
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice import charts
 from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION, with_classes
+from mirrorscan.instruments.forced_choice.intervals import headline_scores
 from mirrorscan.instruments.forced_choice.cell_table import ExpectedCells, latest_rows
 from mirrorscan.instruments.forced_choice.numbers import ModelSummary, summarize
 from mirrorscan.instruments.forced_choice.pairs import load_pairs
@@ -55,6 +57,9 @@ class ForcedChoiceReport:
     """The numbers per (label, invocation_id)."""
     demo_model: bool = False
     """True when a model of the invocation is the packaged plumbing model."""
+    intervals: dict | None = None
+    """Commit rate, position bias and sharpness per model with intervals over envelopes and pairs, and every
+    pair of models' differences (analysis.headline_intervals JSON)."""
 
 
 def expected_cells(settings: Settings) -> ExpectedCells:
@@ -139,7 +144,8 @@ def report(traces: pa.Table, settings: Settings, invocation_id: str, experiment:
     summaries = summarize(cells, expected_cells(settings))
     return ForcedChoiceReport(invocation_id, experiment, settings.description, version,
                               reclassified, summaries,
-                              demo_model=any(m.model == DEMO_MODEL for m in settings.models))
+                              demo_model=any(m.model == DEMO_MODEL for m in settings.models),
+                              intervals=headline_intervals(headline_scores(cells)))
 
 
 def _classifier(rep: ForcedChoiceReport) -> str:
@@ -172,13 +178,15 @@ def format_report(rep: ForcedChoiceReport) -> str:
                      f"{points(bias):>13} {len(s.cycles):>6}")
         for c in s.cycles:
             lines.append(f"    3-cycle: {c.to_dict()}")
+    if rep.intervals:
+        lines.append(format_intervals(rep.intervals, width))
     return "\n".join(lines)
 
 
 def analysis(rep: ForcedChoiceReport) -> Analysis:
     """The report as what ``analyze`` writes: summary.json numbers, pairs.parquet and three PNG charts."""
     numbers = {"classifier_version": rep.classifier_version, "reclassified": rep.reclassified,
-               "models": [s.to_dict() for s in rep.summaries]}
+               "models": [s.to_dict() for s in rep.summaries], "intervals": rep.intervals}
     return Analysis(text=format_report(rep), numbers=numbers, tables={"pairs": pair_rows(rep.summaries)},
                     charts={"pair_commit_split": charts.pair_commit_split(rep.summaries),
                             "position_bias_by_envelope": charts.position_bias_by_envelope(rep.summaries),

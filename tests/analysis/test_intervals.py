@@ -195,3 +195,23 @@ def test_bad_requests_are_refused():
                           "r": [0, 1, 2, 3] * 2}, "y", "m", ["t", "r"], {"r": "t"})
     with pytest.raises(AnalysisError, match="crossed facets only"):
         pigeonhole_intervals(nested, draws=100)
+
+
+def test_a_single_model_gets_its_interval_from_the_facets_alone():
+    """One model: its interactions are confounded with the facets' effects, so the error variance of its mean
+    is that of a crossed wrapper × item table's mean, (MS_w + MS_i − MS_wi)/(n_w n_i), written out here."""
+    y = _simulate((1, 7, 15), (1, 0.6, 0.8, 0.5, 0.6, 0.4, 0.5), seed=12)
+    rep = gstudy_intervals(long_design(_table(y), "y", "model", ["wrapper", "item"]))
+    (o,) = rep.objects
+    assert rep.differences == ()
+    (ms_w, df_w), (ms_i, df_i), (ms_wi, df_wi) = _two_way_ms(y[0])
+    var = (ms_w + ms_i - ms_wi) / y.size
+    df = (ms_w + ms_i - ms_wi) ** 2 / (ms_w ** 2 / df_w + ms_i ** 2 / df_i + ms_wi ** 2 / df_wi)
+    assert o.estimate == pytest.approx(y.mean())
+    assert o.df == pytest.approx(df, rel=1e-9)
+    assert (o.interval[1] - o.interval[0]) / 2 == pytest.approx(student.ppf(0.975, df) * math.sqrt(var), rel=1e-9)
+    # with cells missing, REML on the facets' effects alone
+    keep = np.random.default_rng(2).random(y.size) > 0.15
+    rep2 = gstudy_intervals(long_design(_table(y, keep), "y", "model", ["wrapper", "item"]))
+    assert rep2.components_method == "reml" and rep2.objects[0].interval[0] < rep2.objects[0].estimate
+    assert (rep2.objects[0].interval[1] - rep2.objects[0].interval[0]) == pytest.approx(2 * o.interval[1] - 2 * o.estimate, rel=0.35)

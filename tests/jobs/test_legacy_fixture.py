@@ -31,6 +31,8 @@ def test_a_finished_legacy_invocation_analyzes_to_the_same_output(legacy):
     expected = json.loads((FIXTURE / "expected_summary.json").read_text())
     assert summary.pop("instrument") == "forced_choice"   # a key added since
     assert summary.pop("analysis_provenance")["fingerprint"]["invocation_id"] == FINISHED   # added since too
+    assert set(summary.pop("intervals")["headlines"]) == {"per_cell_commit_rate", "position_bias_pp",
+                                                          "mean_sharpness"}                   # added since too
     assert summary == with_typed_verdicts(expected)
 
 
