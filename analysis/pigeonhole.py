@@ -103,4 +103,4 @@ def pigeonhole_intervals(design: LongDesign, fixed: Sequence[str] = (), level: f
     diffs = tuple(Difference(a, b, est, ci, p, float(h), float("nan"), 1 - level)
                   for (a, b, est, ci, p), h in zip(raw, adjusted))
     return IntervalReport(level, "bootstrap", "none", design.object, random, fixed, design.n_rows,
-                          design.missing_cells, tuple(objects), diffs, level_warnings(design, random))
+                          design.missing_cells, tuple(objects), diffs, level_warnings(design, random, "bootstrap"))

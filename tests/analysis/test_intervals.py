@@ -215,3 +215,12 @@ def test_a_single_model_gets_its_interval_from_the_facets_alone():
     rep2 = gstudy_intervals(long_design(_table(y, keep), "y", "model", ["wrapper", "item"]))
     assert rep2.components_method == "reml" and rep2.objects[0].interval[0] < rep2.objects[0].estimate
     assert (rep2.objects[0].interval[1] - rep2.objects[0].interval[0]) == pytest.approx(2 * o.interval[1] - 2 * o.estimate, rel=0.35)
+
+
+def test_warnings_follow_each_methods_coverage():
+    """8 envelopes: enough for the G-study interval (≥ 6), too few for the bootstrap's (< 12)."""
+    y = _simulate((3, 8, 20), (1, 0.5, 0.5, 0.4, 0.4, 0.3, 0.6), seed=2)
+    design = long_design(_table(y), "y", "model", ["wrapper", "item"])
+    assert gstudy_intervals(design).warnings == ()
+    (warning,) = pigeonhole_intervals(design, draws=200).warnings
+    assert warning.startswith("wrapper has 8 level(s), under 12") and "prefer --method gstudy" in warning

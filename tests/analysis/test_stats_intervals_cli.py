@@ -69,7 +69,7 @@ def test_few_levels_are_warned_about_in_words(capsys, tmp_path):
     rc, out, _ = run(capsys, "intervals", "--input", path, "--score", "score", "--object", "model",
                      "--facets", "envelope,item")
     assert rc == 0
-    assert any(w.startswith("envelope has 3 level(s), under 6: the interval rests on few") for w in out["warnings"])
+    assert any(w.startswith("envelope has 3 level(s), under 6: the interval rests on few degrees") for w in out["warnings"])
 
 
 def test_plan_reaches_its_target_at_the_cost_it_names(capsys, scores):
