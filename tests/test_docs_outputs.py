@@ -41,6 +41,7 @@ NOT_OUTPUT = {
     ("docs/catalog.md", "catalog/pgdata/"): "a folder listing",
     ("instruments/lens/README.md", "direction[l]  = mean over"): "the formulas of a direction and its AUROC",
     ("instruments/lens/README.md", "pooled_norm = mean over"): "a formula",
+    ("docs/statistics.md", "mirrorscan stats intervals --input FILE"): "the synopsis of two commands (defaults, not output)",
 }
 """(page, start of the block's first line) → what the block is instead of a command's output."""
 
