@@ -70,9 +70,15 @@ class FittedComponents:
 
 
 def fit_components(design: LongDesign) -> FittedComponents:
-    """ANOVA components (with their exact mean-square covariance) for a complete table, REML otherwise."""
+    """ANOVA components (with their exact mean-square covariance) for a complete, balanced table; REML otherwise
+    (missing cells, replicates, or nested facets with unequal numbers of levels, e.g. more carriers for one term)."""
+    balanced = None
     if design.complete:
-        balanced = design.balanced()
+        try:
+            balanced = design.balanced()
+        except AnalysisError:
+            balanced = None                       # unequal nesting: complete but not balanced
+    if balanced is not None:
         comps = variance_components(balanced, balanced.facets)
         sizes = dict(zip(balanced.facets, balanced.scores.shape))
         n = len(comps)
