@@ -90,7 +90,11 @@ PRESENTATION = {
         "0 / 0 / 3                         — (0)                    +0.0 pp      0\n",
         "tiny-s1                        12      0        0.0%  0 / 0 / 3  (0)                                 "
         "0 / 0 / 3                         — (0)                    +0.0 pp      0\n" + FC_INTERVALS)],
-    "analyze-open_scan.txt": [("38      -    0/2           -    0/2", "38      —    0/2           —    0/2")],
+    "analyze-open_scan.txt": [("38      -    0/2           -    0/2", "38      —    0/2           —    0/2"),
+                              ("across-sample agreement cannot be measured\n",
+                               "across-sample agreement cannot be measured\nintervals (95 %) for a claim about the "
+                               "model on new prompts and items of the same kind; naive = cells as independent:\n"
+                               "  cold: no interval (0 scored cell(s))\n  posthoc: no interval (0 scored cell(s))\n")],
     "analyze-lens.txt": [("below 10 % of the stack", "below 10% of the stack"),
                          ("wrappers below 10 %;", "wrappers below 10%;"),
                          ("1 model × variant(s)", "1 (model, variant) pair")],

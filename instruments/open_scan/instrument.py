@@ -333,9 +333,10 @@ class OpenScan(Instrument):
     # ---- analysis ---------------------------------------------------------------------------------------------
 
     def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
-        """Per model, this invocation's answers and self-reports (``numbers.model_summaries``); the
-        experiment-wide matrix is ``mirrorscan matrix``."""
-        from mirrorscan.instruments.open_scan.numbers import latest_rows, model_summaries, summary_text
+        """Per model, this invocation's answers and self-reports (``numbers.model_summaries``), the rating means'
+        intervals over probes (``intervals``); the experiment-wide matrix is ``mirrorscan matrix``."""
+        from mirrorscan.instruments.open_scan.intervals import by_object, intervals_text, rating_intervals
+        from mirrorscan.instruments.open_scan.numbers import latest_rows, model_summaries, summary_text, triples
 
         spec = self.from_frozen(settings.instrument_settings)
         if reannotate:
@@ -347,10 +348,12 @@ class OpenScan(Instrument):
                    "sampling": None if spec.sampling is None else dict(sorted(dataclasses.asdict(spec.sampling).items())),
                    "probes": None if spec.probe_set is None else spec.probe_set.n, "models": summaries,
                    "rating": "first integer of the reply inside the template's scale; null (not measured) otherwise"}
+        numbers["intervals"] = rating_intervals(by_object(triples(rows)))   # not in --json: as the previous release
+        text = summary_text(summaries, spec.series) + "\n" + intervals_text(numbers["intervals"])
         table = rows.select([c for c in ("label", "query_id", "query_hash", "envelope", "sample", "response", "rating",
                                          "error") if c in rows.column_names])
-        return Analysis(text=summary_text(summaries, spec.series), numbers=numbers, tables={"rows": table},
-                        detail=summaries)
+        return Analysis(text=text, numbers=numbers, tables={"rows": table}, detail=summaries,
+                        json_view={k: v for k, v in numbers.items() if k != "intervals"})
 
     def same_answer(self, left: dict, right: dict) -> bool:
         """The same text (and, for a self-report, the same rating)."""
