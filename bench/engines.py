@@ -330,4 +330,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from on_term import exit_cleanly_on_sigterm
+
+    exit_cleanly_on_sigterm()   # a time limit's SIGTERM still stops the catalog server this run started
     sys.exit(main())
