@@ -9,12 +9,18 @@ all charts share one look and one resolution. Charts of the G-study report:
   observed sizes), with the asymptote and the target drawn in.
 
 Each function takes a :class:`~analysis.gtheory_report.GTheoryReport` and returns PNG bytes; writing
-files is the caller's business.
+files is the caller's business. One chart reads the headline-intervals JSON instead
+(:func:`analysis.headline_intervals.headline_intervals`, any instrument's ``numbers["intervals"]``):
+
+* :func:`interval_chart` — per headline one panel, each model's estimate with its interval over the random
+  facets as a thick bar and the naive interval (cells as independent) as a thin one.
 """
 
 from __future__ import annotations
 
 import io
+import math
+from typing import Any, Mapping
 
 from mirrorscan.analysis.gtheory_report import GTheoryReport
 
@@ -100,4 +106,48 @@ def gstudy_charts(report: GTheoryReport) -> dict[str, bytes]:
     return out
 
 
-__all__ = ["d_study_curve", "gstudy_charts", "variance_component_bars"]
+def _finite(*xs) -> bool:
+    return all(x is not None and math.isfinite(x) for x in xs)
+
+
+def interval_chart(result: Mapping[str, Any]) -> bytes | None:
+    """Error bars of every headline that carries intervals, one panel each (models down the side, in the JSON's
+    order): the estimate as a point, its interval over the random facets as a thick bar, the naive interval (cells
+    as independent) as a thin dark bar over it, its ends marked (so a zero-width one shows); a zero line for percentage points. Headlines skipped in the JSON
+    get no panel; None when none is left (nothing to draw). Bounds that are not finite are left out."""
+    heads = [(name, h) for name, h in result.get("headlines", {}).items() if h.get("objects")]
+    if not heads:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(len(heads), 1, squeeze=False,
+                             figsize=(6.4, sum(0.42 * len(h["objects"]) + 1.0 for _, h in heads) + 0.3))
+    level = f"{100 * float(result.get('level', 0.95)):.0f} %"
+    for ax, (name, h) in zip(axes[:, 0], heads):
+        objects = h["objects"]
+        ys = list(range(len(objects)))[::-1]
+        for y, o in zip(ys, objects):
+            (lo, hi), (nlo, nhi), est = o["interval"], o["naive_interval"], o["estimate"]
+            if _finite(lo, hi):
+                ax.plot([lo, hi], [y, y], color=_BAR, linewidth=6, alpha=0.55, solid_capstyle="butt",
+                        label=f"{level} interval over {', '.join(h.get('random', ())) or 'the facets'}"
+                        if y == ys[0] else None)
+            if _finite(nlo, nhi):
+                ax.plot([nlo, nhi], [y, y], color="#222222", linewidth=1.4, solid_capstyle="butt", marker="|", ms=9,
+                        label="naive (cells as independent)" if y == ys[0] else None)
+            if _finite(est):
+                ax.plot([est], [y], marker="o", ms=5, color=_OBJECT, markeredgecolor="#444444", linestyle="none",
+                        label="estimate" if y == ys[0] else None)
+        if h.get("unit") == "pp":
+            ax.axvline(0, color="#888888", linewidth=0.6, linestyle=":")
+        ax.set_yticks(ys, [str(o["object"]) for o in objects], fontsize=8)
+        ax.set_ylim(-0.7, len(objects) - 0.3)
+        unit = {"%": "percent", "pp": "percentage points", "": ""}.get(h.get("unit", ""), h.get("unit", ""))
+        ax.set_xlabel(f"{h.get('title', name)}" + (f" ({unit})" if unit else ""), fontsize=8)
+        ax.set_title(f"{h.get('title', name)}", fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return png(fig)
+
+
+__all__ = ["d_study_curve", "gstudy_charts", "interval_chart", "variance_component_bars"]

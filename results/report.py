@@ -5,9 +5,12 @@ provenance (catalog row and ``invocation.json``, secrets and DSN passwords remov
 (the catalog's counts and the stored rows'), the instrument's headline numbers (``Instrument.headline``)
 each with its definition and the ``mirrorscan sql`` query — or, for a statistic, the query selecting its
 input and the ``mirrorscan stats`` command with its seed — that computes it (``Instrument.headline_sources``,
-``grid.headline``), the analysis text, notes and charts. ``results.report_html.render`` turns it into the
-page; ``write_report`` stores the page under ``<store>/<experiment>/<invocation>/report/<stamp>.html``,
-a new file each time, never overwriting one.
+``grid.headline``), the analysis text, notes and charts, and — where the analysis carries them
+(``numbers["intervals"]``, ``analysis.headline_intervals``'s JSON, any instrument) — the headline numbers'
+intervals over the random facets, their paired differences and their error-bar chart
+(``analysis.plotting.interval_chart``). ``results.report_html.render`` turns it into the page;
+``write_report`` stores the page under ``<store>/<experiment>/<invocation>/report/<stamp>.html``, a new file
+each time, never overwriting one.
 
 The numbers are the analysis's own (``analyze``'s path: ``Instrument.analyze`` on the stored rows, written
 beside them as ``mirrorscan analyze`` writes it); the report derives none of them again.
@@ -94,6 +97,11 @@ class Report:
     analysis_dir: str | None
     """Display path of the analysis folder the numbers were written to (None when not written)."""
     generated_at: str = field(default_factory=lambda: stamp(datetime.now(timezone.utc)))
+    intervals: dict | None = None
+    """The analysis's ``numbers["intervals"]`` (``analysis.headline_intervals`` JSON: per headline each model's
+    interval over the random facets, the naive one, the paired differences and warnings); None when it has none."""
+    interval_chart: bytes | None = None
+    """PNG of those intervals as error bars (``analysis.plotting.interval_chart``); None when no headline has one."""
 
 
 def redact(value: Any) -> Any:
@@ -216,10 +224,20 @@ def provenance_of(row: dict) -> dict:
     return provenance
 
 
+def intervals_of(analysis: Analysis) -> dict | None:
+    """The analysis's headline intervals (``numbers["intervals"]``, the JSON of
+    ``analysis.headline_intervals.headline_intervals``) when it carries any headline; None otherwise."""
+    found = analysis.numbers.get("intervals") if isinstance(analysis.numbers, dict) else None
+    return found if isinstance(found, dict) and found.get("headlines") else None
+
+
 def build(inv, analysis: Analysis, analysis_dir: str | None = None) -> Report:
     """The report of one invocation (``results.invocations.Invocation``) and its analysis; no I/O."""
+    from mirrorscan.analysis.plotting import interval_chart
+
     row, manifest = inv.row, inv.manifest or {}
     provenance = provenance_of(row)
+    intervals = intervals_of(analysis)
     return Report(
         invocation_id=inv.invocation_id, experiment=inv.experiment, instrument=inv.instrument.name,
         status=row.get("status") or "", description=inv.settings.description,
@@ -232,7 +250,8 @@ def build(inv, analysis: Analysis, analysis_dir: str | None = None) -> Report:
         samples=sample_rows(inv.traces, inv.instrument),
         headline=headline_numbers(inv.instrument, analysis, inv.settings, inv.invocation_id),
         analysis_text=analysis.text, notes=tuple(analysis.notes), charts=dict(analysis.charts),
-        analysis_dir=analysis_dir)
+        analysis_dir=analysis_dir, intervals=intervals,
+        interval_chart=interval_chart(intervals) if intervals is not None else None)
 
 
 def _catalog_name() -> str:

@@ -14,6 +14,7 @@ import shlex
 
 from mirrorscan.grid.formatting import ABSENT, fixed, headline
 from mirrorscan.grid.instrument import headline_units
+from mirrorscan.results import interval_text
 from mirrorscan.results.report import HeadlineNumber, Report
 
 STYLE = """
@@ -172,8 +173,71 @@ def _samples(report: Report) -> str:
 def _charts(report: Report) -> str:
     if not report.charts:
         return '<p class="muted">the analysis made no charts</p>'
-    return "".join(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
-                   f"<figcaption>{esc(name)}.png</figcaption></figure>" for name, png in report.charts.items())
+    return "".join(f"<figure>{_img(name, png)}<figcaption>{esc(name)}.png</figcaption></figure>"
+                   for name, png in report.charts.items())
+
+
+def _img(name: str, png: bytes) -> str:
+    return f'<img alt="{esc(name)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _df(df) -> str:
+    return ABSENT if df is None else f"{float(df):.1f}"
+
+
+def _intervals(report: Report) -> str:
+    """The intervals section: what an interval means and how it was made; per headline each model's estimate,
+    interval and naive interval, the paired differences with p, Holm p and verdict, or why there is none; the
+    warnings once each; the error-bar chart. Empty when the analysis carries no intervals."""
+    result = report.intervals
+    if not result:
+        return ""
+    level = f"{100 * float(result.get('level', 0.95)):.0f} %"
+    parts = [f'<h2>intervals over the random facets ({esc(level)})</h2>',
+             f'<p class="sub meaning">Each interval is for a claim about the {esc(result.get("object", "model"))} on new '
+             "levels of the random facets named under each number (new prompts and items of the same kind): those "
+             "facets are treated as samples of their kind, the fixed ones as the whole of theirs. The naive interval "
+             "treats every cell as independent; the ratio is how much wider the interval is. A paired difference is "
+             "taken over the cells both models share, so shared prompts and items cancel; its p is adjusted over every "
+             f"pair of models by Holm's step-down, and the verdict reads the Holm p at {esc(fixed(1 - float(result.get('level', 0.95))))}.</p>",
+             f'<p class="sub method">method: {esc(interval_text.method_text(result))}</p>']
+    warnings: list[str] = []
+    for name, head in result.get("headlines", {}).items():
+        unit = head.get("unit", "")
+        parts.append(f'<h3 class="interval-headline" data-headline="{esc(name)}">{esc(head.get("title", name))} '
+                     f'<span class="muted">({esc(name)})</span></h3>')
+        if "skipped" in head:
+            parts.append(f'<p class="muted skipped" data-headline="{esc(name)}">no interval: {esc(head["skipped"])}</p>')
+            continue
+        parts.append(f'<p class="sub design">{esc(interval_text.design_text(head))}</p>')
+        rows = "".join(
+            f'<tr class="interval" data-headline="{esc(name)}" data-model="{esc(o["object"])}"><td>{esc(o["object"])}</td>'
+            f'<td class="value">{esc(interval_text.value(o["estimate"], unit))}</td>'
+            f'<td class="value">{esc(interval_text.span(o["interval"], unit))}</td>'
+            f'<td class="value">{esc(interval_text.span(o["naive_interval"], unit))}</td>'
+            f'<td class="value">{esc(plain(o.get("width_ratio")))}</td><td class="value">{esc(_df(o.get("df")))}</td>'
+            f'<td class="value">{esc(plain(o.get("n_cells")))}</td></tr>' for o in head.get("objects", ()))
+        parts.append("<table><tr><th>model</th><th>estimate</th><th>interval</th><th>naive interval</th>"
+                     f"<th>width ratio</th><th>df</th><th>cells</th></tr>{rows}</table>")
+        diff_unit = interval_text.difference_unit(unit)
+        diffs = "".join(
+            f'<tr class="difference" data-headline="{esc(name)}" data-a="{esc(d["a"])}" data-b="{esc(d["b"])}">'
+            f'<td>{esc(d["a"])} − {esc(d["b"])}</td><td class="value">{esc(interval_text.value(d["estimate"], diff_unit))}</td>'
+            f'<td class="value">{esc(interval_text.span(d["interval"], diff_unit))}</td>'
+            f'<td class="value">{esc(plain(d["p_value"]))}</td><td class="value">{esc(plain(d["p_holm"]))}</td>'
+            f'<td class="verdict">{esc(d["verdict"])}</td></tr>' for d in head.get("differences", ()))
+        if diffs:
+            parts.append("<table><tr><th>paired difference</th><th>estimate</th><th>interval</th><th>p</th>"
+                         f"<th>Holm p</th><th>verdict</th></tr>{diffs}</table>")
+        warnings += [w for w in head.get("warnings", ()) if w not in warnings]
+    if warnings:
+        parts.append('<ul class="interval-warnings">' + "".join(f'<li class="warn">{esc(w)}</li>' for w in warnings)
+                     + "</ul>")
+    if report.interval_chart:
+        parts.append(f'<figure>{_img("intervals", report.interval_chart)}<figcaption>intervals: each model\'s '
+                     f"estimate (point), its {esc(level)} interval over the random facets (thick bar) and the naive "
+                     "interval (thin bar), one panel per number</figcaption></figure>")
+    return "".join(parts)
 
 
 def render(report: Report) -> str:
@@ -198,6 +262,7 @@ or for a statistic the query that selects its input and the <code>mirrorscan sta
 Each query is printed once, where it first appears; other rows that use it link to it.</p>
 {where}
 {_headline(report)}
+{_intervals(report)}
 <h2>counts and errors</h2>
 {_counts(report)}
 <h2>charts</h2>

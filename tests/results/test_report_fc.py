@@ -73,11 +73,13 @@ def test_the_report_holds_settings_counts_numbers_definitions_charts_and_queries
     assert [rows[("fit", n)]["shown"] for n in ("per_cell_commit_rate", "mean_sharpness", "position_bias_pp")] == \
         [f"{100 * 30 / 36:.1f}%", f"{6.75 / 8:.3f}", f"{100 * 3 / 18:+.1f} pp"]
     assert "share of answered cells (not pairs)" in page and "unanimity rule" in page
-    # every number has its query, and the page embeds the analysis's three charts as PNG data
+    # every number has its query, and the page embeds the analysis's three charts and the intervals' error bars
+    # (the planted classes vary, so the commit rate has an interval) as PNG data
     assert all(len(r["sql"]) == 1 and r["sql"][0].startswith('mirrorscan sql "') for r in rows.values())
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">', page)
-    assert sorted(name for name, _ in images) == ["fingerprint_agreement", "pair_commit_split",
+    assert sorted(name for name, _ in images) == ["fingerprint_agreement", "intervals", "pair_commit_split",
                                                   "position_bias_by_envelope"]
+    assert '<tr class="interval" data-headline="per_cell_commit_rate" data-model="fit">' in page
     for _, data in images:
         assert base64.b64decode(data, validate=True)[:8] == b"\x89PNG\r\n\x1a\n"
     # the analysis it came from was written beside the traces

@@ -55,7 +55,8 @@ def test_a_second_report_reuses_the_analysis_and_says_so(made):
     assert numbers(a) == numbers(b) and len(numbers(a)) == 2 * 4   # two models × four headline numbers
     for page in (a, b):
         assert f"<code>{folder}</code>" in page
-    assert a.count("data:image/png;base64,") == b.count("data:image/png;base64,") == 3
+    assert a.count("data:image/png;base64,") == b.count("data:image/png;base64,") == 4   # 3 charts, the intervals'
+    assert a.count('<tr class="difference" ') == b.count('<tr class="difference" ') >= 1   # from the stored JSON too
     strip = [line for line in a.splitlines() if "generated" not in line]
     assert strip == [line for line in b.splitlines() if "generated" not in line]
     summary = json.loads((folder / "summary.json").read_text())
