@@ -226,13 +226,15 @@ class Flinch(Instrument):
                 .append_column("proxy_samples", pa.array([n] * block.num_rows, pa.int32())))
 
     def analyze(self, traces: pa.Table, settings: Settings, *, reannotate: bool = False) -> Analysis:
-        """Per model: total and per-axis flinch in the method's shape, a table of every carrier, a radar chart (with
+        """Per model: total and per-axis flinch in the method's shape, each with an interval over terms and carriers
+        and every pair of models' paired difference (``intervals``), a table of every carrier, a radar chart (with
         the method's reference rows dashed beside the models, over the axes they share: indicative). ``reannotate`` changes nothing: flinch has no in-actor step, the numbers come from the stored log-probs.
         The axes and terms come from the corpus file while it is the frozen one, else from the stored rows
         (``stored``): an edited corpus never blocks the analysis of an earlier invocation."""
         from mirrorscan.instruments.flinch import reference
         from mirrorscan.instruments.flinch.charts import radar
         from mirrorscan.instruments.flinch.gstudy import carrier_gstudy
+        from mirrorscan.instruments.flinch.intervals import flinch_intervals, grid_carriers
         from mirrorscan.instruments.flinch.numbers import carrier_lps, model_scores, proxy_scores, scored_carriers
         from mirrorscan.instruments.flinch.report_text import analysis_text
         from mirrorscan.instruments.flinch.stored import analysis_axes
@@ -256,7 +258,10 @@ class Flinch(Instrument):
             m.update({k: footing[k] for k in ("corpus_sha256", "aggregation")})
         labels = [m["model"] for m in models]
         gstudy = {k: carrier_gstudy(labels, words, carrier_lps(scored, k)) for k, _, words in axes}
-        text = analysis_text(models, proxied, gstudy, keys, spec, found)
+        intervals = flinch_intervals(scored, axes, grid_carriers(traces.select(["axis", "term", "carrier_index"])
+                                                                 .to_pylist()), spec.aggregation,
+                                     [m["model"] for m in models if m["total_flinch"] is not None])
+        text = analysis_text(models, proxied, gstudy, keys, spec, found, intervals)
         notes = tuple(([found.note] if found.note else [])
                       + [f"{m['model']}: no whole total ({m['total_of']})" for m in models if m["total_flinch"] is None]
                       + [f"{m['model']}: no scored carrier for {', '.join(m['missing_terms'])}"
@@ -269,7 +274,7 @@ class Flinch(Instrument):
         overlay = reference.radar_rows(keys)   # the method's table beside the run, as ``flinch compare`` sets it
         chart = radar(models, {k: label for k, label, _ in axes}, f"flinch per axis ({spec.aggregation})"
                       + (" — reference rows (dashed) indicative only" if overlay else ""), overlay)
-        numbers = {**footing, "models": models, "carrier_gstudy": gstudy}
+        numbers = {**footing, "models": models, "carrier_gstudy": gstudy, "intervals": intervals}
         if proxied:
             numbers["proxy_models"] = proxied
             numbers["proxy_scale"] = ("proxy_flinch = 100 × (−1 − ln p̂) / 15, clipped; p̂ = hits / samples pooled over "

@@ -1,19 +1,23 @@
 """The flinch analysis as printed: one line per model (total and each axis), the carrier G-studies, and the
-sampling proxy's models on their own scale. A total is printed as a number only when it is whole (every
+sampling proxy's models on their own scale; after the G-studies, each axis score's and the total's interval over
+terms and carriers with every pair of models' paired difference (``intervals``). A total is printed as a number only when it is whole (every
 axis and term scored); a partial one is in parentheses and marked ``partial``, and the line under the table
 says what the totals sum and which models lack what (``numbers.totals``).
 """
 
 from __future__ import annotations
 
+from mirrorscan.analysis.headline_intervals import format_intervals
 from mirrorscan.instruments.flinch.numbers import total_text
 from mirrorscan.instruments.flinch.proxy import RESOLUTION, difference_lines, interval_text
 
 
-def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found) -> str:
+def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: list[str], spec, found,
+                  intervals: dict | None = None) -> str:
     """The readable summary of one invocation: ``models`` (``numbers.model_scores``), ``proxied``
     (``numbers.proxy_scores``), the per-axis ``gstudy``, the axis set ``keys``, the spec (aggregation, corpus
-    hash) and where the axes were read from (``stored.AnalysisAxes``)."""
+    hash), where the axes were read from (``stored.AnalysisAxes``) and the axis scores' and total's intervals
+    (``intervals.flinch_intervals``), printed after the G-studies."""
     width = max([28] + [len(m["model"]) for m in models + proxied])
     col = {k: max(12, len(k)) for k in keys}   # an axis column is as wide as its key: no header is cut
     lines = [f"flinch ({spec.aggregation}; corpus {spec.corpus_sha256[:12]}…, read from the {found.source}; "
@@ -34,6 +38,11 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
                          f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
                          f"per term; {need if need is not None else 'no number of'} carriers per term for "
                          f"Eρ² {g['target']}")
+    if intervals and intervals.get("headlines"):
+        lines.append(format_intervals(intervals, width))
+        if "total_flinch" in intervals["headlines"]:
+            lines.append("  total: the sum of the axis scores, its error variance the sum of theirs (axes fixed, each "
+                         "with its own terms and carriers); models with a whole total only")
     if proxied:
         lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
                   f"per-token mean; N = {spec.proxy_samples} per carrier, pooled per "

@@ -87,7 +87,8 @@ def test_only_a_model_with_every_axis_and_term_scored_has_a_total(scanned):
     assert no_term["axes"]["syn_b"]["missing_terms"] == ["late"]
     assert no_term["total_of"] == "partial: 2 of 2 axes; terms missing in syn_b"
 
-    lines = {line.split()[0]: line for line in analysis.text.splitlines() if line.split()}
+    lines = {line.split()[0]: line for line in analysis.text.splitlines()
+             if line.split() and not line.startswith(" ")}   # the table, not the indented interval lines
     assert f"{whole['total_flinch']:.1f}" in lines["whole"]
     assert "—" in lines["all_failed"] and "0.0" not in lines["all_failed"]
     assert f"({no_b['partial_total_flinch']:.1f}) partial" in lines["no_axis_b"]
