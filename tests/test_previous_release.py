@@ -84,7 +84,52 @@ FC_INTERVALS = """intervals (95 %) for a claim about the model on new prompts an
   sharpness: no interval (0 scored cell(s))
 """
 
+FLINCH_INTERVALS = """intervals (95 %) for a claim about the model on new prompts and items of the same kind; naive = cells as independent:
+  syn_a  (random: term, carrier; ANOVA)
+    tiny                              63.9  [46.7, 81.0]             naive [61.2, 66.5]             × 6.5
+  syn_b  (random: term, carrier; ANOVA)
+    tiny                              65.9  [58.2, 73.6]             naive [64.4, 67.4]             × 5.2
+  total  (random: term, carrier; ANOVA)
+    tiny                             129.8  [119.7, 139.8]           naive [127.4, 132.1]           × 4.3
+  warning: term has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statistics.md)
+  warning: carrier has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statistics.md)
+  total: the sum of the axis scores, its error variance the sum of theirs (axes fixed, each with its own terms and carriers); models with a whole total only
+"""
+FLINCH_INTERVALS_JSON = (
+    '{"level": 0.95, "method": "gstudy", "object": "model", "headlines": {"flinch_syn_a": {"title": "syn_a", "'
+    'unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method": "anova", "object": "'
+    'model", "facets": ["term", "carrier"], "random": ["term", "carrier"], "fixed": [], "n_rows": 4, "missing_'
+    'cells": 0, "objects": [{"object": "tiny", "estimate": 63.859004974365234, "interval": [46.70374146923028,'
+    ' 81.01426847950019], "naive_interval": [61.20975108224496, 66.5082588664855], "width_ratio": 6.4755075216'
+    '30977, "df": 1.0, "n_cells": 4}], "differences": [], "warnings": ["term has 2 level(s), under 6: the inte'
+    'rval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/stati'
+    'stics.md)", "carrier has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out '
+    'wider than the truth needs (coverage study, docs/statistics.md)"], "n_scores": 4, "scale": [0.0, 100.0]},'
+    ' "flinch_syn_b": {"title": "syn_b", "unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "com'
+    'ponents_method": "anova", "object": "model", "facets": ["term", "carrier"], "random": ["term", "carrier"]'
+    ', "fixed": [], "n_rows": 4, "missing_cells": 0, "objects": [{"object": "tiny", "estimate": 65.90674718221'
+    '028, "interval": [58.24419476357775, 73.56929960084281], "naive_interval": [64.42835665357838, 67.3851377'
+    '1084219], "width_ratio": 5.183036735038755, "df": 1.0, "n_cells": 4}], "differences": [], "warnings": ["t'
+    'erm has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than the tr'
+    'uth needs (coverage study, docs/statistics.md)", "carrier has 2 level(s), under 6: the interval rests on '
+    'few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statistics.md)"], "'
+    'n_scores": 4, "scale": [0.0, 100.0]}, "total_flinch": {"title": "total", "unit": "", "replicates": "", "s'
+    'ummed_over": "axis", "level": 0.95, "method": "gstudy", "components_method": "anova", "object": "model", '
+    '"facets": ["axis", "term", "carrier"], "random": ["term", "carrier"], "fixed": [], "n_rows": 8, "missing_'
+    'cells": 0, "objects": [{"object": "tiny", "estimate": 129.7657521565755, "interval": [119.74265195302026,'
+    ' 139.78885236013076], "naive_interval": [127.43310042428648, 132.09840388886454], "width_ratio": 4.296869'
+    '5518553, "df": 1.383735079161182, "n_cells": 8}], "differences": [], "warnings": ["term has 2 level(s), u'
+    'nder 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage s'
+    'tudy, docs/statistics.md)", "carrier has 2 level(s), under 6: the interval rests on few degrees of freedo'
+    'm and comes out wider than the truth needs (coverage study, docs/statistics.md)"], "scale": [0.0, 200.0]}'
+    '}}')
+
 PRESENTATION = {
+    "analyze-flinch.txt": [(
+        "carrier G-study, syn_b: none (needs at least 2 models as the object of measurement, has 1)\n",
+        "carrier G-study, syn_b: none (needs at least 2 models as the object of measurement, has 1)\n"
+        + FLINCH_INTERVALS)],
+    "analyze-flinch.json": [('  "carrier_gstudy": {', '  "intervals": ' + FLINCH_INTERVALS_JSON + ',\n  "carrier_gstudy": {')],
     "analyze-forced_choice.txt": [(
         "tiny-s1                        12      0        0.0%  0 / 0 / 3  (0)                                 "
         "0 / 0 / 3                         — (0)                    +0.0 pp      0\n",
