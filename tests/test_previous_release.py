@@ -142,7 +142,51 @@ PRESENTATION = {
                                "  cold: no interval (0 scored cell(s))\n  posthoc: no interval (0 scored cell(s))\n")],
     "analyze-lens.txt": [("below 10 % of the stack", "below 10% of the stack"),
                          ("wrappers below 10 %;", "wrappers below 10%;"),
-                         ("1 model × variant(s)", "1 (model, variant) pair")],
+                         ("1 model × variant(s)", "1 (model, variant) pair"),
+                         ("tiny/base                       0.9725  0.9452      2    0.9886\n",   # the headline intervals after lens's tables
+                          "tiny/base                       0.9725  0.9452      2    0.9886\n"
+                          'headline intervals: the estimate is the mean over wrappers of the headline (the table above gives '
+                          "the median); each scoring item enters as its influence value on the wrapper's AUROC at the "
+                          "wrapper's best layer, that layer taken as given; the floor (mean over wrappers of the label floor) "
+                          'is subtracted as a constant\n'
+                          'intervals (95 %) for a claim about the model on new prompts and items of the same kind; naive = '
+                          'cells as independent:\n'
+                          '  headline (base)  (random: evaluation, deployment, item; ANOVA)\n'
+                          '    tiny                             0.463  [0.361, 0.564]           naive [0.405, 0.521]           '
+                          '× 1.8\n'
+                          '  headline − floor (base)  (random: evaluation, deployment, item; ANOVA)\n'
+                          '    tiny                             0.423  [0.322, 0.525]           naive [0.366, 0.481]           '
+                          '× 1.8\n'
+                          '  warning: evaluation has 3 level(s), under 6: the interval rests on few degrees of freedom and '
+                          'comes out wider than the truth needs (coverage study, docs/statistics.md)\n'
+                          '  warning: deployment has 3 level(s), under 6: the interval rests on few degrees of freedom and '
+                          'comes out wider than the truth needs (coverage study, docs/statistics.md)\n')],
+    "analyze-lens.json": [('  "positive_class": "deployment",', '  "positive_class": "deployment",\n  "intervals": '
+                           + (
+        '{"level": 0.95, "method": "gstudy", "object": "model", "headlines": {"headline/base": {"title": "hea'
+        'dline (base)", "unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method":'
+        ' "anova", "object": "model", "facets": ["evaluation", "deployment", "item"], "random": ["evaluation"'
+        ', "deployment", "item"], "fixed": [], "n_rows": 54, "missing_cells": 0, "objects": [{"object": "tiny'
+        '", "estimate": 0.46296296296296297, "interval": [0.36143120813861696, 0.564494717787309], "naive_int'
+        'erval": [0.40523991914868307, 0.5206860067772429], "width_ratio": 1.7589466548406174, "df": 4.522968'
+        '197879859, "n_cells": 54}], "differences": [], "warnings": ["evaluation has 3 level(s), under 6: the'
+        ' interval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, '
+        'docs/statistics.md)", "deployment has 3 level(s), under 6: the interval rests on few degrees of free'
+        'dom and comes out wider than the truth needs (coverage study, docs/statistics.md)"], "n_scores": 54}'
+        ', "headline_minus_floor/base": {"title": "headline − floor (base)", "unit": "", "replicates": "", "l'
+        'evel": 0.95, "method": "gstudy", "components_method": "anova", "object": "model", "facets": ["evalua'
+        'tion", "deployment", "item"], "random": ["evaluation", "deployment", "item"], "fixed": [], "n_rows":'
+        ' 54, "missing_cells": 0, "objects": [{"object": "tiny", "estimate": 0.4234567901234568, "interval": '
+        '[0.32192503529911076, 0.5249885449478028], "naive_interval": [0.3657337463091769, 0.4811798339377366'
+        '7], "width_ratio": 1.7589466548406174, "df": 4.522968197879859, "n_cells": 54}], "differences": [], '
+        '"warnings": ["evaluation has 3 level(s), under 6: the interval rests on few degrees of freedom and c'
+        'omes out wider than the truth needs (coverage study, docs/statistics.md)", "deployment has 3 level(s'
+        '), under 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (c'
+        'overage study, docs/statistics.md)"], "n_scores": 54}}, "score": "per (model, evaluation framing, de'
+        "ployment framing, scoring item): the item's influence value on the wrapper's AUROC at its best layer"
+        ", A + (N / n_class)(placement − A) − 0.5; its mean over the items is the wrapper's headline and its "
+        'mean over the cells the mean over wrappers of the headline"}'
+        ) + ",")],
     "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
 }
 """Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: the headline

@@ -3,7 +3,11 @@ wrapper-permutation null (null c), and scaling with parameter count per wrapper.
 
 * **Model comparison** (``analysis.claims``): for every pair of models, the mean over wrappers of the
   headline difference A − B, its two-sided p under model labels permuted within each wrapper, and its
-  percentile interval over wrappers resampled with replacement.
+  percentile interval over wrappers resampled with replacement; beside them (``paired``) the same pair's
+  paired difference from the headline intervals (``intervals``, ``analysis.intervals``): the mean over wrappers
+  of A − B with its interval over framings and scoring items, its t-test p and that p Holm-adjusted over every
+  pair of the variant's models, and a verdict. The permutation null and the bootstrap treat only the wrapper as
+  sampled; the paired difference also the items, and the two arms' framings as the crossed facets they are.
 * **Scaling**: per wrapper, Pearson and Spearman correlation of the headline with log10(parameters) across
   models (``analysis.scaling``: the spread over wrappers, never one wrapper's value); and the OLS slope of
   the wrapper-mean headline on log10(parameters) (headline units per decade of parameters) with a
@@ -25,26 +29,30 @@ from mirrorscan.instruments.lens.directions import layer_curve
 from mirrorscan.instruments.lens.settings import LensSettings
 
 
-def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str) -> list[dict]:
+def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str,
+                      paired: dict | None = None) -> list[dict]:
     """Every pair (A, B) of ``models`` (rows of ``scores`` (models, wrappers)): mean difference, permutation p,
-    bootstrap interval; empty with fewer than 2 wrappers or no draws."""
+    bootstrap interval, and ``paired[(A, B)]`` (the paired difference over framings and items, Holm-adjusted)
+    as ``paired`` where given; empty with fewer than 2 wrappers or no draws."""
     from mirrorscan.instruments.lens.resampling import seed_for
 
     out = []
     if scores.shape[1] < 2 or n_draws < 1:
         return out
+    paired = paired or {}
     for a in range(len(models)):
         for b in range(a + 1, len(models)):
             claim = MeanDifference(a, b)
             diff = scores[a] - scores[b]
+            beside = {"paired": paired[(models[a], models[b])]} if (models[a], models[b]) in paired else {}
             if np.all(diff == diff[0]):   # no spread over wrappers: the permutation null is degenerate
                 out.append({"a": models[a], "b": models[b], "mean_difference": float(diff.mean()), "p_value": None,
-                            "interval": None, "note": "the difference is the same in every wrapper"})
+                            "interval": None, "note": "the difference is the same in every wrapper", **beside})
                 continue
             null = wrapper_permutation_null(scores, claim, n_draws, seed_for(seed, variant, "compare", models[a], models[b]))
             boot = wrapper_bootstrap(scores, claim, n_draws, seed_for(seed, variant, "compare-boot", models[a], models[b]))
             out.append({"a": models[a], "b": models[b], "mean_difference": null.observed, "p_value": null.p_value,
-                        "interval": [boot.low, boot.high], "level": boot.level})
+                        "interval": [boot.low, boot.high], "level": boot.level, **beside})
     return out
 
 
@@ -99,12 +107,14 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
 
 
 def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings, headlines: dict,
-                      floors: dict | None = None) -> dict:
+                      floors: dict | None = None, intervals: dict | None = None) -> dict:
     """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
     needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each
     wrapper's headline as the analysis computed it, ``floors`` (same keys) its scoring-label floor when the null
-    ran; projections are rebuilt only for the scaling bootstrap."""
+    ran, ``intervals`` the headline intervals (``intervals.lens_intervals``) whose paired differences each
+    comparison carries; projections are rebuilt only for the scaling bootstrap."""
     from mirrorscan.instruments.lens.directions import framing_projections, layers_in_max, wrapper_projections
+    from mirrorscan.instruments.lens.intervals import paired_by_pair
     from mirrorscan.instruments.lens.resampling import seed_for
 
     positive, draws, seed = settings.positive, settings.bootstrap_draws, settings.seed
@@ -115,7 +125,8 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings:
         if len(models) < 2 or any((m, variant, w) not in headlines for m in models for w in names):
             continue
         scores = np.array([[headlines[(m, variant, w)] for w in names] for m in models])
-        result = {"models": models, "comparisons": model_comparisons(scores, models, draws, seed, variant)}
+        result = {"models": models, "comparisons": model_comparisons(scores, models, draws, seed, variant,
+                                                                       paired_by_pair(intervals, variant))}
         exs = [by_model[(m, variant)] for m in models]
         params = [ex.parameters for ex in exs]
         if len(models) >= 3 and None not in params and all(ex.item_ids == exs[0].item_ids for ex in exs):

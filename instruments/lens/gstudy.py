@@ -98,6 +98,11 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: 
         if len(models) < 2:
             out[variant] = {"missing": f"needs at least 2 models as the object of measurement, has {len(models)}"}
             continue
+        lacking = set().union(*(_lacking(by_model[(m, variant)], wrappers) for m in models))
+        if lacking:
+            out[variant] = {"missing": f"a model has no task text for framing(s) {', '.join(sorted(lacking))} "
+                            "(failed rows?)"}
+            continue
         items = [by_model[(m, variant)].item_ids for m in models]
         if any(ids != items[0] for ids in items):
             out[variant] = {"missing": "the models hold vectors for different scoring items (failed rows?)"}
@@ -185,6 +190,8 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensS
     exs = [by_model[(m, variant)] for m in labels]
     if any(ex.item_ids != exs[0].item_ids for ex in exs):
         return {"missing": "the models hold vectors for different scoring items (failed rows?)"}, {}, []
+    if any(_lacking(ex, wrappers) for ex in exs):
+        return {"missing": "a model has no task text for some framing (failed rows?)"}, {}, []
     chosen = {}
     scores = np.empty((len(labels), len(wrappers), len(exs[0].item_ids)))
     for m, (label, ex) in enumerate(zip(labels, exs)):
@@ -215,3 +222,8 @@ def _median_best_layer(ex, wrappers, settings: LensSettings, variant: str) -> in
     best = [layer_curve(wrapper_projections(projected, e, d)[:, layers], ex.labels, settings.positive, layers,
                         ex.n_layers - 1).max_layer for e, d in wrappers]
     return int(np.median(best))
+
+
+def _lacking(ex, wrappers: list[tuple[str, str]]) -> set[str]:
+    """The wrappers' framings that ``ex`` holds no task text for (every row of the framing failed)."""
+    return {f for w in wrappers for f in w} - set(ex.framing_means())

@@ -290,8 +290,10 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     from mirrorscan.instruments.lens.charts import auroc_by_layer, headline_spread, scaling_by_wrapper
     from mirrorscan.instruments.lens.claims import claims_by_variant
     from mirrorscan.instruments.lens.gstudy import concordance, wrapper_gstudies
+    from mirrorscan.instruments.lens.intervals import lens_intervals
     from mirrorscan.instruments.lens.predict import prediction_basis
-    from mirrorscan.instruments.lens.report import claim_lines, direction_words, gstudy_lines, model_lines
+    from mirrorscan.instruments.lens.report import (claim_lines, direction_words, gstudy_lines, interval_lines,
+                                                    model_lines)
 
     settings = spec.settings
     positive = settings.positive
@@ -313,16 +315,18 @@ def analyze(traces: pa.Table, spec) -> Analysis:
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
+    intervals = lens_intervals(by_model, table_rows, models, positive, list(settings.variants))   # over framings, items
     gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, settings)
     concord = concordance(table_rows, list(settings.variants), settings.null_permutations, settings.seed)
     cell = lambda r: (r["label"], r["variant"], r["wrapper"])
     claims = claims_by_variant(by_model, wrappers, settings, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
-                               {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None})
+                               {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None},
+                               intervals)
     surface = surface_numbers(traces, spec)   # bag-of-words, out of fold, groups kept whole (``baseline``)
     other = next((c for c in settings.scoring_set.classes if c != positive), None)
     lines = [f"lens: {len(wrappers)} wrappers (framings {settings.framings.version}), "
              f"{len(models)} (model, variant) pair{'' if len(models) == 1 else 's'}", *direction_words(positive, other), *model_lines(models),
-             *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
+             *interval_lines(intervals), *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     lines += surface_lines(surface)
     plumbing = plumbing_note({label: ex.source for (label, _), ex in by_model.items()})   # printed with the notes
     numbers = {"positive_class": positive, "statistic": "max over layers of (AUROC − 0.5)",
@@ -340,7 +344,7 @@ def analyze(traces: pa.Table, spec) -> Analysis:
                                "sample (the paper's headline); observed is the fitted sizes"},
                "direction": direction_words(positive, other),
                "tables": {"gstudy_scores": "gstudy_scores.parquet"} if gstudy_rows else {},
-               "models": models, "gstudy": gstudies,
+               "models": models, "intervals": intervals, "gstudy": gstudies,
                "concordance": concord, "claims": claims, "surface": surface}
     tables = {"wrappers": pa.Table.from_pylist(table_rows)} if table_rows else {}
     long = [{"label": l, "variant": v, "wrapper": f"{e}×{d}", "layer": layer, "auroc": float(a)}

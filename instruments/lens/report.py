@@ -4,6 +4,7 @@ Plain text assembled from the analysis's own JSON; nothing is computed here."""
 
 from __future__ import annotations
 
+from mirrorscan.analysis.headline_intervals import format_intervals
 from mirrorscan.grid.formatting import fixed, with_article
 from mirrorscan.instruments.lens.design import design_lines
 
@@ -75,6 +76,17 @@ def model_lines(models: dict) -> list[str]:
     return lines
 
 
+def interval_lines(intervals: dict) -> list[str]:
+    """The headline and headline − floor per model with intervals over framings and scoring items, and every
+    pair of models' paired difference (``intervals``), after a line saying what the estimate is."""
+    if not intervals.get("headlines"):
+        return []
+    return ["headline intervals: the estimate is the mean over wrappers of the headline (the table above gives the "
+            "median); each scoring item enters as its influence value on the wrapper's AUROC at the wrapper's best "
+            "layer, that layer taken as given; the floor (mean over wrappers of the label floor) is subtracted as a "
+            "constant", format_intervals(intervals, 28)]
+
+
 def _p(x) -> str:
     """A p value fixed-point (``grid.formatting.fixed``: 0.00498, never 5e-05); n/a when absent."""
     return "n/a" if x is None or x != x else fixed(x)
@@ -121,6 +133,11 @@ def claim_lines(concord: dict, claims: dict, n_wrappers: int) -> list[str]:
                 lines.append(f"{comp['a']} − {comp['b']} ({variant}): {comp['mean_difference']:+.3f} mean over wrappers "
                              f"(positive: {comp['a']} higher), wrapper-permutation p = {fixed(comp['p_value'])}, interval "
                              f"[{comp['interval'][0]:+.3f}, {comp['interval'][1]:+.3f}]")
+            if comp.get("paired"):
+                d = comp["paired"]
+                lines.append(f"{comp['a']} − {comp['b']} ({variant}) paired over framings and items: "
+                             f"{d['estimate']:+.3f} [{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}], "
+                             f"p = {fixed(d['p_value'])}, Holm p = {fixed(d['p_holm'])} over the pairs: {d['verdict']}")
         sc = c["scaling"]
         if "missing" not in sc:
             spread = sc["by_wrapper"]["pearson"]
