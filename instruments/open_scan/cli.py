@@ -183,13 +183,14 @@ def _when(value) -> str:
 def matrix_main(argv: list[str], prog: str, reader: Reader) -> int:
     """``mirrorscan matrix``: models × probes with coverage and per-model summaries."""
     from mirrorscan.instruments.open_scan.history import describe
+    from mirrorscan.instruments.open_scan.intervals import intervals_text, rating_intervals
     from mirrorscan.instruments.open_scan.matrix import build_matrix
     from mirrorscan.instruments.open_scan.numbers import summary_text
 
     p = _experiment_parser(prog, "The model × probe matrix of an open_scan experiment: which cells are answered, "
                            "missing (never shown as an empty answer) or superseded by a changed probe text, and "
-                           "per-model answer length and self-report summaries. Imported files are rows of their "
-                           "own, labelled, beside the scanned models.")
+                           "per-model answer length and self-report summaries with the rating means' intervals "
+                           "over probes. Imported files are rows of their own, labelled, beside the scanned models.")
     p.add_argument("--parquet", metavar="FILE", help="write the long matrix (one row per label, probe, sample) here")
     p.add_argument("--csv", metavar="FILE", help="write the coverage matrix (labels × probes) here as CSV")
     args = p.parse_args(argv)
@@ -211,6 +212,7 @@ def matrix_main(argv: list[str], prog: str, reader: Reader) -> int:
                          (row[q] if len(row[q]) == 1 else "+")) for q in matrix.query_ids)
         say(f"{name:<{width}}  {cells}")
     say(summary_text(matrix.summaries, view.series))
+    say(intervals_text(rating_intervals(matrix.current)))
     if args.parquet:
         import pyarrow.parquet as pq
 

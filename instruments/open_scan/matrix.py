@@ -13,7 +13,7 @@ is the earlier text again, so its earlier answers count and the texts between ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +59,8 @@ class Matrix:
     """Per matrix row, the summary of its current versions (``numbers.model_summary``; ``row``, ``series``)."""
     superseded: int
     """Answers of other probe texts kept in the store (not in any number)."""
+    current: dict[str, list[dict]] = field(default_factory=dict, repr=False)
+    """Per matrix row's printed name, the triples of its current versions: what its summary is of."""
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -118,12 +120,14 @@ def build_matrix(rows: pa.Table, items: list[tuple[str, str]], groups: list[Row]
                         ("answer", pa.string()), ("cold_rating", pa.int32()), ("posthoc_rating", pa.int32()),
                         ("invocation_id", pa.string())])
     long.sort(key=lambda r: (r["series"], r["label"], r["query_id"], r["query_hash"], r["sample"]))
-    summaries = []
+    summaries, current = [], {}
     from mirrorscan.instruments.open_scan.numbers import model_summary
 
     for g in groups:
         mine = [t for (s, label, _), ts in found.items() if (s, label) == (g.series, g.label) for t in ts]
         if mine:
             summaries.append({**model_summary(g.label, mine), "series": g.series, "row": g.name})
+            current[g.name] = mine
     return Matrix(series, tuple(groups), tuple(q for q, _ in items), pa.Table.from_pylist(long, schema=schema),
-                  pa.table({k: pa.array(v, pa.string()) for k, v in coverage.items()}), summaries, superseded)
+                  pa.table({k: pa.array(v, pa.string()) for k, v in coverage.items()}), summaries, superseded,
+                  current)

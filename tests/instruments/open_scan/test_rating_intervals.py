@@ -166,3 +166,20 @@ def test_the_scores_are_the_tables_ratings_one_cold_per_probe_and_one_posthoc_pe
     assert posthoc_scores.columns["probe"] == ["q1@hq1", "q2@hq2", "q2@hq2", "q1@hq1", "q1@hq1"]
     result = rating_intervals(groups)
     assert result["headlines"]["cold_mean"]["skipped"] and result["headlines"]["cold_mean"]["unrated"] == []
+
+
+
+def test_the_matrix_prints_the_same_intervals_for_its_rows(tmp_path, catalog_dsn, capsys):
+    lines = [line(m, i, 0, str(cold(m, i)), str(posthoc(m, i, 0))) for m in COLD for i in range(8)]
+    _, inv = imported(tmp_path, catalog_dsn, lines, capsys)
+    assert cli.main(["matrix", "rated", "--catalog-dsn", catalog_dsn], "mirrorscan open_scan", StoreReader()) == 0
+    out = capsys.readouterr().out
+    assert block(out, "cold")[0] == "  cold  (random: probe; ANOVA)"
+    for model in COLD:                   # an imported file's row is named with its series and file, as in the table
+        name = next(ln for ln in out.splitlines() if ln.startswith(f"{model} [imported:")).split("]")[0] + "]"
+        assert name.endswith(" imported ratings.jsonl]")
+        for title, mean in (("cold", statistics.fmean(cold(model, i) for i in range(8))),
+                            ("posthoc", statistics.fmean(posthoc(model, i, 0) for i in range(8)))):
+            (shown,) = [ln for ln in block(out, title)[1:] if ln.startswith(f"    {name} ")]
+            assert shown[len(name) + 4:].split()[0] == fixed(mean), shown
+    assert "    cold: alpha [imported:" in out and "Holm" in out
