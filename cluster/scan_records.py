@@ -57,11 +57,16 @@ class ScanOptions:
     reproduction: Reproduction | None = None
     """A rerun of an earlier invocation's full grid (no cell held elsewhere, none held for later scans), or with
     its ``resumes`` the resume of such a rerun; None: a scan."""
+    resource_wait_s: float | None = None
+    """Seconds a model may wait for a node that can hold one of its engine actors where only an autoscaler can
+    add one (``cluster.resources``); None: ``$MIRRORSCAN_RESOURCE_WAIT_S``, else 600."""
 
     def __post_init__(self):
-        """ConfigError for fewer than one attempt per cell."""
+        """ConfigError for fewer than one attempt per cell, or a negative resource wait."""
         if self.max_attempts < 1:
             raise ConfigError("", "--max-attempts", f"is {self.max_attempts}", "use 1 or more")
+        if self.resource_wait_s is not None and not self.resource_wait_s >= 0:
+            raise ConfigError("", "resource_wait_s", f"is {self.resource_wait_s}", "use a number of seconds, 0 or more")
 
 
 @dataclass

@@ -6,7 +6,8 @@ runs drives the same object: ``scan`` and ``submit``'s job (``python -m mirrorsc
 ``execute``; ``scan --dry-run`` prints its ``plan`` (and ``resume_plan``) without starting anything;
 ``reproduce`` prints its ``plan`` and then ``execute``s it.
 
-``execute``: the checks that refuse a config before anything is written (``cluster.preflight``) → the
+``execute``: the checks that refuse a config before anything is written (``cluster.preflight``; resources no
+node has and no autoscaler can add, ``cluster.resources``) → the
 invocation recorded in the catalog (settings frozen) or the unfinished one a resume finishes
 (``cluster.scan_inputs.resume_target``), under a driver lease (``cluster.runs``) → each stage's grid, minus
 cells already held (``cluster.stages``), through one actor pool per model (``cluster.sweep``) → the final
@@ -60,6 +61,9 @@ class ScanRun:
         self.invocation_id: str | None = None
         self.ran: dict[tuple[str, str], int] = {}
         """(stage, label) → cells this run sent to the engines (after ``execute``)."""
+        self.resource_waits: dict[str, str] = {}
+        """Label → what the model waits for (in words) where only an autoscaler can add a node that holds one
+        of its engine actors, once ``check`` held the demands against the cluster (``cluster.resources``)."""
 
     @property
     def reproduction(self) -> Reproduction | None:
@@ -75,8 +79,14 @@ class ScanRun:
         """The checks a scan makes before it records anything (ConfigError on the first problem), and the model
         sources resolved. ``dry``: load and convert nothing (a dry run: the demo model's source is known only
         once converted, and the empty-prefix check, which loads tokenizers, is left out)."""
+        from mirrorscan.cluster.resources import check_resources, cluster_capacity, resource_wait_s
+
         spec = self.spec
         check_engines(spec)
+        if self.options.resource_wait_s is None:
+            self.options = dataclasses.replace(self.options, resource_wait_s=resource_wait_s())
+        # resources no node has and no autoscaler can add: Ray would queue the engines forever
+        self.resource_waits = check_resources(spec, cluster_capacity(self.options.ray_address, join=not dry))
         check_template_overrides(spec, prepare=not dry)
         if dry:
             self.model_sources = plan_model_sources(spec)
@@ -310,10 +320,12 @@ class ScanRun:
         (``cluster.progress.RunProgress``)."""
         from mirrorscan.cluster.progress import RunProgress
         from mirrorscan.cluster.ray_session import ensure_ray
+        from mirrorscan.cluster.resources import watch_waits
         from mirrorscan.cluster.run_log import attach_ray_output
         from mirrorscan.cluster.sweep import run_grid
 
         progress = RunProgress(self, todo, stage)
+        watch = watch_waits(self, progress)   # models only an autoscaler can make room for
         try:
             ensure_ray(self.options.ray_address)
             attach_ray_output()   # forwarded engine output goes to the run's log file
@@ -321,8 +333,10 @@ class ScanRun:
                 signal.signal(signal.SIGTERM, _terminated)
             variants = list(self.settings.models)
             run_grid(todo, variants, self.model_sources, self.sweep(variants), progress.on_part,
-                     on_model=progress.on_model)
+                     on_model=watch.on_model if watch is not None else progress.on_model)
         finally:
+            if watch is not None:
+                watch.stop()
             progress.close()
 
     def sweep(self, variants: list[ModelVariant]):
