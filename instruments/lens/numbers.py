@@ -18,6 +18,10 @@ and how much of the headline belongs to the prompt.
   item_sample (wrapper crossed as evaluation × deployment with ``wrapper_facets: crossed``), and ×
   variant over all variants when several are run; its D-study for the single-wrapper design (``design``), and
   the scores it was fitted on as the ``gstudy_scores`` table.
+* **Intervals** (``intervals``): per variant, each model's headline — here the mean over wrappers — and
+  headline − floor with a 95 % interval over evaluation framings, deployment framings and scoring items (each
+  item as its influence value on the wrapper's AUROC), and every pair of models' paired difference with Holm p;
+  the model comparisons carry the same differences.
 * **Kendall's W** of the model ranking across wrappers, with its permutation p (≥ 2 models).
 * **Surface-form check**: the bag-of-words out-of-fold AUROC of the scoring texts alone (whole set and each
   subset; warning above ``analysis.surface.SURFACE_WARNING``), and content-free directions scored the same

@@ -116,3 +116,28 @@ def test_error_rows_and_a_framing_lost_for_one_model_go_to_reml_with_the_missing
         assert o["interval"][0] < o["estimate"] < o["interval"][1]
     assert len(head["differences"]) == 1 and head["differences"][0]["verdict"]
     assert result.numbers["gstudy"]["base"]["missing"] == "a model has no task text for framing(s) e3 (failed rows?)"
+
+
+def test_a_missing_cell_design_too_large_for_reml_on_the_arms_takes_the_wrapper_as_one_facet_and_says_so(
+        tmp_path, monkeypatch):
+    import mirrorscan.instruments.lens.intervals as lens_intervals
+
+    write_experiment(tmp_path, evaluation=("e1", "e2", "e3"), deployment=("d1", "d2", "d3"), scoring_labels=[
+        "testing", "deployment"] * 8)
+    ref = lens_ref(tmp_path, null_permutations=0, item_samples=2, seed=3)
+    rows = traces_table(ref.frozen, ["m1", "m2"], planted_direction_vectors(seed=7, item_shift=0.5)).to_pylist()
+    for r in rows:
+        if r["label"] == "m2" and r["item_id"] == "s03":
+            r["error"] = "engine failed"
+    traces = pa.Table.from_pylist(rows, schema=traces_table(ref.frozen, [], None).schema)
+    # the crossed design here: 2 models, 3 + 3 framings, 16 items; every effect's levels but the largest (e:d:item)
+    crossed = 2 + 3 + 3 + 16 + 6 + 6 + 32 + 9 + 48 + 48 + 18 + 96 + 96
+    assert lens_intervals._dense_levels({"object": ["m1", "m2"], "evaluation": ["e1", "e3"], "deployment": ["d1", "d3"],
+                                         "item": ["s1", "s2"]}) == 4 * 2 + 6 * 4 + 4 * 8 - 8   # the largest left out
+    monkeypatch.setattr(lens_intervals, "CROSSED_REML_LEVELS", crossed - 1)
+
+    head = analyze(traces, ref.spec).numbers["intervals"]["headlines"]["headline/base"]
+
+    assert head["random"] == ["wrapper", "item"] and head["components_method"] == "reml"
+    assert head["missing_cells"] == 9 and head["warnings"][0].startswith(
+        f"wrapper taken as one facet (the {crossed:,} levels of evaluation × deployment × item")
