@@ -126,7 +126,8 @@ def interval_chart(result: Mapping[str, Any]) -> bytes | None:
         objects = h["objects"]
         ys = list(range(len(objects)))[::-1]
         for y, o in zip(ys, objects):
-            (lo, hi), (nlo, nhi), est = o["interval"], o["naive_interval"], o["estimate"]
+            (lo, hi), (nlo, nhi) = o.get("interval") or (None, None), o.get("naive_interval") or (None, None)
+            est = o.get("estimate")
             if _finite(lo, hi):
                 ax.plot([lo, hi], [y, y], color=_BAR, linewidth=6, alpha=0.55, solid_capstyle="butt",
                         label=f"{level} interval over {', '.join(h.get('random', ())) or 'the facets'}"

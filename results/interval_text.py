@@ -27,8 +27,8 @@ COMPONENTS = {"anova": "variance components by ANOVA (complete table)",
 
 
 def value(x: float | None, unit: str) -> str:
-    """One estimate or bound in its headline's unit, as ``analyze`` prints it; ``—`` when absent."""
-    if x is None:
+    """One estimate or bound in its headline's unit, as ``analyze`` prints it; ``—`` when absent (or NaN)."""
+    if x is None or x != x:
         return "—"
     if unit == "%":
         return f"{x:.1f}%"
@@ -39,7 +39,8 @@ def value(x: float | None, unit: str) -> str:
 
 def span(interval, unit: str) -> str:
     """``[lo, hi]`` in the unit."""
-    return f"[{value(interval[0], unit)}, {value(interval[1], unit)}]"
+    lo, hi = interval if interval else (None, None)
+    return f"[{value(lo, unit)}, {value(hi, unit)}]"
 
 
 def difference_unit(unit: str) -> str:

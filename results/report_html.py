@@ -214,7 +214,7 @@ def _intervals(report: Report) -> str:
             f'<tr class="interval" data-headline="{esc(name)}" data-model="{esc(o["object"])}"><td>{esc(o["object"])}</td>'
             f'<td class="value">{esc(interval_text.value(o["estimate"], unit))}</td>'
             f'<td class="value">{esc(interval_text.span(o["interval"], unit))}</td>'
-            f'<td class="value">{esc(interval_text.span(o["naive_interval"], unit))}</td>'
+            f'<td class="value">{esc(interval_text.span(o.get("naive_interval") or (None, None), unit))}</td>'
             f'<td class="value">{esc(plain(o.get("width_ratio")))}</td><td class="value">{esc(_df(o.get("df")))}</td>'
             f'<td class="value">{esc(plain(o.get("n_cells")))}</td></tr>' for o in head.get("objects", ()))
         parts.append("<table><tr><th>model</th><th>estimate</th><th>interval</th><th>naive interval</th>"
