@@ -11,7 +11,9 @@ exactly those axes, and it is given only when the row has each of them whole: a 
 input marks one incomplete (terms without a scored carrier), gets no total, and the reason is printed — totals
 over different axis sets are never ranked side by side. A total over fewer axes than an input's own set is
 named as such ("5 of 6 axes"). A differing corpus hash or aggregation among the runs is a warning, and a
-reference row beside a run carries the note that the comparison is indicative only.
+reference row beside a run carries the note that the comparison is indicative only. Two or more models of one
+invocation (one ``summary.json``) also get their intervals and paired differences over the compared axes,
+computed from the invocation's carrier rows as ``analyze`` computes them (``compare_intervals``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.instruments.flinch import reference
+from mirrorscan.instruments.flinch.compare_intervals import intervals_text, invocation_intervals
 
 UNKNOWN = "unknown"
 """Corpus hash or aggregation of an input that does not record it (a file written by another tool)."""
@@ -106,9 +109,10 @@ def compare(inputs: list[str], baseline: str | None = None, axes: list[str] | No
     ``baseline`` (a file or ``reference:<model>``) each model's difference from it (flinch points; positive =
     flinches more); ``references`` adds rows of the reference table.
 
-    Returns {"axes", "labels", "rows": [{model, file, total, total_of, no_total, axes: {key: flinch or None},
-    delta_total, delta_axes}], "baseline": row or None, "ranked": [model, …] by total, highest first (rows
-    with a total only), "warnings": [...]}."""
+    Returns {"axes", "labels", "rows": [{model, label, file, total, total_of, no_total, axes: {key: flinch or
+    None}, delta_total, delta_axes}], "baseline": row or None, "ranked": [model, …] by total, highest first (rows
+    with a total only), "warnings": [...], "invocations": [{file, models, intervals}] (the models of one input
+    with their intervals and paired differences, ``compare_intervals``), "notes": [...]}."""
     entries = [e for path in inputs for e in load_entries(path)]
     entries += [reference_entry(name, "--reference") for name in (references or [])]
     base = None
@@ -159,7 +163,7 @@ def compare(inputs: list[str], baseline: str | None = None, axes: list[str] | No
               ([f"{', '.join(partial)} incomplete (terms without a scored carrier)"] if partial else [])
         own = len(e.axis_set) or len(e.axes)
         name = f"{e.name} ({Path(e.file).name})" if names.count(e.name) > 1 else e.name
-        return {"model": name, "file": e.file, "axes": values,
+        return {"model": name, "label": e.name, "file": e.file, "axes": values,
                 "total": None if why else float(sum(values.values())),
                 "total_of": f"{len(common)} of {own} axes" if not why else None,
                 "no_total": "; ".join(why) or None}
@@ -178,8 +182,9 @@ def compare(inputs: list[str], baseline: str | None = None, axes: list[str] | No
     if fewer:
         warnings.append("totals here sum the compared axes only, not each input's own total: " + "; ".join(fewer))
     ranked = [r["model"] for r in sorted((r for r in rows if r["total"] is not None), key=lambda r: -r["total"])]
+    invocations, notes = invocation_intervals(rows, common, ALIASES)
     return {"axes": common, "common_axes": common, "labels": labels, "rows": rows, "baseline": base_row,
-            "ranked": ranked, "warnings": warnings}
+            "ranked": ranked, "warnings": warnings, "invocations": invocations, "notes": notes}
 
 
 def format_table(result: dict) -> str:
@@ -210,7 +215,9 @@ def format_table(result: dict) -> str:
         lines.append(f"ranked by total over these {len(common)} axes, most flinch first: " + " > ".join(ranked)
                      + (f" (not ranked: {', '.join(r['model'] for r in result['rows'] if r['total'] is None)})"
                         if len(ranked) < len(result["rows"]) else ""))
-    return "\n".join(lines + [f"warning: {w}" for w in result["warnings"]])
+    lines += intervals_text(result.get("invocations", []), width)
+    return "\n".join(lines + [f"note: {n}" for n in result.get("notes", [])]
+                     + [f"warning: {w}" for w in result["warnings"]])
 
 
 def overlay_radar(result: dict) -> bytes:

@@ -39,6 +39,9 @@ from mirrorscan.instruments.flinch.scale import LP_AT_HUNDRED, LP_AT_ZERO
 
 SCALE_TOP = 100.0
 """Upper end of one axis's flinch scale."""
+TOTAL_NOTE = ("  total: the sum of the axis scores, its error variance the sum of theirs (axes fixed, each with its own "
+              "terms and carriers); models with a whole total only")
+"""The line printed under the intervals where the total has one: what its interval is."""
 
 
 def linear_flinch(lp) -> np.ndarray:
@@ -111,7 +114,7 @@ def total_interval(result: dict, axes: Sequence[str], whole: Sequence[str]) -> d
         return {**base, "skipped": f"an axis has no interval ({'; '.join(gone)})"}
     level = result["level"]
     q = 0.5 + level / 2
-    labels = [m for m in sorted(whole) if all(any(o["object"] == m for o in h["objects"]) for h in heads)]
+    labels = [m for m in sorted(set(whole)) if all(any(o["object"] == m for o in h["objects"]) for h in heads)]
     if not labels:
         return {**base, "skipped": "no model has a whole total"}
 

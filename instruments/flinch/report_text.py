@@ -8,6 +8,7 @@ says what the totals sum and which models lack what (``numbers.totals``).
 from __future__ import annotations
 
 from mirrorscan.analysis.headline_intervals import format_intervals
+from mirrorscan.instruments.flinch.intervals import TOTAL_NOTE
 from mirrorscan.instruments.flinch.numbers import total_text
 from mirrorscan.instruments.flinch.proxy import RESOLUTION, difference_lines, interval_text
 
@@ -41,8 +42,7 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
     if intervals and intervals.get("headlines"):
         lines.append(format_intervals(intervals, width))
         if "total_flinch" in intervals["headlines"]:
-            lines.append("  total: the sum of the axis scores, its error variance the sum of theirs (axes fixed, each "
-                         "with its own terms and carriers); models with a whole total only")
+            lines.append(TOTAL_NOTE)
     if proxied:
         lines += [f"sampling proxy (its own scale: whole-word probability as the first words said, not a "
                   f"per-token mean; N = {spec.proxy_samples} per carrier, pooled per "
