@@ -38,6 +38,32 @@ def uses_of_scans(scans: list[tuple[str, object, dict]]) -> list[Use]:
             for i, t, s in scans if (s or {}).get("probes", {}).get("items")]
 
 
+def uses_of_rows(rows) -> list[Use]:
+    """The ``Use`` of each invocation among stored rows (columns invocation_id, created_at, query_id, query_hash;
+    the first two optional): its earliest row's time and its distinct (query_id, query_hash) pairs, invocations and
+    pairs in order of first appearance. Grouped by Arrow: a held experiment has hundreds of thousands of rows."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = rows.num_rows
+    cols = {"invocation_id": rows.column("invocation_id") if "invocation_id" in rows.column_names
+            else pa.array([""] * n, pa.string()),
+            "query_id": rows.column("query_id"), "query_hash": rows.column("query_hash"),
+            "row": pa.array(np.arange(n, dtype=np.int64))}
+    if "created_at" in rows.column_names:
+        cols["created_at"] = rows.column("created_at")
+    table = pa.table(cols)
+    first = table.group_by("invocation_id", use_threads=False).aggregate(
+        [("row", "min")] + ([("created_at", "min")] if "created_at" in cols else [])).sort_by("row_min")
+    pairs = table.group_by(["invocation_id", "query_id", "query_hash"], use_threads=False).aggregate(
+        [("row", "min")]).sort_by("row_min")
+    items: dict[str, list] = {}
+    for inv, q, h in zip(*(pairs.column(c).to_pylist() for c in ("invocation_id", "query_id", "query_hash"))):
+        items.setdefault(inv, []).append((q, h))
+    starts = first.column("created_at_min").to_pylist() if "created_at" in cols else [0] * first.num_rows
+    return [Use(inv, t, tuple(items[inv])) for inv, t in zip(first.column("invocation_id").to_pylist(), starts)]
+
+
 @dataclass(frozen=True)
 class Version:
     """One text of one probe id."""

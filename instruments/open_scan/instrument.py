@@ -305,21 +305,10 @@ class OpenScan(Instrument):
         the settings start a new series. Returns the lines to print (recorded with the invocation). ``scans``: the
         earlier scan invocations as (invocation id, start, frozen instrument settings), oldest first; None reads
         their probe sets from ``earlier``."""
-        from mirrorscan.instruments.open_scan.history import Use, change_notes, changes, uses_of_scans
+        from mirrorscan.instruments.open_scan.history import change_notes, changes, uses_of_rows, uses_of_scans
 
         earlier = self.scanned_rows(earlier)
-        uses = uses_of_scans(scans) if scans is not None else None
-        if uses is None:
-            by_invocation: dict[str, list] = {}
-            n = earlier.num_rows
-            invs = earlier.column("invocation_id").to_pylist() if "invocation_id" in earlier.column_names else [""] * n
-            times = earlier.column("created_at").to_pylist() if "created_at" in earlier.column_names else [0] * n
-            for inv, q, h, t in zip(invs, earlier.column("query_id").to_pylist(), earlier.column("query_hash").to_pylist(),
-                                    times):
-                first, items = by_invocation.setdefault(inv, [t, {}])
-                by_invocation[inv][0] = min(first, t)
-                items[(q, h)] = None
-            uses = [Use(inv, t, tuple(items)) for inv, (t, items) in by_invocation.items()]
+        uses = uses_of_scans(scans) if scans is not None else uses_of_rows(earlier)
         if not uses and earlier.num_rows == 0:
             return []
         notes = change_notes(changes(uses, spec.probe_set.items), accept_changed, spec.probe_set.path)
