@@ -17,7 +17,9 @@ reference:<model>, a row of the method's published reference table (`mirrorscan 
 The axes compared are those given with --axes, else those every input has. A model's total is the sum over
 exactly those axes, given only when it has each of them whole; otherwise the row says why it has none, and
 it is not ranked. Runs from different corpora (hash) or aggregations are compared with a warning; reference
-rows come from another corpus, so beside a run they are indicative only, axis by axis.
+rows come from another corpus, so beside a run they are indicative only, axis by axis. Two or more models of
+one summary.json also get each compared axis's and the total's interval over terms and carriers and every
+pair's paired difference (Holm p, verdict), recomputed from the carriers.parquet beside it as analyze does.
 
 examples:
   mirrorscan flinch compare run-a/summary.json run-b/summary.json --baseline base.json --out radar.png
