@@ -188,6 +188,7 @@ class _Point:
         n, p = eq.n, eq.p
         u = [self.blup(k) for k in range(len(eq.effects))]
         tr = eq.traces(self.d, self.chol)
+        self._em = (np.array([float(x @ x) for x in u]), tr)
         score = np.empty(var.size)
         for k in range(len(eq.effects)):
             score[k] = -0.5 * (q[k] / var[k] - tr[k] * s2 / var[k] ** 2 - float(u[k] @ u[k]) / var[k] ** 2)
@@ -199,6 +200,37 @@ class _Point:
             pw.append(eq.residual(wr, wb, w) / s2)
         ai = 0.5 * np.array([[float(wi @ pj) for pj in pw] for wi in work])
         return score, (ai + ai.T) / 2
+
+    def em_step(self) -> np.ndarray:
+        """The EM-REML update from here (after ``score_and_information``): σ²_α ← (û_α'û_α + tr(C^αα) σ²)/q_α,
+        σ² ← y'ê/(n − p). Never leaves the positive orthant and never lowers the likelihood: the fallback when
+        the Newton step is not usable."""
+        uu, tr = self._em
+        new = np.empty_like(self.var)
+        new[:-1] = (uu + tr * self.s2) / self.q
+        new[-1] = float(self.eq.y @ self.e) / (self.eq.n - self.eq.p)
+        return new
+
+
+def _point_or_none(eq: _Equations, var: np.ndarray) -> _Point | None:
+    """The equations at ``var``, or None where they cannot be factored (a trial step too far)."""
+    try:
+        return _Point(eq, var)
+    except AnalysisError:
+        return None
+
+
+def _boundary_jump(eq: _Equations, point: _Point, score: np.ndarray, floor: float) -> _Point | None:
+    """Where the Newton step is unusable (a component heading for zero flattens the information), try putting
+    each component whose score pulls it down on the boundary; the best such point if it lowers the deviance."""
+    best = None
+    for k in np.flatnonzero((score < 0) & (point.var > floor * 1.000001)):
+        var = point.var.copy()
+        var[k] = floor
+        candidate = _point_or_none(eq, var)
+        if candidate is not None and candidate.deviance < (best or point).deviance:
+            best = candidate
+    return best
 
 
 def reml(design: LongDesign, start: np.ndarray | None = None) -> RemlFit:
@@ -222,17 +254,29 @@ def reml(design: LongDesign, start: np.ndarray | None = None) -> RemlFit:
         held = (var <= floor * 1.000001) & (score < 0)
         free = ~held
         step = np.zeros_like(var)
-        try:
-            step[free] = np.linalg.solve(ai[np.ix_(free, free)], score[free])
-        except np.linalg.LinAlgError:
-            step[free] = score[free] * var[free] ** 2        # a gradient step when the AI is singular
-        for _ in range(30):
-            trial = _Point(eq, np.maximum(var + step, floor))
-            if trial.deviance <= point.deviance + 1e-12 * abs(point.deviance):
-                break
-            step /= 2
-        else:
-            break                                             # no step lowers the deviance: at the optimum
+        sub = ai[np.ix_(free, free)]
+        newton = bool(free.any()) and np.all(np.linalg.eigvalsh(sub) > 0)
+        if newton:
+            try:
+                step[free] = np.linalg.solve(sub, score[free])
+            except np.linalg.LinAlgError:
+                newton = False
+            else:
+                newton = bool(np.all(np.abs(step) <= 10 * np.maximum(var, total)))   # an absurd step is no step
+        trial = None
+        if newton:
+            for _ in range(30):
+                candidate = _point_or_none(eq, np.maximum(var + step, floor))
+                if candidate is not None and candidate.deviance <= point.deviance + 1e-12 * abs(point.deviance):
+                    trial = candidate
+                    break
+                step /= 2
+        if trial is None:
+            trial = _boundary_jump(eq, point, score, floor)
+        if trial is None:                                     # EM: slower, but it always moves uphill
+            trial = _point_or_none(eq, np.maximum(point.em_step(), floor))
+            if trial is None or trial.deviance > point.deviance + 1e-12 * abs(point.deviance):
+                break                                         # nothing lowers the deviance: at the optimum
         change = float(np.max(np.abs(trial.var - var) / np.maximum(var, total * 1e-6)))
         small = abs(point.deviance - trial.deviance) <= TOLERANCE * max(1.0, abs(point.deviance))
         point = trial

@@ -2,7 +2,9 @@
 
 The lme4 values are fixtures made by ``tests/fixtures/lme4/make_fixtures.R`` (lme4 1.1.31, REML, bobyqa): Brennan's
 synthetic data sets 3 (p × i × o) and 4 (p × (r:t)) with cells removed, a simulated model × wrapper × item design
-with 10 % of cells missing, and a model × envelope design with 1–3 replicates per cell. The suite never runs R.
+with 10 % of cells missing, a model × envelope design with 1–3 replicates per cell, and a replicated model × probe
+table whose optimum has two components on the boundary (the average information is singular there). The suite
+never runs R.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ CASES = {
     "brennan4_missing": ("p", ["t", "r"], {"r": "t"}),
     "simulated_mwi_missing": ("model", ["wrapper", "item"], None),
     "replicates_me": ("model", ["envelope"], None),
+    "boundary_replicates": ("model", ["probe"], None),
 }
 
 
