@@ -54,3 +54,5 @@ bench: demo-model
 	$(PY) bench/lens.py
 	$(PY) bench/open_scan.py
 	$(PY) bench/browse.py
+	$(PY) bench/reml.py
+	$(PY) bench/coverage.py
