@@ -148,3 +148,71 @@ def interval_rows(result: Mapping[str, Any]) -> list[dict]:
                          "estimate": o["estimate"], "low": o["interval"][0], "high": o["interval"][1],
                          "naive_low": o["naive_interval"][0], "naive_high": o["naive_interval"][1], "df": o["df"]})
     return rows
+
+
+PLAN_TARGET = 0.8
+"""Eρ² the plan printed after the intervals aims at (the conventional reliability for ranking models)."""
+
+
+def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] | None = None,
+                   target: float = PLAN_TARGET) -> dict:
+    """For every headline with an interval and at least two models: the cheapest design (levels per random
+    facet) whose relative Eρ² reaches ``target`` under the headline's own G-study, beside the observed design,
+    and the facet whose next level buys the most (:mod:`analysis.design_plan`). Cost of a cell = the model's
+    cost per stored row (``cost_per_row``, e.g. engine seconds from the inference log) × rows per cell; without
+    costs, rows. The box searched is four times the observed levels (at least ten more)."""
+    from mirrorscan.analysis.design_plan import ErrorModel, _Evaluator, cheapest_design, next_step
+
+    out = {"target": target, "cost_unit": "engine seconds" if cost_per_row else "rows", "headlines": {}}
+    for name, h in result.get("headlines", {}).items():
+        if "skipped" in h or len(h.get("objects", ())) < 2 or not h.get("components"):
+            continue
+        comps = h["components"]
+        model = ErrorModel.from_components(h["object"], [c["effect"] for c in comps],
+                                           [frozenset(c["facets"]) for c in comps], [c["estimate"] for c in comps])
+        if not model.random:
+            continue
+        per_cell = h.get("n_scores", h["n_rows"]) / h["n_rows"]
+        objects = [o["object"] for o in h["objects"]]
+        if cost_per_row and all(o in cost_per_row for o in objects):
+            unit = sum(cost_per_row[o] for o in objects) * per_cell
+            cost_unit = out["cost_unit"]
+        else:
+            unit, cost_unit = len(objects) * per_cell, "rows"
+        observed = {f: int(h["levels"][f]) for f in model.random}
+        box = {f: max(4 * n, n + 10) for f, n in observed.items()}
+        now = _Evaluator(model, unit, h["level"]).design(observed)
+        entry = {"cost_unit": cost_unit, "observed": now.to_json()}
+        if not model.tau > 0:
+            entry["unreachable"] = "the models' own variance is estimated at 0: no design tells them apart"
+        else:
+            best = cheapest_design(model, "g", target, box, unit)
+            if best is None:
+                entry["unreachable"] = f"no design within {', '.join(f'{f} ≤ {n}' for f, n in box.items())}"
+            else:
+                step = next_step(model, "g", best, unit)
+                entry |= {"design": best.to_json(), "next_step": step,
+                          "best_facet": max(step, key=step.get) if step else None}
+        out["headlines"][name] = entry
+    return out
+
+
+def format_plans(plans: Mapping[str, Any], titles: Mapping[str, str]) -> str:
+    """One line per headline: the cheapest design reaching the target, the observed one, where to add next."""
+    heads = plans.get("headlines", {})
+    if not heads:
+        return ""
+    lines = [f"plan (the cheapest design whose Eρ² reaches {plans['target']:.2f} under each number's own G-study; "
+             f"cost = rows × cost per row):"]
+    for name, p in heads.items():
+        seen = p["observed"]
+        now = ", ".join(f"{f} {n}" for f, n in seen["design"].items())
+        g_now = "—" if seen["g_coefficient"] is None else f"{seen['g_coefficient']:.2f}"
+        head = f"  {titles.get(name, name)}: now {now} (Eρ² {g_now}, cost {fixed_point(seen['cost'])} {p['cost_unit']})"
+        if "unreachable" in p:
+            lines.append(f"{head}; {PLAN_TARGET:.2f} not reachable: {p['unreachable']}")
+            continue
+        d = p["design"]
+        lines.append(f"{head} → {', '.join(f'{f} {n}' for f, n in d['design'].items())} (Eρ² {d['g_coefficient']:.2f}, "
+                     f"cost {fixed_point(d['cost'])}); the next level buys most as {p['best_facet']}")
+    return "\n".join(lines)

@@ -192,10 +192,17 @@ class IntervalReport:
     """Every pair once (a before b in label order)."""
     warnings: tuple[str, ...]
     """Plain sentences: facets with too few levels for the interval to be trusted, and the like."""
+    components: tuple[tuple[str, tuple[str, ...], float], ...] = ()
+    """(effect name, its facets, estimate in squared score units) of the G-study behind the intervals; empty for
+    the bootstrap. What a design plan needs (``analysis.design_plan``)."""
+    levels: tuple[tuple[str, int], ...] = ()
+    """(facet, observed levels) of the object and every facet."""
 
     def to_json(self) -> dict:
         """The JSON of ``mirrorscan stats intervals``."""
         return {"level": self.level, "method": self.method, "components_method": self.components_method,
+                "components": [{"effect": n, "facets": list(f), "estimate": e} for n, f, e in self.components],
+                "levels": dict(self.levels),
                 "object": self.object, "facets": [*self.random, *self.fixed], "random": list(self.random),
                 "fixed": list(self.fixed), "n_rows": self.n_rows, "missing_cells": self.missing_cells,
                 "objects": [o.to_json() for o in self.objects],
@@ -354,5 +361,9 @@ def gstudy_intervals(design: LongDesign, fixed: Sequence[str] = (), level: float
     adjusted = holm([r[4] for r in raw]) if raw else []
     diffs = tuple(Difference(a, b, est, ci, p, float(h), df, 1 - level)
                   for (a, b, est, ci, p, df), h in zip(raw, adjusted))
+    components = tuple((n, tuple(f for f in design.facets if f in fs), float(e))
+                       for n, fs, e in zip(comps.names, comps.facets, comps.estimates))
+    levels = tuple((f, len(design.labels[f])) for f in design.facets)
     return IntervalReport(level, "gstudy", comps.method, design.object, random, fixed, design.n_rows,
-                          design.missing_cells, tuple(objects), diffs, level_warnings(design, random))
+                          design.missing_cells, tuple(objects), diffs, level_warnings(design, random),
+                          components, levels)

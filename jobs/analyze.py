@@ -19,6 +19,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.formatting import printable
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.spec import RESERVED_NAMES
@@ -59,11 +60,38 @@ def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: st
     inv = load(target, store=store, dsn=catalog_dsn)
     if waiting is not None:
         waiting(f"analysing {inv.invocation_id} ({inv.instrument.name}, experiment {inv.experiment})")
-    analysis = analyze(inv, reannotate=reannotate)
+    analysis = with_design_plans(analyze(inv, reannotate=reannotate), inv.invocation_id, catalog_dsn)
     report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
     if write:
         report.outputs = write_analysis(inv, analysis, reannotate=reannotate)
     return report
+
+
+def with_design_plans(analysis, invocation_id: str, catalog_dsn: str | None):
+    """The analysis with, where its headline numbers carry intervals, the cheapest design reaching Eρ² 0.8 under
+    each one's G-study (``analysis.headline_intervals.headline_plans``), costed by the engine seconds per row this
+    invocation's inference log measured (rows where it has none): in the text after the intervals, and in
+    ``numbers["intervals"]["plans"]``."""
+    import dataclasses
+
+    from mirrorscan.analysis.headline_intervals import format_plans, headline_plans
+
+    result = analysis.numbers.get("intervals") if isinstance(analysis.numbers, dict) else None
+    if not result or not result.get("headlines"):
+        return analysis
+    try:
+        from mirrorscan.jobs.stats_intervals import costs_from
+
+        measured = costs_from(invocation_id, catalog_dsn)["labels"]
+        cost_per_row = {label: v["engine_seconds_per_cell"] for label, v in measured.items()}
+    except ConfigError:
+        cost_per_row = None                       # nothing logged (an imported or older invocation): rows
+    plans = headline_plans(result, cost_per_row)
+    text = format_plans(plans, {k: h.get("title", k) for k, h in result["headlines"].items()})
+    if not text:
+        return analysis
+    result["plans"] = plans
+    return dataclasses.replace(analysis, text=f"{analysis.text}\n{text}")
 
 
 def format_report(report: AnalysisReport) -> str:
