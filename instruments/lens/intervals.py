@@ -52,10 +52,10 @@ from mirrorscan.instruments.lens.directions import framing_projections, wrapper_
 
 FACETS = ("evaluation", "deployment", "item")
 """The random facets of every lens headline interval (module docstring)."""
-CROSSED_REML_LEVELS = 2_500
+CROSSED_REML_LEVELS = 3_000
 """With cells missing, REML on model × evaluation × deployment × item factors a dense matrix of the levels of every
-effect but the largest; past this many (about 30 s on 2 cores at 2 models × 6 × 6 framings × 64 items) the
-wrapper is taken as one facet instead, with a warning that the interval is then too narrow."""
+effect but the largest (2 models × 6 × 6 framings × 64 items hold 2,642: about 30 s on 2 cores); past this many
+the wrapper is taken as one facet instead, with a warning that the interval is then too narrow."""
 WRAPPER_FALLBACK = ("wrapper taken as one facet (the {n:,} levels of evaluation × deployment × item with cells missing "
                     "are past REML's size here): wrappers sharing a framing are counted as independent, so the "
                     "interval is too narrow by the framings' share")
