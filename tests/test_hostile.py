@@ -135,6 +135,9 @@ CONFIGS = {
     "csv-field-huge": lambda t: (base(t), "pair_id,word_a,word_b\ncat_dog," + "c" * 200_000 + ",dog\n"),
     "json-number-huge": lambda t: ('{"instrument": "forced_choice", "samples": ' + "7" * 5000 + "}", PAIRS),
     "json-nesting-deep": lambda t: ("[" * 100_000 + "]" * 100_000, PAIRS),
+    # resources no node has and no autoscaler can add (Ray would queue the engine forever)
+    "gpus-impossible": lambda t: (base(t, models=model(t, device="cuda", num_gpus=4096)), PAIRS),
+    "memory-impossible": lambda t: (base(t, models=model(t, memory_gb=10 ** 7)), PAIRS),
 }
 """Hostile configs: name → (config as a dict or raw text, pairs.csv text), given the tiny model's path."""
 
