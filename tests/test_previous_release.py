@@ -182,25 +182,17 @@ PRESENTATION = {
         'nterval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, do'
         'cs/statistics.md)"], "n_scores": 54}, "headline_minus_floor/base": {"title": "headline − floor (base'
         ')", "unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method": "anova", "'
-        'components": [{"effect": "evaluation", "facets": ["evaluation"], "estimate": -5.782411586589357e-19}'
-        ', {"effect": "deployment", "facets": ["deployment"], "estimate": -1.1564823173178713e-18}, {"effect"'
-        ': "item", "facets": ["item"], "estimate": 7.709882115452476e-19}, {"effect": "evaluation:deployment"'
-        ', "facets": ["evaluation", "deployment"], "estimate": -0.0008230452674897146}, {"effect": "evaluatio'
-        'n:item", "facets": ["evaluation", "item"], "estimate": 0.0}, {"effect": "deployment:item", "facets":'
-        ' ["deployment", "item"], "estimate": 0.016460905349794244}, {"effect": "residual", "facets": ["evalu'
-        'ation", "deployment", "item"], "estimate": 0.02962962962962965}], "levels": {"model": 1, "evaluation'
-        '": 3, "deployment": 3, "item": 6}, "object": "model", "facets": ["evaluation", "deployment", "item"]'
-        ', "random": ["evaluation", "deployment", "item"], "fixed": [], "n_rows": 54, "missing_cells": 0, "ob'
-        'jects": [{"object": "tiny", "estimate": 0.4234567901234568, "interval": [0.32192503529911076, 0.5249'
-        '885449478028], "naive_interval": [0.3657337463091769, 0.48117983393773667], "width_ratio": 1.7589466'
-        '548406174, "df": 4.522968197879859, "n_cells": 54}], "differences": [], "warnings": ["evaluation has'
-        ' 3 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than the trut'
-        'h needs (coverage study, docs/statistics.md)", "deployment has 3 level(s), under 6: the interval res'
-        'ts on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statisti'
-        'cs.md)"], "n_scores": 54}}, "score": "per (model, evaluation framing, deployment framing, scoring it'
-        "em): the item's influence value on the wrapper's AUROC at its best layer, A + (N / n_class)(placemen"
-        "t − A) − 0.5; its mean over the items is the wrapper's headline and its mean over the cells the mean"
-        ' over wrappers of the headline"}'
+        'object": "model", "facets": ["evaluation", "deployment", "item"], "random": ["evaluation", "deployme'
+        'nt", "item"], "fixed": [], "n_rows": 54, "missing_cells": 0, "objects": [{"object": "tiny", "estimat'
+        'e": 0.4234567901234568, "interval": [0.32192503529911076, 0.5249885449478028], "naive_interval": [0.'
+        '3657337463091769, 0.48117983393773667], "width_ratio": 1.7589466548406174, "df": 4.522968197879859, '
+        '"n_cells": 54}], "differences": [], "warnings": ["evaluation has 3 level(s), under 6: the interval r'
+        'ests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statis'
+        'tics.md)", "deployment has 3 level(s), under 6: the interval rests on few degrees of freedom and com'
+        'es out wider than the truth needs (coverage study, docs/statistics.md)"], "n_scores": 54}}, "score":'
+        ' "per (model, evaluation framing, deployment framing, scoring item): the item\'s influence value on t'
+        "he wrapper's AUROC at its best layer, A + (N / n_class)(placement − A) − 0.5; its mean over the item"
+        's is the wrapper\'s headline and its mean over the cells the mean over wrappers of the headline"}'
         ) + ",")],
     "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
 }

@@ -125,10 +125,12 @@ def minus_floor(head: Mapping[str, Any], floors: Mapping[str, float | None], tit
                 level: float = DEFAULT_LEVEL) -> dict:
     """The headline's intervals (one entry of ``headline_intervals``'s ``headlines``) with each model's floor
     subtracted as a constant: estimates and both intervals moved by the floor, differences by the floors'
-    difference with p recomputed on the same standard error and df, and Holm's adjustment redone."""
+    difference with p recomputed on the same standard error and df, and Holm's adjustment redone. The headline's
+    variance components are left out: the other components are the same, the model's own is not."""
     from scipy.stats import t
 
-    out = {**head, "title": title}
+    out = {k: v for k, v in head.items() if k not in ("components", "levels")}   # not this number's: a floor
+    out["title"] = title                                 # per model moves σ²(model), so no plan is read from them
     if "skipped" in head:
         return out
     if any(floors.get(o["object"]) is None for o in head["objects"]):
