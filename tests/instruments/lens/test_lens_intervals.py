@@ -49,6 +49,7 @@ def test_the_estimate_is_the_mean_headline_and_the_floor_moves_it_by_a_constant(
     head, minus = iv["headlines"]["headline/base"], iv["headlines"]["headline_minus_floor/base"]
     assert head["random"] == ["evaluation", "deployment", "item"] and head["components_method"] == "anova"
     assert head["missing_cells"] == 0 and head["n_rows"] == 3 * 9 * 40
+    assert "components" not in minus   # the floors move the models' own component: the headline's are not its own
     for o, m in zip(head["objects"], minus["objects"]):
         numbers = models[f"{o['object']}/base"]
         per_wrapper = [r["max_auroc_minus_half"] for r in result.tables["wrappers"].to_pylist()
