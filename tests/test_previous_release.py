@@ -95,45 +95,15 @@ FLINCH_INTERVALS = """intervals (95 %) for a claim about the model on new prompt
   warning: carrier has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statistics.md)
   total: the sum of the axis scores, its error variance the sum of theirs (axes fixed, each with its own terms and carriers); models with a whole total only
 """
-FLINCH_INTERVALS_JSON = (
-    '{"level": 0.95, "method": "gstudy", "object": "model", "headlines": {"flinch_syn_a": {"title": "syn_a", "'
-    'unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method": "anova", "components'
-    '": [{"effect": "term", "facets": ["term"], "estimate": 3.389742525371135}, {"effect": "residual", "facets'
-    '": ["term", "carrier"], "estimate": 0.5121190413954166}], "levels": {"model": 1, "term": 2, "carrier": 4}'
-    ', "object": "model", "facets": ["term", "carrier"], "random": ["term", "carrier"], "fixed": [], "n_rows":'
-    ' 4, "missing_cells": 0, "objects": [{"object": "tiny", "estimate": 63.859004974365234, "interval": [46.70'
-    '374146923028, 81.01426847950019], "naive_interval": [61.20975108224496, 66.5082588664855], "width_ratio":'
-    ' 6.475507521630977, "df": 1.0, "n_cells": 4}], "differences": [], "warnings": ["term has 2 level(s), unde'
-    'r 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage stud'
-    'y, docs/statistics.md)", "carrier has 2 level(s), under 6: the interval rests on few degrees of freedom a'
-    'nd comes out wider than the truth needs (coverage study, docs/statistics.md)"], "n_scores": 4, "scale": ['
-    '0.0, 100.0]}, "flinch_syn_b": {"title": "syn_b", "unit": "", "replicates": "", "level": 0.95, "method": "'
-    'gstudy", "components_method": "anova", "components": [{"effect": "term", "facets": ["term"], "estimate": '
-    '0.44362239545483606}, {"effect": "residual", "facets": ["term", "carrier"], "estimate": 0.567461143610772'
-    '4}], "levels": {"model": 1, "term": 2, "carrier": 4}, "object": "model", "facets": ["term", "carrier"], "'
-    'random": ["term", "carrier"], "fixed": [], "n_rows": 4, "missing_cells": 0, "objects": [{"object": "tiny"'
-    ', "estimate": 65.90674718221028, "interval": [58.24419476357775, 73.56929960084281], "naive_interval": [6'
-    '4.42835665357838, 67.38513771084219], "width_ratio": 5.183036735038755, "df": 1.0, "n_cells": 4}], "diffe'
-    'rences": [], "warnings": ["term has 2 level(s), under 6: the interval rests on few degrees of freedom and'
-    ' comes out wider than the truth needs (coverage study, docs/statistics.md)", "carrier has 2 level(s), und'
-    'er 6: the interval rests on few degrees of freedom and comes out wider than the truth needs (coverage stu'
-    'dy, docs/statistics.md)"], "n_scores": 4, "scale": [0.0, 100.0]}, "total_flinch": {"title": "total", "uni'
-    't": "", "replicates": "", "summed_over": "axis", "level": 0.95, "method": "gstudy", "components_method": '
-    '"anova", "object": "model", "facets": ["axis", "term", "carrier"], "random": ["term", "carrier"], "fixed"'
-    ': [], "n_rows": 8, "missing_cells": 0, "objects": [{"object": "tiny", "estimate": 129.7657521565755, "int'
-    'erval": [119.74265195302026, 139.78885236013076], "naive_interval": [127.43310042428648, 132.098403888864'
-    '54], "width_ratio": 4.2968695518553, "df": 1.383735079161182, "n_cells": 8}], "differences": [], "warning'
-    's": ["term has 2 level(s), under 6: the interval rests on few degrees of freedom and comes out wider than'
-    ' the truth needs (coverage study, docs/statistics.md)", "carrier has 2 level(s), under 6: the interval re'
-    'sts on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statistics.m'
-    'd)"], "scale": [0.0, 200.0]}}}')
+NEW_JSON_SECTIONS = {"flinch": ("intervals",), "lens": ("intervals",)}
+"""Sections ``analyze --json`` has gained since the previous release: they must be there, and are left out of the
+byte-for-byte comparison of the rest (each instrument's own interval tests hold their numbers)."""
 
 PRESENTATION = {
     "analyze-flinch.txt": [(
         "carrier G-study, syn_b: none (needs at least 2 models as the object of measurement, has 1)\n",
         "carrier G-study, syn_b: none (needs at least 2 models as the object of measurement, has 1)\n"
         + FLINCH_INTERVALS)],
-    "analyze-flinch.json": [('  "carrier_gstudy": {', '  "intervals": ' + FLINCH_INTERVALS_JSON + ',\n  "carrier_gstudy": {')],
     "analyze-forced_choice.txt": [(
         "tiny-s1                        12      0        0.0%  0 / 0 / 3  (0)                                 "
         "0 / 0 / 3                         — (0)                    +0.0 pp      0\n",
@@ -165,39 +135,6 @@ PRESENTATION = {
                           'comes out wider than the truth needs (coverage study, docs/statistics.md)\n'
                           '  warning: deployment has 3 level(s), under 6: the interval rests on few degrees of freedom and '
                           'comes out wider than the truth needs (coverage study, docs/statistics.md)\n')],
-    "analyze-lens.json": [('  "positive_class": "deployment",', '  "positive_class": "deployment",\n  "intervals": '
-                           + (
-        '{"level": 0.95, "method": "gstudy", "object": "model", "headlines": {"headline/base": {"title": "hea'
-        'dline (base)", "unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method":'
-        ' "anova", "components": [{"effect": "evaluation", "facets": ["evaluation"], "estimate": -5.782411586'
-        '589357e-19}, {"effect": "deployment", "facets": ["deployment"], "estimate": -1.1564823173178713e-18}'
-        ', {"effect": "item", "facets": ["item"], "estimate": 7.709882115452476e-19}, {"effect": "evaluation:'
-        'deployment", "facets": ["evaluation", "deployment"], "estimate": -0.0008230452674897146}, {"effect":'
-        ' "evaluation:item", "facets": ["evaluation", "item"], "estimate": 0.0}, {"effect": "deployment:item"'
-        ', "facets": ["deployment", "item"], "estimate": 0.016460905349794244}, {"effect": "residual", "facet'
-        's": ["evaluation", "deployment", "item"], "estimate": 0.02962962962962965}], "levels": {"model": 1, '
-        '"evaluation": 3, "deployment": 3, "item": 6}, "object": "model", "facets": ["evaluation", "deploymen'
-        't", "item"], "random": ["evaluation", "deployment", "item"], "fixed": [], "n_rows": 54, "missing_cel'
-        'ls": 0, "objects": [{"object": "tiny", "estimate": 0.46296296296296297, "interval": [0.3614312081386'
-        '1696, 0.564494717787309], "naive_interval": [0.40523991914868307, 0.5206860067772429], "width_ratio"'
-        ': 1.7589466548406174, "df": 4.522968197879859, "n_cells": 54}], "differences": [], "warnings": ["eva'
-        'luation has 3 level(s), under 6: the interval rests on few degrees of freedom and comes out wider th'
-        'an the truth needs (coverage study, docs/statistics.md)", "deployment has 3 level(s), under 6: the i'
-        'nterval rests on few degrees of freedom and comes out wider than the truth needs (coverage study, do'
-        'cs/statistics.md)"], "n_scores": 54}, "headline_minus_floor/base": {"title": "headline − floor (base'
-        ')", "unit": "", "replicates": "", "level": 0.95, "method": "gstudy", "components_method": "anova", "'
-        'object": "model", "facets": ["evaluation", "deployment", "item"], "random": ["evaluation", "deployme'
-        'nt", "item"], "fixed": [], "n_rows": 54, "missing_cells": 0, "objects": [{"object": "tiny", "estimat'
-        'e": 0.4234567901234568, "interval": [0.32192503529911076, 0.5249885449478028], "naive_interval": [0.'
-        '3657337463091769, 0.48117983393773667], "width_ratio": 1.7589466548406174, "df": 4.522968197879859, '
-        '"n_cells": 54}], "differences": [], "warnings": ["evaluation has 3 level(s), under 6: the interval r'
-        'ests on few degrees of freedom and comes out wider than the truth needs (coverage study, docs/statis'
-        'tics.md)", "deployment has 3 level(s), under 6: the interval rests on few degrees of freedom and com'
-        'es out wider than the truth needs (coverage study, docs/statistics.md)"], "n_scores": 54}}, "score":'
-        ' "per (model, evaluation framing, deployment framing, scoring item): the item\'s influence value on t'
-        "he wrapper's AUROC at its best layer, A + (N / n_class)(placement − A) − 0.5; its mean over the item"
-        's is the wrapper\'s headline and its mean over the cells the mean over wrappers of the headline"}'
-        ) + ",")],
     "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
 }
 """Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: the headline
@@ -252,7 +189,11 @@ def test_analyze_gives_the_numbers_and_text_the_previous_release_printed(previou
     inv = FACTS["invocations"][instrument]["invocation_id"]
     code, out, err = mirrorscan(capsys, "analyze", inv, "--no-write", "--json", *where(previous))
     assert code == 0, err
-    assert canonical(out) == canonical(expected(f"analyze-{instrument}.json", previous))
+    new = json.loads(out)
+    for key in NEW_JSON_SECTIONS.get(instrument, ()):
+        assert new[key]["headlines"], f"analyze --json of {instrument} lacks its {key}"
+        new.pop(key)
+    assert canonical(json.dumps(new)) == canonical(expected(f"analyze-{instrument}.json", previous))
     code, out, err = mirrorscan(capsys, "analyze", inv, "--no-write", *where(previous))
     assert code == 0, err
     assert out == expected(f"analyze-{instrument}.txt", previous)
