@@ -49,6 +49,9 @@ class HeadlineScores:
     """Facet → the facet it is nested in."""
     replicates: str = ""
     """What repeated rows of one cell are (e.g. ``samples``; averaged within the cell), for the description."""
+    plannable: bool = True
+    """Whether a design's cost grows with its cells (models × levels), so ``headline_plans`` may cost one; False
+    where the instrument's work does not (lens extracts an item once per model and a framing once per task)."""
 
 
 def headline_intervals(headlines: Sequence[HeadlineScores], object: str = "model",
@@ -56,7 +59,7 @@ def headline_intervals(headlines: Sequence[HeadlineScores], object: str = "model
     """Intervals and paired differences of every headline: plain JSON keyed by headline name."""
     out: dict[str, Any] = {"level": level, "method": "gstudy", "object": object, "headlines": {}}
     for h in headlines:
-        head = {"title": h.title, "unit": h.unit, "replicates": h.replicates}
+        head = {"title": h.title, "unit": h.unit, "replicates": h.replicates, "plannable": h.plannable}
         cols = {k: np.asarray(v) for k, v in h.columns.items()}
         try:
             if "score" not in cols or len(cols["score"]) < 3:
@@ -165,7 +168,7 @@ def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] 
 
     out = {"target": target, "cost_unit": "engine seconds" if cost_per_row else "rows", "headlines": {}}
     for name, h in result.get("headlines", {}).items():
-        if "skipped" in h or len(h.get("objects", ())) < 2 or not h.get("components"):
+        if "skipped" in h or len(h.get("objects", ())) < 2 or not h.get("components") or not h.get("plannable", True):
             continue
         comps = h["components"]
         model = ErrorModel.from_components(h["object"], [c["effect"] for c in comps],

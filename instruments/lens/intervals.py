@@ -102,9 +102,10 @@ def headline_scores(by_model: Mapping, rows: list[dict], positive: str, variant:
         cols["score"] += values.tolist()
     levels = _dense_levels(cols)
     if levels <= CROSSED_REML_LEVELS:
-        return HeadlineScores(f"headline/{variant}", f"headline ({variant})", "", cols, FACETS), None
+        return HeadlineScores(f"headline/{variant}", f"headline ({variant})", "", cols, FACETS, plannable=False), None
     cols["wrapper"] = [f"{e}×{d}" for e, d in zip(cols["evaluation"], cols["deployment"])]
-    return (HeadlineScores(f"headline/{variant}", f"headline ({variant})", "", cols, ("wrapper", "item")),
+    return (HeadlineScores(f"headline/{variant}", f"headline ({variant})", "", cols, ("wrapper", "item"),
+                           plannable=False),
             WRAPPER_FALLBACK.format(n=levels))
 
 

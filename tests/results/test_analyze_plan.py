@@ -61,3 +61,24 @@ def test_plan_in_engine_seconds_from_the_inference_log(made):  # noqa: F811
     observed = math.prod(commit["observed"]["design"].values())
     # 0.5 + 1.0 + 1.5 engine seconds per row over the three models
     assert commit["observed"]["cost"] == pytest.approx(3.0 * per_cell * observed)
+
+
+def test_no_plan_where_cost_does_not_grow_with_cells():
+    """A headline marked not plannable (lens: an item is extracted once per model, not once per framing pair)
+    gets no plan; the same scores marked plannable do."""
+    import numpy as np
+
+    from mirrorscan.analysis.headline_intervals import HeadlineScores, headline_intervals, headline_plans
+
+    rng = np.random.default_rng(0)
+    cols = {"object": [], "wrapper": [], "item": [], "score": []}
+    for m in range(3):
+        for w in range(6):
+            for i in range(8):
+                cols["object"].append(f"m{m}")
+                cols["wrapper"].append(f"w{w}")
+                cols["item"].append(f"i{i}")
+                cols["score"].append(m + rng.normal())
+    for plannable, planned in ((True, True), (False, False)):
+        result = headline_intervals([HeadlineScores("h", "h", "", cols, ("wrapper", "item"), plannable=plannable)])
+        assert ("h" in headline_plans(result)["headlines"]) is planned
