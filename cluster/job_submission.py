@@ -199,14 +199,15 @@ def connect(address: str):
         os.environ.update(saved)
 
 
-def warn_if_exposed(client) -> None:
+def warn_if_exposed(client) -> bool:
     """Print one warning line when the cluster behind ``client`` (a JobSubmissionClient) listens beyond
-    loopback with authentication off (``cluster.ray_session.job_server_warning``)."""
+    loopback with authentication off (``cluster.ray_session.job_server_warning``); whether it printed one."""
     from mirrorscan.cluster.ray_session import job_server_warning
 
     warning = job_server_warning(client.get_address())
     if warning:
         print(warning, file=sys.stderr, flush=True)
+    return bool(warning)
 
 
 def job_info(client, job_id: str, address: str):

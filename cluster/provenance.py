@@ -30,6 +30,25 @@ def git_state(repo: str | Path | None = None) -> tuple[str | None, bool | None]:
         return None, None
 
 
+SUBMITTED_GIT_ENV = "MIRRORSCAN_GIT_STATE"
+"""Set by ``mirrorscan submit`` for its job: ``<commit sha> clean`` or ``<commit sha> dirty``, the submitter's
+checkout (the job runs from Ray's uploaded copy of the working dir, which holds no git repository)."""
+
+
+def submitted_git_state(value: str | None = None) -> tuple[str, bool] | None:
+    """(commit sha, dirty flag) that ``$MIRRORSCAN_GIT_STATE`` (or ``value``) names; None when unset or unreadable."""
+    parts = (os.environ.get(SUBMITTED_GIT_ENV, "") if value is None else value).split()
+    if len(parts) != 2 or parts[1] not in ("clean", "dirty") or not parts[0].isalnum():
+        return None
+    return parts[0], parts[1] == "dirty"
+
+
+def git_state_text() -> str | None:
+    """This checkout's git state as ``$MIRRORSCAN_GIT_STATE`` writes it; None outside git."""
+    sha, dirty = git_state()
+    return f"{sha} {'dirty' if dirty else 'clean'}" if sha else None
+
+
 def package_versions() -> dict[str, str]:
     """Installed versions of the packages that shape results (absent ones are left out)."""
     out = {}
@@ -43,7 +62,7 @@ def package_versions() -> dict[str, str]:
 
 def provenance() -> dict:
     """Everything about where and with what a run started (no secrets)."""
-    sha, dirty = git_state()
+    sha, dirty = submitted_git_state() or git_state()   # a submitted job: the submitter's checkout
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

@@ -74,9 +74,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     kwargs = dict(runtime_env={"env_vars": env_vars}, logging_level=logging.WARNING, log_to_driver=True)
     if address:
         ray.init(address=address, **kwargs)
-        warning = joined_cluster_warning()
-        if warning:
-            print(warning, file=sys.stderr, flush=True)
+        warn_joined_cluster()
     else:
         # address="local" always starts a fresh instance (never joins another driver's local Ray)
         for attempt in range(LOCAL_START_ATTEMPTS):
@@ -90,10 +88,16 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     quiet_ray_data()
 
 
-EXPOSURE_FIX = ("restart the head on loopback (`ray start --head --node-ip-address 127.0.0.1 --dashboard-host "
-                "127.0.0.1`) when it is one machine, or turn on Ray's token authentication (RAY_AUTH_MODE=token with "
-                "RAY_AUTH_TOKEN_PATH on every node and client) and keep its ports on a private network")
+LOOPBACK_HEAD_COMMAND = "ray start --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1"
+"""A Ray head for this machine alone: its node and its dashboard (the job server) on loopback
+(docs/operations.md, runtime env profiles; ``mirrorscan submit --help`` prints it)."""
+EXPOSURE_FIX = (f"restart the head on loopback (`{LOOPBACK_HEAD_COMMAND}`) when it is one machine, or turn on Ray's "
+                "token authentication (RAY_AUTH_MODE=token with RAY_AUTH_TOKEN_PATH on every node and client) and keep "
+                "its ports on a private network")
 """What to do about a cluster that anyone on the network can use (docs/operations.md, Security notes)."""
+EXPOSURE_WARNED_ENV = "MIRRORSCAN_EXPOSURE_WARNED"
+"""Set by ``mirrorscan submit`` for a job when it printed the exposure warning itself: the job joins the same
+cluster, and its output streams to the same terminal, so it does not print it a second time."""
 
 
 def beyond_loopback(address: str) -> bool:
@@ -138,6 +142,14 @@ def joined_cluster_warning() -> str | None:
     addresses = [n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive", True)]
     gcs = ray.get_runtime_context().gcs_address
     return exposure_warning(gcs, [gcs, *addresses], get_authentication_mode() == AuthenticationMode.TOKEN)
+
+
+def warn_joined_cluster() -> None:
+    """Print ``joined_cluster_warning`` on stderr, unless the submitter of this job printed it already
+    (``$MIRRORSCAN_EXPOSURE_WARNED``)."""
+    warning = joined_cluster_warning()
+    if warning and not os.environ.get(EXPOSURE_WARNED_ENV):
+        print(warning, file=sys.stderr, flush=True)
 
 
 def job_server_facts(address: str, timeout_s: float = 5.0) -> tuple[bool, list[str]] | None:
