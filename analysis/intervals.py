@@ -241,10 +241,13 @@ def check_facets(design: LongDesign, fixed: Sequence[str]) -> tuple[tuple[str, .
 def level_warnings(design: LongDesign, random: Sequence[str], method: str = "gstudy") -> tuple[str, ...]:
     """A sentence per random facet observed at fewer than MIN_TRUSTED_LEVELS[method] levels (per ancestor for a
     nested facet), saying what the coverage study found there."""
+    from mirrorscan.analysis.reml_gstudy import observed_sizes
+
     out = []
     least = MIN_TRUSTED_LEVELS[method]
+    sizes = observed_sizes(design)
     for f in random:
-        n = len(design.labels[f]) if f not in design.nested else _levels_per_parent(design, f)
+        n = sizes[f]
         if n >= least:
             continue
         if method == "gstudy":
@@ -254,14 +257,6 @@ def level_warnings(design: LongDesign, random: Sequence[str], method: str = "gst
             out.append(f"{f} has {n:g} level(s), under {least}: the bootstrap interval is too narrow there (it "
                        f"covered 81–92 % at 95 % in the coverage study, docs/statistics.md); prefer --method gstudy")
     return tuple(out)
-
-
-def _levels_per_parent(design: LongDesign, facet: str) -> float:
-    from mirrorscan.analysis.long_design import _combine
-
-    parent = _combine([design.codes[a] for a in design.nested[facet]])[0]
-    pairs = np.unique(np.stack([parent, design.codes[facet]], axis=1), axis=0)
-    return float(np.mean(np.bincount(pairs[:, 0])))
 
 
 def _divisors(design: LongDesign, comps: FittedComponents) -> np.ndarray:

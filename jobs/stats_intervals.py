@@ -190,33 +190,16 @@ def plan(args) -> dict:
     return out
 
 
-def gstudy_with_missing_cells(args, table_design, d_studies, target, object_variance):
-    """The G-study of a table with missing cells or replicates: REML components in a GStudy, then the usual
-    report. Sizes for D-studies: levels per facet (per ancestor cell, averaged, for a nested facet)."""
-    from mirrorscan.analysis.gtheory import Component, GStudy
+def gstudy_with_missing_cells(args, design, d_studies, target, object_variance):
+    """The G-study of a table with missing cells or replicates: REML components (``analysis.reml_gstudy``), then the
+    usual report; returns (report, what the estimation rests on)."""
     from mirrorscan.analysis.gtheory_report import gtheory_report
-    from mirrorscan.analysis.intervals import _levels_per_parent
-    from mirrorscan.analysis.reml import reml
+    from mirrorscan.analysis.reml_gstudy import reml_gstudy
 
-    design = table_design
-    fit = reml(design)
-    comps = []
-    for ef in fit.effects:
-        comps.append(Component(ef.name, ef.name, ef.facets, ef.primary, ef.nesting, ef.levels - 1, float("nan"),
-                               float("nan"), fit.estimate(ef.name)))
-    top = frozenset(design.facets)
-    comps.append(Component("residual", ":".join(design.facets), top, design.facets, (), design.n_rows - 1,
-                           float("nan"), float("nan"), fit.estimate("residual")))
-    sizes = {f: (len(design.labels[f]) if f not in design.nested else _levels_per_parent(design, f))
-             for f in design.facets}
-    g = GStudy(design.object, design.facets, sizes, dict(design.nested), tuple(_split(args.fixed)), tuple(comps),
-               float(np.mean(design.scores)), design.n_rows)
+    g, how = reml_gstudy(design, _split(args.fixed))
     report = gtheory_report(g, d_studies, target, object_variance)
-    return report, {"components_method": "reml", "estimation": "REML (restricted maximum likelihood, as lme4's "
-                    "lmer with REML = TRUE), random-effects model; a component on the boundary is 0",
-                    "missing_cells": design.missing_cells,
-                    "replicate_rows": design.n_rows - design.n_cells_observed, "reml_iterations": fit.iterations,
-                    "reml_criterion": fit.deviance}
+    return report, {"components_method": "reml", **how, "estimation": "REML (restricted maximum likelihood, as "
+                    "lme4's lmer with REML = TRUE), random-effects model; a component on the boundary is 0"}
 
 
 def add_parsers(sub, common, fmt, epilog: str) -> None:

@@ -35,10 +35,12 @@ def analysis_text(models: list[dict], proxied: list[dict], gstudy: dict, keys: l
             lines.append(f"carrier G-study, {key}: none ({g['missing']})")
         else:
             need = g["carriers_for_target"]
+            reml = (f" (REML: {g['missing_cells']} carrier cell(s) missing)" if g.get("estimation") == "reml"
+                    else "")
             lines.append(f"carrier G-study, {key}: {100 * (g['carrier_share'] or 0):.0f}% of a carrier score's "
-                         f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']} carriers "
+                         f"variance is the carrier; Eρ² {g['g_coefficient']:.2f} with {g['n_carriers']:g} carriers "
                          f"per term; {need if need is not None else 'no number of'} carriers per term for "
-                         f"Eρ² {g['target']}")
+                         f"Eρ² {g['target']}{reml}")
     if intervals and intervals.get("headlines"):
         lines.append(format_intervals(intervals, width))
         if "total_flinch" in intervals["headlines"]:

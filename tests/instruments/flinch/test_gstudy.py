@@ -3,6 +3,7 @@ by hand from the EMS equations (Brennan 2001, ch. 3)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mirrorscan.instruments.flinch.gstudy import carrier_gstudy
@@ -43,8 +44,26 @@ def test_a_carrier_effect_that_differs_by_model_costs_reliability():
 
 @pytest.mark.parametrize("models, data, says", [
     (["m0"], {("m0", "t0"): {0: -1.0, 1: -2.0}, ("m0", "t1"): {0: -1.0, 1: -2.0}}, "at least 2 models"),
-    (["m0", "m1"], {("m0", "t0"): {0: -1.0, 1: -2.0}, ("m0", "t1"): {0: -1.0, 1: -2.0},
-                    ("m1", "t0"): {0: -1.0}, ("m1", "t1"): {0: -1.0, 1: -2.0}}, "same scored carriers"),
+    (["m0", "m1"], {("m0", "t0"): {0: -1.0}, ("m0", "t1"): {0: -1.0},
+                    ("m1", "t0"): {0: -1.0}, ("m1", "t1"): {0: -1.0}}, "at least 2 carriers"),
 ])
 def test_what_is_missing_is_said(models, data, says):
     assert says in carrier_gstudy(models, ["t0", "t1"], data)["missing"]
+
+
+def test_failed_carriers_are_missing_cells_estimated_by_reml():
+    """Two (model, term, carrier) cells failed: the G-study still runs, by REML, and says how many are missing;
+    with every cell there it is the ANOVA one."""
+    rng = np.random.default_rng(3)
+    models, terms = ["m0", "m1", "m2"], ["t0", "t1", "t2", "t3"]
+    a, b = rng.normal(0, 1, 3), rng.normal(0, 1, 4)
+    data = {(m, t): {c: a[i] + b[j] + rng.normal(0, 0.5) for c in range(3)}
+            for i, m in enumerate(models) for j, t in enumerate(terms)}
+    whole = carrier_gstudy(models, terms, data)
+    assert whole["estimation"] == "anova" and whole["missing_cells"] == 0 and whole["n_carriers"] == 3
+    del data[("m1", "t2")][1], data[("m2", "t0")][0]
+    out = carrier_gstudy(models, terms, data)
+    assert out["estimation"] == "reml" and out["missing_cells"] == 2
+    assert all(v >= 0 for v in out["components"].values()) and 0 <= out["g_coefficient"] <= 1
+    assert out["carriers_for_target"] is not None and out["n_carriers"] == 3
+    assert out["components"]["model"] == pytest.approx(whole["components"]["model"], rel=0.5)
