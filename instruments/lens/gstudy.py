@@ -103,14 +103,14 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: 
             out[variant] = {"missing": f"a model has no task text for framing(s) {', '.join(sorted(lacking))} "
                             "(failed rows?)"}
             continue
-        items = [by_model[(m, variant)].item_ids for m in models]
-        if any(ids != items[0] for ids in items):
-            out[variant] = {"missing": "the models hold vectors for different scoring items (failed rows?)"}
+        exs, left_out = on_shared_items([by_model[(m, variant)] for m in models])
+        if left_out is None:
+            out[variant] = {"missing": "the models share too few scoring items (failed rows?)"}
             continue
-        first = by_model[(models[0], variant)]
+        first = exs[0]
         samples = item_samples(first.labels, n_samples, seed_for(settings.seed, "item-samples"))
         layer_set = settings.variants[variant].layers
-        fitted = [sample_scores(by_model[(m, variant)], wrappers, samples, positive, layer_set) for m in models]
+        fitted = [sample_scores(ex, wrappers, samples, positive, layer_set) for ex in exs]
         scores = np.stack([f[0] for f in fitted])
         rows += [{"study": variant, "model": m, "variant": variant, "wrapper": f"{e}×{d}", "evaluation": e,
                   "deployment": d, "item_sample": s, "item": None, "layer": int(best[w, s]), "score": float(sc[w, s])}
@@ -123,7 +123,8 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: 
             shaped, facets = scores, ("model", "wrapper", "item_sample")
         out[variant], study_charts = _study(shaped, facets, WRAPPER_FACETS[kind], " × ".join(facets),
                                             hypothesised=hypothesised)
-        out[variant].update({"models": models, "item_samples": [len(s) for s in samples], "scores_table": {
+        out[variant].update({"models": models, "item_samples": [len(s) for s in samples], "items_left_out": left_out,
+                             "scores_table": {
             "table": "gstudy_scores.parquet", "rows": f"study = '{variant}'", "score": HEADLINE_SCORE}})
         charts.update({f"{variant}-{k.removesuffix('.png')}": v for k, v in study_charts.items()})
     for variant in variants:
@@ -187,9 +188,9 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensS
     labels = sorted(label for label, v in by_model if v == variant)
     if len(labels) < 2:
         return {"missing": f"needs at least 2 models as the object of measurement, has {len(labels)}"}, {}, []
-    exs = [by_model[(m, variant)] for m in labels]
-    if any(ex.item_ids != exs[0].item_ids for ex in exs):
-        return {"missing": "the models hold vectors for different scoring items (failed rows?)"}, {}, []
+    exs, left_out = on_shared_items([by_model[(m, variant)] for m in labels])
+    if left_out is None:
+        return {"missing": "the models share too few scoring items (failed rows?)"}, {}, []
     if any(_lacking(ex, wrappers) for ex in exs):
         return {"missing": "a model has no task text for some framing (failed rows?)"}, {}, []
     chosen = {}
@@ -211,9 +212,35 @@ def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensS
             for i, item in enumerate(exs[0].item_ids)]
     study, charts = _study(scores, ("model", "wrapper", "item"), ("wrapper",), "model × wrapper × item (projections)",
                            charts=False, hypothesised=None)   # charts: the headline study's; σ²m: headline units only
-    study.update({"layer": chosen, "score": "projection of the item onto the unit direction at the layer",
+    study.update({"layer": chosen, "items_left_out": left_out,
+                  "score": "projection of the item onto the unit direction at the layer",
                   "scores_table": {"table": "gstudy_scores.parquet", "rows": f"study = '{name}'", "score": ITEM_SCORE}})
     return study, {f"{variant}-items-{k.removesuffix('.png')}": v for k, v in charts.items()}, rows
+
+
+def on_shared_items(exs: list) -> tuple[list, int | None]:
+    """Each model's extraction restricted to the scoring items every model holds (in the first model's order),
+    and how many items some model lacked (its rows failed); (exs, None) when fewer than two items of each class
+    are shared. A crossed design needs every model on every item: the items a model lost are left out for all,
+    not read as zero, and the count is reported beside the study."""
+    import dataclasses
+
+    shared = set(exs[0].item_ids).intersection(*(ex.item_ids for ex in exs[1:]))
+    every = set().union(*(ex.item_ids for ex in exs))
+    order = [i for i in exs[0].item_ids if i in shared]
+    labels = [exs[0].labels[exs[0].item_ids.index(i)] for i in order]
+    if len(set(labels)) < 2 or min(labels.count(c) for c in set(labels)) < 2:
+        return exs, None
+    if len(shared) == len(every) and all(ex.item_ids == order for ex in exs):
+        return exs, 0
+    out = []
+    for ex in exs:
+        at = {item: k for k, item in enumerate(ex.item_ids)}
+        keep = [at[i] for i in order]
+        out.append(dataclasses.replace(ex, item_ids=order, labels=[ex.labels[k] for k in keep],
+                                       subsets=[ex.subsets[k] for k in keep], texts=[ex.texts[k] for k in keep],
+                                       scoring=ex.scoring[keep]))
+    return out, len(every) - len(shared)
 
 
 def _median_best_layer(ex, wrappers, settings: LensSettings, variant: str) -> int:

@@ -114,6 +114,9 @@ def gstudy_lines(gstudies: dict) -> list[str]:
         if isinstance(layer, dict):
             score += "; layer " + ", ".join(f"{k} {v}" for k, v in sorted(layer.items()))
         lines += design_lines(name, g, score)
+        if g.get("items_left_out"):
+            lines.append(f"  {g['items_left_out']} scoring item(s) left out: some model has no vector for them "
+                         "(failed rows), and a crossed design needs every model on every item")
         lines.append(f"  scores: {g['scores_table']['table']}, rows where {g['scores_table']['rows']}")
     return lines
 

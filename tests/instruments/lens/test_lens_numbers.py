@@ -462,3 +462,20 @@ def test_crossed_wrapper_facets_split_the_wrapper_into_its_arms(tmp_path):
     pair = analyze(traces_table(ref.frozen, ["m1", "m2", "m3"], vector),
                    lens_ref(tmp_path, null_permutations=0, item_samples=4, seed=2).spec)
     assert set(pair.numbers["gstudy"]["base"]["report"]["design"]["facets"]) == {"model", "wrapper", "item_sample"}
+
+
+def test_failed_scoring_rows_leave_their_items_out_of_the_gstudies_instead_of_refusing(tmp_path):
+    """m2's vectors of two scoring items failed (no row): both G-studies run on the 38 items every model holds and
+    say that 2 were left out; without the failure they use all 40."""
+    write_experiment(tmp_path)
+    ref = lens_ref(tmp_path, null_permutations=20, item_samples=2, seed=3)
+    traces = traces_table(ref.frozen, ["m1", "m2"], planted_direction_vectors(seed=11))
+    whole = analyze(traces, ref.spec).numbers["gstudy"]
+    assert whole["base"]["items_left_out"] == 0 and "missing" not in whole["base items"]
+    keep = [not (m == "m2" and i in ("s03", "s04")) for m, i in zip(traces.column("label").to_pylist(),
+                                                                   traces.column("item_id").to_pylist())]
+    result = analyze(traces.filter(pa.array(keep)), ref.spec)
+    studies = result.numbers["gstudy"]
+    assert studies["base"]["items_left_out"] == 2 and studies["base items"]["items_left_out"] == 2
+    assert sum(studies["base"]["item_samples"]) == 38
+    assert "2 scoring item(s) left out" in result.text
