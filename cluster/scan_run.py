@@ -253,9 +253,11 @@ class ScanRun:
                 "content_hashes": content_hashes(spec), "model_weights": weights,
                 "reproduces": reproduction.of if reproduction is not None else None,
                 "store_uri": spec.store, "status": "running", "counts": {"cells": n_cells}})
+            config_file = self._submitted().get("file")   # where its ./ input paths are (grid.input_paths)
             self.trace_store.write_manifest(spec.experiment, invocation_id, {
                 "invocation_id": invocation_id, "settings": settings, "provenance": prov,
-                "model_sources": self.model_sources, "model_weights": weights, **reproduces})
+                "model_sources": self.model_sources, "model_weights": weights, **reproduces,
+                **({"config_file": config_file} if config_file else {})})
             self.driver = runs.acquire(catalog, invocation_id, runs.DriverStart(
                 self.settings.execution_json(), resumed=False, config_file=spec.config_path,
                 submitted=self._submitted()))

@@ -36,7 +36,7 @@ NO_INVOCATION = "00000000-0000-0000-0000-000000000000"
 
 def instrument_ref(settings: Settings) -> InstrumentRef:
     """The instrument of frozen ``settings``, as it travels to Ray workers."""
-    return InstrumentRef(settings.instrument, settings.instrument_settings)
+    return InstrumentRef(settings.instrument, settings.instrument_settings, settings.input_root)
 
 
 def grid_cells(settings: Settings, *, compact: bool = False) -> pa.Table:

@@ -396,6 +396,8 @@ class InstrumentRef:
     """Registry name or ``package.module:Attr``, as the config wrote it."""
     frozen: dict
     """The instrument's frozen section (``Settings.instrument_settings``)."""
+    root: str | None = None
+    """The experiment folder its relative input paths are read from (``Settings.input_root``); None: as written."""
 
     @property
     def instrument(self) -> Instrument:
@@ -404,8 +406,10 @@ class InstrumentRef:
 
     @property
     def spec(self) -> Any:
-        """The instrument spec, built once per process."""
-        return spec_from_frozen(self.name, self.frozen)
+        """The instrument spec, built once per process (input paths under ``root``)."""
+        from mirrorscan.grid.input_paths import absolute_inputs
+
+        return spec_from_frozen(self.name, absolute_inputs(self.frozen, self.root))
 
 
 def ref_from_section(name: str, section: dict, config_dir: str = ".") -> InstrumentRef:

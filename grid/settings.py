@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from mirrorscan.grid.input_paths import relative_inputs
 from mirrorscan.grid.records import ModelVariant
 
 FORMAT = 2
@@ -191,6 +192,9 @@ class Settings:
     """The top-level JSON keys this record writes, in order (``format`` is always ``FORMAT``)."""
     model_keys: tuple[tuple[str, ...], ...] | None = None
     """Per model, the JSON keys its stored entry held, in order; None: every ``ModelVariant`` field."""
+    input_root: str | None = field(default=None, compare=False)
+    """The experiment folder the input paths of ``instrument_settings`` are relative to (``./…``,
+    ``grid.input_paths``), where this run reads them; never stored (None: read back from the catalog)."""
 
     @classmethod
     def from_json(cls, data: dict) -> Settings:
@@ -236,8 +240,14 @@ class Settings:
 
     def shaping_differences(self, frozen: dict | Settings) -> list[str]:
         """Dotted paths of the result-shaping fields where ``frozen`` (stored JSON of any format, or a record)
-        differs from this record (``scan --resume`` refuses any)."""
-        return shaping_differences(frozen.to_json() if isinstance(frozen, Settings) else frozen, self.to_json())
+        differs from this record (``scan --resume`` refuses any). Input paths ``frozen`` holds as absolute paths
+        inside this run's experiment folder (settings stored before ``grid.input_paths``) count as the relative
+        ones this run writes."""
+        data = upgrade(frozen.to_json() if isinstance(frozen, Settings) else frozen)
+        if self.input_root is not None:   # stored before inputs were relative: their paths as this run writes them
+            data = {**data, "instrument_settings": relative_inputs(data.get("instrument_settings") or {},
+                                                                    self.input_root)}
+        return shaping_differences(data, self.to_json())
 
     def model(self, label: str) -> ModelVariant:
         """The model variant named ``label`` (KeyError if none)."""

@@ -22,6 +22,7 @@ from typing import Any
 from mirrorscan.grid.config_keys import (INHERITED_MODEL_KEYS, MODEL_KEYS, TOP_LEVEL, check_range, check_type,
                                          default_of, type_ok)
 from mirrorscan.grid.device_map import check_device_map, default_num_gpus
+from mirrorscan.grid.input_paths import experiment_folder, relative_inputs
 from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
 from mirrorscan.grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
 from mirrorscan.grid.instrument import Instrument, SpecContext, resolve
@@ -89,12 +90,15 @@ class Spec:
     """Size limits set away from their defaults (``grid.limits``), by name; recorded in ``execution.limits``."""
 
     def settings(self) -> Settings:
-        """The frozen settings of an invocation (``grid.settings.Settings``, format 2): no secrets."""
+        """The frozen settings of an invocation (``grid.settings.Settings``, format 2): no secrets. Input files
+        inside the experiment folder are recorded by their path relative to it (``grid.input_paths``)."""
+        folder = experiment_folder(self.config_path)
         return Settings(
             experiment=self.experiment, instrument=self.instrument_name, description=self.description,
             samples=self.samples, temperature=float(self.temperature), top_p=float(self.top_p),
             max_tokens=self.max_tokens, seed=self.seed, batch_size=self.batch_size, models=tuple(self.models),
-            instrument_settings=self.instrument.frozen(self.instrument_spec),
+            instrument_settings=relative_inputs(self.instrument.frozen(self.instrument_spec), folder),
+            input_root=folder,
             sampler_version=SAMPLER_VERSION if self.samples_on_hf() else None,
             execution=Execution(store=self.store, actor_pool_size=self.actor_pool_size,
                                 max_concurrent_models=self.max_concurrent_models,

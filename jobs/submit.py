@@ -29,13 +29,14 @@ from mirrorscan.cluster.job_submission import (
     EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, cluster_address, connect, experiment_in_working_dir,
     find_invocation, follow_logs, job_exit_code, job_info, load_runtime_env, refuse_secret_dsn,
     scan_entrypoint, ship_package, submit_when_ready, wait_terminal, warn_if_exposed)
+from mirrorscan.cluster.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
 
 
 # ---- verbs ----------------------------------------------------------------------------------------
 
-SUBMIT_HELP = """\
+SUBMIT_HELP = f"""\
 Run an experiment's grid on a Ray cluster as a Ray job (or here, without an address).
 
 The experiment is validated first (exit 2 on a bad config, nothing submitted). The job runs
@@ -48,6 +49,11 @@ line is `invocation <uuid>  job <id>  status <STATUS>`.
 
 Exit codes: the job's (0 complete, 1 incomplete, 2 bad input); 2 bad input found here; 3 cluster
 unreachable; 130 Ctrl-C (the job keeps running: `mirrorscan logs JOB_ID --follow`).
+
+A Ray head for this machine alone, on loopback (a plain `ray start --head` binds every interface, and
+submit then warns that anyone who reaches it can run code):
+  {LOOPBACK_HEAD_COMMAND}
+  mirrorscan submit experiments/demo/ --address http://127.0.0.1:8265
 
 `mirrorscan submit stats COMMAND …` (or `submit analyze`) runs a statistics command (gstudy, kendall, auroc, null) on the
 cluster instead, reading the invocation's traces from the store: see `mirrorscan submit stats --help`.
@@ -119,6 +125,17 @@ def _say_where(prefix: str) -> None:
         print(describe(prefix), file=sys.stderr)
 
 
+def job_scan_env(spec) -> dict[str, str]:
+    """What a scan job learns of its submitter (it runs from an uploaded copy of working_dir, at a new path each
+    time, with no git repository): the config.json it was submitted from, and this checkout's git commit and
+    dirty state, which its invocation records as its own."""
+    from mirrorscan.cluster.provenance import SUBMITTED_GIT_ENV, git_state_text
+    from mirrorscan.cluster.scan_inputs import CONFIG_ORIGIN_ENV
+
+    git = git_state_text()
+    return {CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve()), **({SUBMITTED_GIT_ENV: git} if git else {})}
+
+
 def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
     """``mirrorscan submit``: validate, submit, follow; returns the job's exit code (see SUBMIT_HELP)."""
     from mirrorscan.grid.spec import load_spec
@@ -150,15 +167,12 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
                                                store=args.store, catalog_dsn=args.catalog_dsn,
                                                progress=job_progress(args.progress, args.no_wait, out),
                                                python=job_python(home_prefix))
-    # the job runs from an uploaded copy of working_dir: it records the folder the experiment was submitted from
-    from mirrorscan.cluster.scan_inputs import CONFIG_ORIGIN_ENV
-
-    runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
-                               CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve())}
+    runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **job_scan_env(spec)}
     staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
     ship_package(runtime_env, Path(staging.name))
     client = connect(address)
-    warn_if_exposed(client)
+    if warn_if_exposed(client):   # said here: the job, which joins the same cluster, does not say it again
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), EXPOSURE_WARNED_ENV: "1"}
     _say_where(home_prefix)
     job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
@@ -233,7 +247,8 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
     staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
     ship_package(runtime_env, Path(staging.name))
     client = connect(address)
-    warn_if_exposed(client)
+    if warn_if_exposed(client):   # said here: the job, which joins the same cluster, does not say it again
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), EXPOSURE_WARNED_ENV: "1"}
     _say_where(home_prefix)
     job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
     submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,

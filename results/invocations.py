@@ -95,7 +95,23 @@ def load(target: str | dict, *, store: str | None = None, dsn: str | None = None
     if need_traces and traces.num_rows == 0:
         raise ConfigError("", "invocation", f"invocation {inv_id} has no traces in {trace_store.uri}",
                           "point --store at the store the scan wrote to, or finish it with scan --resume")
-    return Invocation(row, settings, instrument, trace_store, traces, trace_store.read_manifest(experiment, inv_id))
+    manifest = trace_store.read_manifest(experiment, inv_id)
+    return Invocation(row, inputs_in_place(settings, manifest), instrument, trace_store, traces, manifest)
+
+
+def inputs_in_place(settings: Settings, manifest: dict | None) -> Settings:
+    """``settings`` with the input paths it records relative to its experiment folder (``./…``,
+    ``grid.input_paths``) made paths under that folder, where the manifest's ``config_file`` says it is (the
+    config.json the scan ran, on the machine that submitted it), so that readers find the files it read; as
+    stored when the manifest names none (older invocations, which hold absolute paths)."""
+    import dataclasses
+
+    from mirrorscan.grid.input_paths import absolute_inputs, experiment_folder
+
+    folder = experiment_folder((manifest or {}).get("config_file") or "")
+    if folder is None:
+        return settings
+    return dataclasses.replace(settings, instrument_settings=absolute_inputs(settings.instrument_settings, folder))
 
 
 def successful_cells(traces: pa.Table) -> pa.Table:

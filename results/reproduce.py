@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from mirrorscan.grid.cells import with_probe_ids
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.settings import Settings, shaping_differences
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import API_BACKENDS, Spec
 from mirrorscan.results.invocations import Invocation, load, resolve_rows
 
@@ -83,13 +83,15 @@ def spec_from_settings(frozen: Settings, config_path: str, store_uri: str | None
     """The ``Spec`` ``frozen`` settings describe, as if its config had been validated again:
     ``Spec.settings()`` gives back their result-shaping part. ``config_path`` is what errors name (the
     original config file where known); ``store_uri`` the store to write to."""
+    from mirrorscan.grid.input_paths import absolute_inputs, experiment_folder
     from mirrorscan.grid.instrument import resolve
 
     instrument = resolve(frozen.instrument)
+    inputs = absolute_inputs(frozen.instrument_settings, experiment_folder(config_path))   # ./… beside config.json
     # max_concurrent_models is left to the run's default (all models on a cluster, one on a local Ray)
     return Spec(config_path=config_path, experiment=frozen.experiment, raw={"models": frozen.to_json()["models"]},
                 models=frozen.models, instrument=instrument,
-                instrument_spec=instrument.from_frozen(frozen.instrument_settings), instrument_name=frozen.instrument,
+                instrument_spec=instrument.from_frozen(inputs), instrument_name=frozen.instrument,
                 description=frozen.description, samples=frozen.samples, temperature=frozen.temperature,
                 top_p=frozen.top_p, max_tokens=frozen.max_tokens, seed=frozen.seed, batch_size=frozen.batch_size,
                 actor_pool_size=frozen.execution.actor_pool_size or 1, store=store_uri)
@@ -289,13 +291,14 @@ def plan(target: str, *, store: str | None = None, dsn: str | None = None, resum
                           "scanned: it has no grid or sampling to run again",
                           f"import the file again, or reproduce a scan of experiment {original.experiment!r}")
     submitted = submitted_config(original.invocation_id, dsn) or {}
-    config_file = submitted.get("file") or ""
+    # its ./ input paths are relative to this config file's folder (the manifest names it too)
+    config_file = submitted.get("file") or (original.manifest or {}).get("config_file") or ""
     check_recorded_config(original, submitted, config_file or f"(invocation {original.invocation_id})")
     warnings: list[str] = []
     store_uri = store or original.row.get("store_uri") or original.settings.execution.store
     spec = spec_from_settings(original.settings, config_file or f"(invocation {original.invocation_id})", store_uri)
     rebuilt, frozen = spec.settings().to_json(), original.settings.to_json()
-    for path in shaping_differences(original.row["settings"], rebuilt):
+    for path in spec.settings().shaping_differences(original.row["settings"]):
         warnings.append(f"settings: {path} cannot be restored (frozen {_at(frozen, path)!r}, "
                         f"now {_at(rebuilt, path)!r})")
     model_sources = _resolve_model_sources(spec, config_file, _recorded_model_sources(original), warnings)

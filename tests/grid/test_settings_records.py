@@ -38,7 +38,8 @@ def test_new_settings_serialise_byte_for_byte_as_the_catalog_stores_them(tmp_pat
                                                            actor_pool_size=2, store="/data/store")))
     expected = {"format": 2, "experiment": "exp", "instrument": "forced_choice", "description": "", "samples": 2,
                 "temperature": 0.7, "top_p": 1.0, "max_tokens": 9, "seed": 0, "batch_size": 16, "models": [MODEL],
-                "instrument_settings": spec.instrument.frozen(spec.instrument_spec),
+                # the pair file by its path relative to the experiment folder (grid.input_paths), with its hash
+                "instrument_settings": {**spec.instrument.frozen(spec.instrument_spec), "probe_set": "./pairs.csv"},
                 "sampler_version": SAMPLER_VERSION,   # sampled on the hf engine
                 "execution": {"store": "/data/store", "actor_pool_size": 2, "max_concurrent_models": None,
                               "catalog": "embedded"}}

@@ -178,7 +178,8 @@ def test_rows_stored_before_the_queries_were_recorded_keep_the_refusal(scanned):
     traces = original.traces
     older = dataclasses.replace(original, traces=traces.set_column(
         traces.schema.get_field_index("query"), "query", pa.nulls(traces.num_rows, pa.string())))
-    spec = spec_from_settings(original.settings, "(test)", scanned["store"])
+    # from the config file the invocation recorded, as reproduce rebuilds it: its probe file is ./probes.csv there
+    spec = spec_from_settings(original.settings, str(scanned["folder"] / "config.json"), scanned["store"])
     with pytest.raises(ConfigError) as refused:
         _cells(spec, older, [])
     assert refused.value.field == "items" and "renders its prompts from the item file, which changed" \

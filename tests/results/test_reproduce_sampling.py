@@ -19,10 +19,12 @@ PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you l
 
 
 def frozen_invocation(spec, store: str, dsn: str) -> str:
-    """A finished invocation of ``spec`` in the catalog (no rows: a dry run reads none)."""
+    """A finished invocation of ``spec`` in the catalog (no rows: a dry run reads none), with its manifest naming
+    the config file its input paths (``./…``) are relative to, as a scan writes it."""
     invocation_id = str(uuid.uuid4())
     spec = dataclasses.replace(spec, store=store)
-    open_store(store)   # the store folder exists (empty: a dry run reads none of its rows)
+    open_store(store).write_manifest(spec.experiment, invocation_id, {   # the store's rows: none, a dry run reads none
+        "invocation_id": invocation_id, "settings": spec.settings().to_json(), "config_file": spec.config_path})
     with Catalog(dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": spec.experiment,
                                    "instrument": spec.instrument.name, "settings": spec.settings().to_json(),
