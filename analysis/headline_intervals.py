@@ -67,7 +67,7 @@ def headline_intervals(headlines: Sequence[HeadlineScores], object: str = "model
             random = [f for f in h.facets if f not in h.fixed]
             table = _cell_means(cols, object, random)
             if np.ptp(table["score"]) == 0:
-                raise AnalysisError("score", f"every scored cell is {_value(float(table['score'][0]), h.unit)}: nothing varies",
+                raise AnalysisError("score", f"every scored cell is {value(float(table['score'][0]), h.unit)}: nothing varies",
                                     "nothing varies, so there is no spread to give an interval")
             nested = {c: p for c, p in h.nested.items() if c in random and p in random}
             design = long_design(table, "score", object, random, nested)
@@ -91,8 +91,9 @@ def _cell_means(cols: Mapping[str, np.ndarray], object: str, random: Sequence[st
     return {object: cells[:, 0], "score": means, **{f: cells[:, k + 1] for k, f in enumerate(random)}}
 
 
-def _value(x: float | None, unit: str) -> str:
-    if x is None:
+def value(x: float | None, unit: str) -> str:
+    """One estimate or bound in its headline's unit (``12.5%``, ``+3.1 pp``, ``0.712``); ``—`` when absent or NaN."""
+    if x is None or x != x:
         return "—"
     if unit == "%":
         return f"{x:.1f}%"
@@ -101,8 +102,12 @@ def _value(x: float | None, unit: str) -> str:
     return fixed_point(x)
 
 
-def _span(iv, unit: str) -> str:
-    return f"[{_value(iv[0], unit)}, {_value(iv[1], unit)}]"
+def span(interval, unit: str) -> str:
+    """``[lo, hi]`` in the unit; both — when there is no interval."""
+    lo, hi = interval if interval else (None, None)
+    return f"[{value(lo, unit)}, {value(hi, unit)}]"
+
+
 
 
 def format_intervals(result: Mapping[str, Any], width: int = 26) -> str:
@@ -127,12 +132,12 @@ def format_intervals(result: Mapping[str, Any], width: int = 26) -> str:
         lines.append(f"  {h['title']}  (random: {random}{reps}; {how})")
         for o in h["objects"]:
             ratio = "—" if o["width_ratio"] is None else f"{o['width_ratio']:.1f}"
-            lines.append(f"    {o['object']:<{width}} {_value(o['estimate'], h['unit']):>9}  "
-                         f"{_span(o['interval'], h['unit']):<24} naive {_span(o['naive_interval'], h['unit']):<24} "
+            lines.append(f"    {o['object']:<{width}} {value(o['estimate'], h['unit']):>9}  "
+                         f"{span(o['interval'], h['unit']):<24} naive {span(o['naive_interval'], h['unit']):<24} "
                          f"× {ratio}")
         for d in h["differences"]:
-            diffs.append(f"    {h['title']}: {d['a']} − {d['b']} {_value(d['estimate'], 'pp' if h['unit'] in ('%', 'pp') else '')} "
-                         f"{_span(d['interval'], 'pp' if h['unit'] in ('%', 'pp') else '')}  p {fixed_point(d['p_value'])}, "
+            diffs.append(f"    {h['title']}: {d['a']} − {d['b']} {value(d['estimate'], 'pp' if h['unit'] in ('%', 'pp') else '')} "
+                         f"{span(d['interval'], 'pp' if h['unit'] in ('%', 'pp') else '')}  p {fixed_point(d['p_value'])}, "
                          f"Holm {fixed_point(d['p_holm'])}: {d['verdict']}")
         warnings += [w for w in h["warnings"] if w not in warnings]
     if diffs:

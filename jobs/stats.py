@@ -212,13 +212,9 @@ def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
                        "example: mirrorscan stats gstudy --input scores.csv --score score --object model \\\n"
                        "           --facets wrapper,item --d-study wrapper=1,item=400 --plots plots/")
     common(g)
-    g.add_argument("--object", required=True, metavar="COL", help="object of measurement (e.g. model)")
-    g.add_argument("--facets", required=True, action="append", metavar="COL,COL",
-                   help="the other facet columns, comma-separated (e.g. wrapper,item)")
-    g.add_argument("--nested", action="append", default=[], metavar="CHILD:PARENT",
-                   help="CHILD is nested in PARENT (Brennan's i:p is --nested item:model); repeatable")
-    g.add_argument("--fixed", action="append", default=[], metavar="COL",
-                   help="a facet whose observed levels are its whole universe (fixed); repeatable")
+    from mirrorscan.jobs.stats_intervals import add_design_options
+
+    add_design_options(g, level=False)
     g.add_argument("--d-study", action="append", default=[], metavar="FACET=N,...",
                    help="extra D-study sizes, e.g. wrapper=1,item=400; repeatable")
     g.add_argument("--target", type=float, default=0.8, help="coefficient target for sizes needed (default 0.8)")

@@ -202,17 +202,22 @@ def gstudy_with_missing_cells(args, design, d_studies, target, object_variance):
                     "lme4's lmer with REML = TRUE), random-effects model; a component on the boundary is 0"}
 
 
+def add_design_options(sp, level: bool = True) -> None:
+    """The options naming a long table's design: --object, --facets, --nested, --fixed (and --level)."""
+    sp.add_argument("--object", required=True, metavar="COL", help="object of measurement (e.g. model)")
+    sp.add_argument("--facets", required=True, action="append", metavar="COL,COL",
+                    help="the other facet columns, comma-separated (e.g. wrapper,item)")
+    sp.add_argument("--nested", action="append", default=[], metavar="CHILD:PARENT",
+                    help="CHILD is nested in PARENT (Brennan's i:p is --nested item:model); repeatable")
+    sp.add_argument("--fixed", action="append", default=[], metavar="COL",
+                    help="a facet whose observed levels are its whole universe (fixed, not generalised over); repeatable")
+    if level:
+        sp.add_argument("--level", type=float, default=0.95, help="coverage level (default 0.95)")
+
+
 def add_parsers(sub, common, fmt, epilog: str) -> None:
     """Add the ``intervals`` and ``plan`` subcommands to the ``stats`` parser."""
-    def design_options(sp):
-        sp.add_argument("--object", required=True, metavar="COL", help="object of measurement (e.g. model)")
-        sp.add_argument("--facets", required=True, action="append", metavar="COL,COL",
-                        help="the other facet columns, comma-separated (e.g. wrapper,item)")
-        sp.add_argument("--nested", action="append", default=[], metavar="CHILD:PARENT",
-                        help="CHILD is nested in PARENT (e.g. --nested item:model); repeatable")
-        sp.add_argument("--fixed", action="append", default=[], metavar="COL",
-                        help="a facet whose observed levels are its whole universe (not generalised over)")
-        sp.add_argument("--level", type=float, default=0.95, help="coverage level (default 0.95)")
+    design_options = add_design_options
 
     i = sub.add_parser("intervals", formatter_class=fmt, epilog=epilog, description=INTERVALS_HELP,
                        help="estimates with intervals over random facets, paired differences (Holm)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mirrorscan.analysis.headline_intervals import span, value
 from mirrorscan.grid.formatting import fixed
 
 METHODS = {
@@ -24,23 +25,6 @@ METHODS = {
 COMPONENTS = {"anova": "variance components by ANOVA (complete table)",
               "reml": "variance components by REML (cells missing)", "none": ""}
 """How the components were estimated, in words."""
-
-
-def value(x: float | None, unit: str) -> str:
-    """One estimate or bound in its headline's unit, as ``analyze`` prints it; ``—`` when absent (or NaN)."""
-    if x is None or x != x:
-        return "—"
-    if unit == "%":
-        return f"{x:.1f}%"
-    if unit == "pp":
-        return f"{x:+.1f} pp"
-    return fixed(x)
-
-
-def span(interval, unit: str) -> str:
-    """``[lo, hi]`` in the unit."""
-    lo, hi = interval if interval else (None, None)
-    return f"[{value(lo, unit)}, {value(hi, unit)}]"
 
 
 def difference_unit(unit: str) -> str:
