@@ -143,3 +143,36 @@ def test_http_engines_are_counted_as_their_ray_resources_ask():
     assert len(http) == 4
     for kind, backend in http:
         assert engine_class(backend, kind).ray_resources(None) == {"num_cpus": API_ENGINE_CPUS}, (kind, backend)
+
+
+def test_a_model_only_an_autoscaler_can_place_says_what_it_waits_for_and_the_wait_is_bounded(
+        tmp_path, tiny_dir, monkeypatch, capsys):
+    import _thread
+    from types import SimpleNamespace
+
+    from tqdm import tqdm
+
+    from mirrorscan.cluster import resources
+    from mirrorscan.cluster.progress import ModelProgress
+    from mirrorscan.cluster.stages import grid_cells
+
+    spec = load_spec(cuda_experiment(tmp_path, str(tiny_dir)))
+    settings = spec.settings()
+    run = SimpleNamespace(resource_waits={"tiny": "1 GPU"}, settings=settings,
+                          options=SimpleNamespace(resource_wait_s=0.3, quiet=False))
+    progress = SimpleNamespace(per_model=ModelProgress(grid_cells(settings), "scan on_cuda"),
+                               bar=tqdm(total=1, disable=True))
+    progress.on_model = progress.per_model.loading
+    stopped = threading.Event()
+    monkeypatch.setattr(resources, "ray_capacity", lambda: Capacity("c", (CPU_HEAD,), (GPU_NODE,), True))
+    monkeypatch.setattr(_thread, "interrupt_main", stopped.set)
+
+    watch = resources.watch_waits(run, progress)
+    watch.on_model(settings.models[0])
+    assert progress.per_model.description() == ("scan on_cuda · loading tiny (transformers): waits for a node with "
+                                                "1 GPU (an autoscaler adds it; at most 0.3 s)")
+    assert stopped.wait(10)   # no node joined within resource_wait_s: the scan is stopped as Ctrl-C stops it
+    err = capsys.readouterr().err
+    assert "note: model tiny waits for a node with 1 GPU" in err   # no bar drawn: a note says it
+    assert "error: model tiny waited 0.3 s (resource_wait_s) for a node with 1 GPU, and none joined" in err
+    watch.stop()
