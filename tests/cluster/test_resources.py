@@ -40,7 +40,7 @@ def no_invocation_written(dsn: str) -> bool:
         return table is None or conn.execute("SELECT count(*) FROM scan_invocations").fetchone()[0] == 0
 
 
-@pytest.mark.skipif(local_capacity().nodes[0].get("GPU"), reason="this machine has a GPU")
+@pytest.mark.skipif(local_capacity(exact=False).nodes[0].get("GPU"), reason="this machine has a GPU")
 @pytest.mark.parametrize("dry", [False, True])
 def test_a_cuda_model_on_a_machine_without_gpu_is_refused_at_once(tmp_path, tiny_dir, catalog_dsn, dry):
     exp, store = cuda_experiment(tmp_path, str(tiny_dir)), tmp_path / "store"
