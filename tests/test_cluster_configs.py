@@ -244,7 +244,7 @@ def test_runtime_env_excludes_caches_venvs_home_and_git(profile):
     spec = PathSpec.from_lines("gitwildmatch", yaml.safe_load(profile.read_text())["excludes"])
     for excluded in (".venv/lib/python3.11/site.py", ".mirrorscan/catalog/PG_VERSION", ".git/HEAD",
                      "grid/__pycache__/spec.cpython-311.pyc", ".mirrorscan/models/x/model.safetensors",
-                     "some/model.gguf", ".pytest_cache/v/x"):
+                     "some/model.gguf", ".pytest_cache/v/x", "tests/fixtures/kuberay/ray.io_rayclusters.yaml"):
         assert spec.match_file(excluded), excluded
     for shipped in ("grid/spec.py", "experiments/demo/config.json", "experiments/demo/pairs.csv",
                     "instruments/forced_choice/data/envelopes.json", "pyproject.toml"):
