@@ -20,13 +20,14 @@ from mirrorscan.cluster import embedded_pg
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
-import sys, time
-sys.path.insert(0, {bench!r})
+import importlib.util, time
 from pathlib import Path
 from mirrorscan.cluster import embedded_pg
 if {handler!r}:
-    from on_term import exit_cleanly_on_sigterm
-    exit_cleanly_on_sigterm()
+    spec = importlib.util.spec_from_file_location("on_term", {on_term!r})
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.exit_cleanly_on_sigterm()
 root = Path({root!r})
 try:
     embedded_pg.ensure_running(root, durable=False)
@@ -38,8 +39,8 @@ finally:
 
 
 def _terminated_child(root: Path, handler: bool) -> int:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(bench=str(REPO / "bench"), handler=handler,
-                                                                 root=str(root))],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(on_term=str(REPO / "bench" / "on_term.py"),
+                                                                 handler=handler, root=str(root))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()

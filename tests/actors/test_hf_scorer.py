@@ -81,7 +81,9 @@ def test_demo_model_batched_equals_one_at_a_time_and_knows_its_capitals(demo_dir
     for i, text in enumerate(TEXTS):
         alone = demo(cells([text])).to_pylist()[0]
         assert alone["target_token_ids"] == batched[i]["target_token_ids"]
-        assert alone["target_logprobs"] == pytest.approx(batched[i]["target_logprobs"], abs=1e-5)
+        # padding changes float32's order of summation: 1.25e-5 nats apart was seen in a full run, so 1e-5 failed by
+        # chance; 1e-4 nats is the agreement the project holds scoring to elsewhere (docs/benchmarks.md, flinch)
+        assert alone["target_logprobs"] == pytest.approx(batched[i]["target_logprobs"], abs=1e-4)
     paris, banana = batched[4], batched[5]
     assert paris["lp_mean"] > -2.0 and paris["lp_mean"] > banana["target_logprobs"][0] + 5
 
