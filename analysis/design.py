@@ -171,6 +171,18 @@ def _is_number(v: Any) -> bool:
         return False
 
 
+def design_names(score: str, object: str, facets: Sequence[str], nested: Mapping[str, Any] | None
+                 ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """(object and facets in axis order, nesting closure) of a long table's design, refusing a repeated facet or a
+    score column named as a facet. Shared by the balanced reader here and ``analysis.long_design``."""
+    names = (object, *facets)
+    if len(set(names)) != len(names):
+        raise AnalysisError("facets", f"repeated facet in {list(names)}", "name each facet once")
+    if score in names:
+        raise AnalysisError(score, "is both the score and a facet", "choose a different score column")
+    return names, _closure(names, nested)
+
+
 def pivot_long(table: Any, score: str, object: str, facets: Sequence[str],
                nested: Mapping[str, Any] | None = None) -> BalancedDesign:
     """Long table → balanced array with axes (object, *facets), refusing unbalanced or incomplete input.
@@ -179,12 +191,7 @@ def pivot_long(table: Any, score: str, object: str, facets: Sequence[str],
     occur exactly once; the error names the count and the first missing (or repeated) cells. Nested
     facets must have the same number of levels inside every ancestor cell. Measures nothing itself.
     """
-    names = (object, *facets)
-    if len(set(names)) != len(names):
-        raise AnalysisError("facets", f"repeated facet in {list(names)}", "name each facet once")
-    if score in names:
-        raise AnalysisError(score, "is both the score and a facet", "choose a different score column")
-    closure = _closure(names, nested)
+    names, closure = design_names(score, object, facets, nested)
     vals = _scores(_column(table, score), score)
     cols = [_column(table, f) for f in names]
     for f, c in zip(names, cols):

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mirrorscan.analysis.design import BalancedDesign, _closure, _column, _scores, design_from_array
+from mirrorscan.analysis.design import BalancedDesign, _column, _scores, design_from_array, design_names
 from mirrorscan.analysis.errors import AnalysisError
 from mirrorscan.analysis.gtheory import RESIDUAL, _effects
 
@@ -213,12 +213,7 @@ def long_design(table: Any, score: str, object: str, facets: Sequence[str],
     fewer than two levels (the object may have one), and an object nested in another facet; missing cells and
     replicates are allowed.
     """
-    names = (object, *facets)
-    if len(set(names)) != len(names):
-        raise AnalysisError("facets", f"repeated facet in {list(names)}", "name each facet once")
-    if score in names:
-        raise AnalysisError(score, "is both the score and a facet", "choose a different score column")
-    closure = _closure(names, nested)
+    names, closure = design_names(score, object, facets, nested)
     if object in closure:
         raise AnalysisError(object, f"the object of measurement is nested in {list(closure[object])}",
                             "analyse the outer facet as the object")
