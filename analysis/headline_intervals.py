@@ -49,6 +49,9 @@ class HeadlineScores:
     """Facet → the facet it is nested in."""
     replicates: str = ""
     """What repeated rows of one cell are (e.g. ``samples``; averaged within the cell), for the description."""
+    rows_per_score: float = 1.0
+    """Stored rows (engine requests) behind one score, for a plan's cost: 2 for a score made of both orderings, the
+    rows of a whole pair for a per-pair score."""
     plannable: bool = True
     """Whether a design's cost grows with its cells (models × levels), so ``headline_plans`` may cost one; False
     where the instrument's work does not (lens extracts an item once per model and a framing once per task)."""
@@ -59,7 +62,8 @@ def headline_intervals(headlines: Sequence[HeadlineScores], object: str = "model
     """Intervals and paired differences of every headline: plain JSON keyed by headline name."""
     out: dict[str, Any] = {"level": level, "method": "gstudy", "object": object, "headlines": {}}
     for h in headlines:
-        head = {"title": h.title, "unit": h.unit, "replicates": h.replicates, "plannable": h.plannable}
+        head = {"title": h.title, "unit": h.unit, "replicates": h.replicates, "plannable": h.plannable,
+                "rows_per_score": h.rows_per_score}
         cols = {k: np.asarray(v) for k, v in h.columns.items()}
         try:
             if "score" not in cols or len(cols["score"]) < 3:
@@ -180,7 +184,7 @@ def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] 
                                            [frozenset(c["facets"]) for c in comps], [c["estimate"] for c in comps])
         if not model.random:
             continue
-        per_cell = h.get("n_scores", h["n_rows"]) / h["n_rows"]
+        per_cell = h.get("n_scores", h["n_rows"]) * h.get("rows_per_score", 1.0) / h["n_rows"]
         objects = [o["object"] for o in h["objects"]]
         if cost_per_row and all(o in cost_per_row for o in objects):
             unit = sum(cost_per_row[o] for o in objects) * per_cell

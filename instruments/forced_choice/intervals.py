@@ -45,5 +45,6 @@ def headline_scores(cells: pa.Table) -> list[HeadlineScores]:
     return [HeadlineScores("per_cell_commit_rate", "commit/cell", "%", commit, ("envelope", "pair_id", "ordering"),
                            fixed=("ordering",), replicates="samples"),
             HeadlineScores("position_bias_pp", "position bias", "pp", bias, ("envelope", "pair_id"),
-                           replicates="samples"),
-            HeadlineScores("mean_sharpness", "sharpness", "", sharp, ("pair_id",))]
+                           replicates="samples", rows_per_score=2.0),
+            HeadlineScores("mean_sharpness", "sharpness", "", sharp, ("pair_id",),
+                           rows_per_score=len(answered) / max(len(sharp_keys), 1))]

@@ -30,11 +30,16 @@ def test_plan_in_rows_without_an_inference_log(made):  # noqa: F811
     plans = _summary(report)["intervals"]["plans"]
     assert plans["cost_unit"] == "rows" and plans["headlines"]
     heads = _summary(report)["intervals"]["headlines"]
+    # a position-bias score is made of both orderings' rows; the observed design costs every answered row once
+    answered = heads["per_cell_commit_rate"]["n_scores"]            # one score per answered row
+    assert plans["headlines"]["position_bias_pp"]["observed"]["cost"] == pytest.approx(
+        2 * heads["position_bias_pp"]["n_scores"])
+    assert plans["headlines"]["per_cell_commit_rate"]["observed"]["cost"] == pytest.approx(answered)
     for name, p in plans["headlines"].items():
         assert p["cost_unit"] == "rows"
         if "design" in p:
             assert p["design"]["g_coefficient"] >= 0.8
-            rows_per_cell = heads[name]["n_scores"] / heads[name]["n_rows"]
+            rows_per_cell = heads[name]["n_scores"] * heads[name]["rows_per_score"] / heads[name]["n_rows"]
             assert p["design"]["cost"] == pytest.approx(3 * rows_per_cell * math.prod(p["design"]["design"].values()))
             assert f"{heads[name]['title']}: now" in text
 
