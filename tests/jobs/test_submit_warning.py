@@ -21,17 +21,23 @@ class StandInClient:
         return ADDRESS
 
 
-def test_submit_warns_once_and_the_job_it_submits_does_not_repeat_it(tmp_path, tiny_dir, monkeypatch, capsys):
-    exp = tmp_path / "experiments" / "exposed"
+def _experiment_and_stand_in_cluster(tmp_path, tiny_dir, monkeypatch, name: str) -> tuple:
+    """A one-pair experiment, and submit pointed at a stand-in job server: returns (folder, the job it submits)."""
+    exp = tmp_path / "experiments" / name
     exp.mkdir(parents=True)
     (exp / "pairs.csv").write_text("pair_id,word_a,word_b\ncd,cat,dog\n")
     (exp / "config.json").write_text(json.dumps({
         "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny", "max_tokens": 4}],
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict"]}}))
-    submitted = {}
+    submitted: dict = {}
     monkeypatch.setattr(submit_module, "connect", lambda address: StandInClient())
     monkeypatch.setattr(submit_module, "ship_package", lambda runtime_env, staging: None)
     monkeypatch.setattr(submit_module, "submit_when_ready", lambda client, **job: submitted.update(job))
+    return exp, submitted
+
+
+def test_submit_warns_once_and_the_job_it_submits_does_not_repeat_it(tmp_path, tiny_dir, monkeypatch, capsys):
+    exp, submitted = _experiment_and_stand_in_cluster(tmp_path, tiny_dir, monkeypatch, "exposed")
     monkeypatch.setattr(ray_session, "job_server_facts", lambda address: (False, [address, NODE]))
     monkeypatch.delenv(EXPOSURE_WARNED_ENV, raising=False)
 
@@ -54,16 +60,7 @@ def test_submit_warns_once_and_the_job_it_submits_does_not_repeat_it(tmp_path, t
 
 
 def test_a_job_submit_did_not_warn_about_is_not_told_to_stay_silent(tmp_path, tiny_dir, monkeypatch, capsys):
-    exp = tmp_path / "experiments" / "closed"
-    exp.mkdir(parents=True)
-    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\ncd,cat,dog\n")
-    (exp / "config.json").write_text(json.dumps({
-        "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny", "max_tokens": 4}],
-        "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict"]}}))
-    submitted = {}
-    monkeypatch.setattr(submit_module, "connect", lambda address: StandInClient())
-    monkeypatch.setattr(submit_module, "ship_package", lambda runtime_env, staging: None)
-    monkeypatch.setattr(submit_module, "submit_when_ready", lambda client, **job: submitted.update(job))
+    exp, submitted = _experiment_and_stand_in_cluster(tmp_path, tiny_dir, monkeypatch, "closed")
     monkeypatch.setattr(ray_session, "job_server_facts", lambda address: None)   # not readable: the job checks
     assert submit_module.submit([str(exp), "--address", ADDRESS, "--no-wait", "--working-dir", str(tmp_path)]) == 0
     assert "warning:" not in capsys.readouterr().err
