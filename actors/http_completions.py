@@ -51,7 +51,7 @@ class OpenAICompletionsScorer(HTTPSampler):
                               "itself (prompt, echo, logprobs, max_tokens, temperature)", f"remove extra_body.{key}")
         super().__init__(variant, model_source, run, **backoff)
         self.tokenizer = None
-        if variant.tokenizer:   # a folder or hub id: the run resolved the config's entry (cluster.models.engine_variant)
+        if variant.tokenizer:   # a folder or hub id: the run resolved the config's entry (cluster.models.resolve.engine_variant)
             from transformers import AutoTokenizer
 
             self.tokenizer = AutoTokenizer.from_pretrained(variant.tokenizer)

@@ -4,7 +4,7 @@ An engine of ``tensor_parallel_size`` k > 1 runs in a placement group of its own
 actor (a CPU, plus the model's memory request) and k one-accelerator bundles, packed on one node
 (STRICT_PACK), capturing child tasks so that the engine's own Ray workers (vLLM's executor) land in the
 group. The group is created when the model's pool is planned and must be removed when that pool ends
-(``cluster.pipeline.release_engine_resources``), or its accelerators stay reserved for the rest of the
+(``cluster.scan.pipeline.release_engine_resources``), or its accelerators stay reserved for the rest of the
 sweep and the autoscaler can never remove their node.
 """
 

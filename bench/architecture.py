@@ -19,8 +19,8 @@ Figures, each by a stated heuristic over the AST of every module of the package'
    ``execution``, or ends in ``_`` and one of those (``frozen_settings``, ``old_spec``).
 5. **longest parameter list on the scan path** — parameters of each function (positional, keyword-only,
    ``*args`` and ``**kwargs`` each one; ``self``/``cls`` not counted) in ``jobs/scan*.py``,
-   ``jobs/dry_run.py``, ``jobs/plan.py``, ``cluster/sweep.py``, ``cluster/stages.py``,
-   ``cluster/pipeline.py`` and every ``cluster/*run*.py``; the five longest are listed.
+   ``jobs/dry_run.py``, ``jobs/plan.py``, ``cluster/scan/sweep.py``, ``cluster/scan/stages.py``,
+   ``cluster/scan/pipeline.py`` and every ``cluster/*run*.py``; the five longest are listed.
 
 A tree whose modules import the parts as top-level packages (``import grid.spec``, a release before the
 one package) and one that imports them as ``mirrorscan.grid.spec`` give the same module names: the
@@ -50,8 +50,8 @@ SETTINGS_NAMES = ("settings", "frozen", "values", "spec", "raw", "section", "con
 """Last parts of a name or attribute chain that hold settings read by string key (figure 4)."""
 
 SCAN_PATH = ("jobs/scan*.py", "jobs/dry_run.py", "jobs/plan.py", "jobs/preflight.py", "jobs/reproduce.py",
-             "cluster/sweep.py", "cluster/stages.py", "cluster/pipeline.py", "cluster/*run*.py", "cluster/scan_*.py",
-             "cluster/preflight.py", "cluster/progress.py", "cluster/crash_journal.py", "results/reproduce.py")
+             "cluster/scan/sweep.py", "cluster/scan/stages.py", "cluster/scan/pipeline.py", "cluster/*run*.py", "cluster/scan_*.py",
+             "cluster/scan/preflight.py", "cluster/scan/progress.py", "cluster/scan/journal.py", "results/reproduce.py")
 """Globs (relative to a tree) of the modules on the scan path (figure 5)."""
 
 

@@ -104,8 +104,8 @@ def label_rows(label: str, n_pairs: int, invocation_id: str, schema: pa.Schema, 
 
 def build_store(work: Path, rows: int, labels: int, part_rows: int, dsn: str) -> dict:
     """Write the store and the invocation's catalog row; returns what was built."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
 
@@ -163,7 +163,7 @@ def naive(store_uri: str, invocation_id: str, probe_id: str) -> dict:
     """The baseline: the matrix aggregate and one trace lookup as DuckDB queries over a dataset of every part."""
     import duckdb
 
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
 
@@ -195,9 +195,9 @@ def main() -> int:
 
     import httpx
 
-    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.catalog.client import resolve_dsn
     from mirrorscan.cluster.home import subdir
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.results.browse.source import Browser
 
     dsn = resolve_dsn(None)

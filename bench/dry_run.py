@@ -67,7 +67,7 @@ def package_view(repo: Path, folder: Path) -> Path:
     for name, path in mapping.items():
         if name != "mirrorscan":
             (root / name.split(".", 1)[1]).symlink_to(repo / path)
-    found = subprocess.run([sys.executable, "-P", "-c", "import mirrorscan.cluster.scan_plan as m; print(m.__file__)"],
+    found = subprocess.run([sys.executable, "-P", "-c", "import mirrorscan.cluster.scan.plan as m; print(m.__file__)"],
                            cwd=repo, env={**os.environ, "PYTHONPATH": str(folder)}, capture_output=True, text=True,
                            check=True).stdout.strip()
     if Path(found).resolve() != (repo / mapping["mirrorscan.cluster"] / "scan_plan.py").resolve():

@@ -1,6 +1,6 @@
 """Benchmark: the vLLM engine paths, each against its own baseline in the same process (one run, ratios).
 
-1. pipeline vs bare   the path a scan runs: ``cluster.sweep.run_model_journaled`` (in-flight journal, Ray Data
+1. pipeline vs bare   the path a scan runs: ``cluster.scan.sweep.run_model_journaled`` (in-flight journal, Ray Data
                       → vLLM sampler actor → Parquet parts, inference_log rows into a real catalog: an
                       embedded PostgreSQL in a temp folder) against a bare ``vllm.LLM.generate`` over the
                       same cells in this process.
@@ -51,7 +51,7 @@ apply_vllm_env("cpu", CACHE)   # before vllm is imported anywhere in this proces
 
 from mirrorscan.actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
 from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
-from mirrorscan.cluster.pipeline import render_block  # noqa: E402
+from mirrorscan.cluster.scan.pipeline import render_block  # noqa: E402
 
 TARGET_PIPELINE = 0.85
 TARGET_STREAM_COST = 0.10
@@ -128,11 +128,11 @@ def pipeline_run(cells_raw: pa.Table, envelopes, v: ModelVariant, source: str, b
     import dataclasses
     import shutil
 
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.pipeline import Pool
-    from mirrorscan.cluster.sweep import run_model_journaled
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.pipeline import Pool
+    from mirrorscan.cluster.scan.sweep import run_model_journaled
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     work.chmod(0o755)   # as root the catalog server runs as `postgres`, which must enter this folder
@@ -233,8 +233,8 @@ def client_ttft_ms(base_url: str, cell: dict, max_tokens: int) -> float:
 def tap_vs_direct(cells: pa.Table, demo: Path, n: int, max_tokens: int) -> dict:
     """TTFT direct and through the tap, alternating, ``n`` requests each."""
     from mirrorscan.actors.vllm_server import start_openai_server, stop_server
-    from mirrorscan.cluster.catalog import resolve_dsn
-    from mirrorscan.cluster.tap import start_tap, stop_tap
+    from mirrorscan.cluster.catalog.client import resolve_dsn
+    from mirrorscan.cluster.runtime.tap import start_tap, stop_tap
 
     folder = Path(tempfile.mkdtemp(prefix="bench-tap-"))
     started = time.monotonic()
@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tap-requests", type=int, default=60, help="requests per side in part 3 (default 60, ≥ 50)")
     p.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     args = p.parse_args(argv)
-    from mirrorscan.cluster.demo_model import prepare_demo_model
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.models.demo import prepare_demo_model
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     demo = prepare_demo_model()
     source = str(demo)

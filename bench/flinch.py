@@ -54,7 +54,7 @@ def corpus_pairs() -> list[tuple[str, str, str]]:
 
 def run_ours(source: str, batch_size: int, work: Path, name: str = "flinch-bench") -> dict:
     """A real scan of the starter corpus, as experiment ``name`` in ``work``; its rows and its timing."""
-    from mirrorscan.cluster import embedded_pg
+    from mirrorscan.cluster.catalog import embedded_pg
     from mirrorscan.results import sql as results_sql
     from mirrorscan.jobs.scan import run_scan
 
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     torch.set_num_threads(1)
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())

@@ -42,7 +42,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def export_tokenizer(dest: Path) -> None:
     """Copy the demo model's tokenizer files (not its weights) to ``dest``."""
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     demo = prepare_demo_model()
     dest.mkdir(parents=True, exist_ok=True)

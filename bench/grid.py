@@ -3,7 +3,7 @@
 What a ``scan --resume`` does before any model runs, with the real functions on real Parquet parts:
 
     expand   forced-choice expansion + grid.cells.with_probe_ids: labels × pairs × envelopes × orderings × samples
-    read     cluster.store.TraceStore.read     the stored (probe_id, sample, error) of the invocation
+    read     cluster.store.traces.TraceStore.read     the stored (probe_id, sample, error) of the invocation
     plan     grid.cells.plan_attempts          anti-join: done / retry (attempt = errors + 1) / given up
     seeds    grid.cells.add_seeds              one blake2b per cell left to run
 
@@ -55,7 +55,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from mirrorscan.cluster.store import open_store  # noqa: E402
+from mirrorscan.cluster.store.traces import open_store  # noqa: E402
 from mirrorscan.grid.cells import CELL_KEY, add_seeds, plan_attempts, with_probe_ids  # noqa: E402
 from mirrorscan.instruments.forced_choice.envelopes import PACKAGED, load_envelopes  # noqa: E402
 from mirrorscan.grid.ids import cell_seed  # noqa: E402

@@ -76,8 +76,8 @@ def shipped_texts() -> dict[str, str]:
 
 def run_scan_batched(source: str, batch_size: int, work: Path) -> dict:
     """A real lens scan with the section's defaults; its rows, vectors, part files and timing."""
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
     from mirrorscan.jobs.scan import run_scan
@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
     args = parser.parse_args(argv)
 
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     source = str(prepare_demo_model())
     texts = shipped_texts()

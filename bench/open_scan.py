@@ -2,13 +2,13 @@
 
 1. plan      the path a new ``mirrorscan scan`` of an open_scan experiment runs before any work, on an experiment
              whose every cell is already held: ``load_spec`` of a config with ``--models`` labels (one hub id each,
-             so the label → model_canonical rule holds), ``grid_cells(settings)``, then ``cluster.scan_inputs.check_append``
+             so the label → model_canonical rule holds), ``grid_cells(settings)``, then ``cluster.scan.inputs.check_append``
              (``earlier_rows``, the instrument's changed-probe check, ``stage_grids``: held cells, the post-hoc
              stage rebuilt from held answers, each stage's anti-join), which must find nothing left to run. The
              store is written as scans write it (``TraceStore.write_part``, one part per engine batch of
              ``--part-rows`` rows, per invocation, label and stage; rows conform to the instrument's trace
              schema, with rendered prompts and short made-up answers and ratings; each invocation ends with its
-             row index, ``cluster.scan_outcome.index_rows``), spread over ``--invocations`` invocations that each appended a
+             row index, ``cluster.scan.outcome.index_rows``), spread over ``--invocations`` invocations that each appended a
              slice of the probes. Building it is setup (minutes), cached under
              ``$MIRRORSCAN_HOME/bench/`` keyed by every parameter, the series and the instrument's columns. Time:
              monotonic, median of ``--repeats`` (page cache warm: the parts were just written or read), with timers around the
@@ -177,9 +177,9 @@ def build_store(store_uri: str, spec, settings, invocations: int, part_rows: int
     ``invocations`` consecutive slices, each appended by its own invocation (first stage, then post-hoc)."""
     import pyarrow.compute as pc
 
-    from mirrorscan.cluster.scan_outcome import index_rows
-    from mirrorscan.cluster.stages import grid_cells, instrument_ref, later_stage_cells
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.scan.outcome import index_rows
+    from mirrorscan.cluster.scan.stages import grid_cells, instrument_ref, later_stage_cells
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.cells import add_seeds
     from mirrorscan.grid.trace_schema import trace_schema
 
@@ -250,9 +250,9 @@ def prepared_experiment(args) -> tuple[Path, dict]:
 
 def plan_once(work: Path) -> dict:
     """One plan, as ``run_scan`` runs it before any work: (seconds, what it found)."""
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.cluster.scan_inputs import check_append
+    from mirrorscan.cluster.scan.inputs import check_append
 
     t0 = time.monotonic()
     spec = load_spec(work / EXPERIMENT)
@@ -289,14 +289,14 @@ class Timers:
 
 
 TIMED = {
-    "listing parts": [("mirrorscan.cluster.store", "TraceStore", "list_parts")],
-    "reading row indexes": [("mirrorscan.cluster.row_index", None, "_best_index")],
-    "reading earlier rows (identity columns)": [("mirrorscan.cluster.stages", None, "earlier_rows")],
-    "reading held answers (for post-hoc cells)": [("mirrorscan.cluster.stages", None, "held_rows")],
-    "reading this invocation's rows": [("mirrorscan.cluster.stages", None, "successful_rows")],
-    "source filter (of_model_sources join)": [("mirrorscan.cluster.stages", None, "of_model_sources")],
-    "anti-joins (remove_done)": [("mirrorscan.cluster.stages", None, "remove_done")],
-    "grid expansion (cells, probe ids)": [("mirrorscan.cluster.stages", None, "grid_cells"), ("mirrorscan.cluster.stages", None, "with_probe_ids")],
+    "listing parts": [("mirrorscan.cluster.store.traces", "TraceStore", "list_parts")],
+    "reading row indexes": [("mirrorscan.cluster.store.row_index", None, "_best_index")],
+    "reading earlier rows (identity columns)": [("mirrorscan.cluster.scan.stages", None, "earlier_rows")],
+    "reading held answers (for post-hoc cells)": [("mirrorscan.cluster.scan.stages", None, "held_rows")],
+    "reading this invocation's rows": [("mirrorscan.cluster.scan.stages", None, "successful_rows")],
+    "source filter (of_model_sources join)": [("mirrorscan.cluster.scan.stages", None, "of_model_sources")],
+    "anti-joins (remove_done)": [("mirrorscan.cluster.scan.stages", None, "remove_done")],
+    "grid expansion (cells, probe ids)": [("mirrorscan.cluster.scan.stages", None, "grid_cells"), ("mirrorscan.cluster.scan.stages", None, "with_probe_ids")],
     "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],
     "instrument: done_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "done_cells"),
                                               ("mirrorscan.instruments.open_scan.instrument", "OpenScan", "posthoc_cells")],
@@ -338,7 +338,7 @@ def footer_floor(store_uri: str) -> dict:
     any plan that opens every part pays before it reads a value; and the footer's size."""
     import pyarrow.parquet as pq
 
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
 
     store = open_store(store_uri, create=False)
     parts = store.list_parts(EXPERIMENT)
@@ -418,7 +418,7 @@ def measure_sampling(args) -> dict:
     import torch
 
     from mirrorscan.actors.hf_sampler import HFSampler, RowSampler
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models.demo import prepare_demo_model
     from mirrorscan.grid.records import ModelVariant, RunContext
 
     torch.set_num_threads(1)

@@ -2,14 +2,14 @@
 
 A (bare)      ``actors.hf_sampler.HFSampler`` constructed in this process and called directly on the
               rendered cells, ``--batch-size`` cells per call, one torch thread.
-B (pipeline)  the path a scan runs for one model: ``cluster.sweep.run_model_journaled`` (the in-flight
-              journal around ``cluster.pipeline.run_model``: Ray Data render tasks → an actor pool of
-              size 1 holding the same HFSampler class → Parquet parts written through ``cluster.store``
+B (pipeline)  the path a scan runs for one model: ``cluster.scan.sweep.run_model_journaled`` (the in-flight
+              journal around ``cluster.scan.pipeline.run_model``: Ray Data render tasks → an actor pool of
+              size 1 holding the same HFSampler class → Parquet parts written through ``cluster.store.traces``
               into a temp store), the actor inserting each batch's inference_log rows into the catalog
               (an embedded PostgreSQL in a temp folder), and the driver updating the catalog invocation
-              per landed part through ``cluster.catalog.Catalog.update_progress``.
+              per landed part through ``cluster.catalog.client.Catalog.update_progress``.
 
-Both sides: the demo model (``cluster.demo_model.prepare_demo_model()``, float32), greedy, the same
+Both sides: the demo model (``cluster.models.demo.prepare_demo_model()``, float32), greedy, the same
 ``--max-tokens``, left padding, the same batches (contiguous ``--batch-size`` slices of the same
 cells), ``torch.set_num_threads(1)`` (A in this process; B's actor via HFSampler and Ray's
 ``OMP_NUM_THREADS=1``). Ray is started once with ``ensure_ray(num_cpus=2)`` and reused by every B run.
@@ -67,9 +67,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from mirrorscan.actors.hf_sampler import HFSampler  # noqa: E402
-from mirrorscan.cluster.pipeline import Pool, render_block  # noqa: E402
-from mirrorscan.cluster.store import open_store  # noqa: E402
-from mirrorscan.cluster.sweep import run_model_journaled  # noqa: E402
+from mirrorscan.cluster.scan.pipeline import Pool, render_block  # noqa: E402
+from mirrorscan.cluster.store.traces import open_store  # noqa: E402
+from mirrorscan.cluster.scan.sweep import run_model_journaled  # noqa: E402
 from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
 from mirrorscan.grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
 from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
@@ -232,11 +232,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.demo_model import prepare_demo_model
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.models.demo import prepare_demo_model
+    from mirrorscan.cluster.models.resolve import DEMO_MODEL_ALIAS
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     torch.set_num_threads(1)
     source = str(Path(args.model).resolve()) if args.model else str(prepare_demo_model())

@@ -3,10 +3,10 @@
 The engine is a stand-in (``SleepEngine``): it sleeps ``--sleep-ms`` (50 ms) per batch of
 ``--batch-size`` (16) cells and returns real trace rows (``actors.rows.trace_row``), so the figures are
 what the pipeline around an engine costs and how it scales, not what a model costs. Everything else
-is the scan's own path: ``cluster.crash_journal.run_model_journaled`` → ``cluster.pipeline.run_model``
+is the scan's own path: ``cluster.scan.journal.run_model_journaled`` → ``cluster.scan.pipeline.run_model``
 (render tasks → an actor pool of N ``StoringEngine`` actors, each classifying, writing one Parquet part
 and one in-flight marker per batch, and writing its inference_log rows to the catalog), with the
-driver updating the catalog's progress at most every 5 s, as ``cluster/scan_run.py`` does.
+driver updating the catalog's progress at most every 5 s, as ``cluster/scan/run.py`` does.
 
 Cluster: ``ray.cluster_utils.Cluster`` — a head with no CPUs (the driver) and ``--nodes`` (4) worker
 nodes of 3 virtual CPUs and 2 ``fake_gpu`` each; an engine actor asks for 1 CPU and 1 fake_gpu, as a
@@ -140,9 +140,9 @@ def bench_invocation(catalog, invocation_id: str, envelopes: InstrumentRef, dsn:
 def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, *, store_uri: str, catalog, dsn: str,
              work: Path, batch_size: int, sleep_s: float) -> dict:
     """One pipeline run with a pool of ``n_actors``; returns rates, timings and checks."""
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.pipeline import Pool
-    from mirrorscan.cluster.sweep import run_model_journaled
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.pipeline import Pool
+    from mirrorscan.cluster.scan.sweep import run_model_journaled
 
     invocation_id = str(uuid.uuid4())
     run = bench_invocation(catalog, invocation_id, envelopes, dsn, store_uri, {"bench": "scale", "actors": n_actors},
@@ -160,7 +160,7 @@ def run_once(n_actors: int, cells: pa.Table, envelopes: InstrumentRef, variant: 
     for rows, errors in run_model_journaled(cells, pool, summary=summary):
         done["rows"] += rows
         done["errors"] += errors
-        if time.monotonic() - last > 5:   # as a scan (cluster.scan_run): progress in the catalog at most every 5 s
+        if time.monotonic() - last > 5:   # as a scan (cluster.scan.run): progress in the catalog at most every 5 s
             u0 = time.monotonic()
             catalog.update_progress(invocation_id, "running", {"cells_this_run": cells.num_rows, **done})
             last = time.monotonic()
@@ -210,12 +210,12 @@ def busy_fraction(events: list[dict]) -> float:
 
 def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], actors_per_model: int, *, store_uri: str,
                catalog, dsn: str, work: Path, batch_size: int, sleep_s: float, meter) -> dict:
-    """One sweep as a scan runs it (``cluster.sweep.run_grid``: every model's pool at once, journal, parts,
+    """One sweep as a scan runs it (``cluster.scan.sweep.run_grid``: every model's pool at once, journal, parts,
     inference_log in the catalog, progress in the catalog at most every 5 s); CPU seconds of every process of
     the cluster before and after (``meter``), the engines' own CPU and calls (timing files)."""
     from mirrorscan.actors import registry
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     invocation_id = str(uuid.uuid4())
     timing_dir = work / f"sweep-{invocation_id[:8]}"
@@ -238,7 +238,7 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     def on_part(rows: int, errors: int, label: str) -> None:
         done["rows"] += rows
         done["errors"] += errors
-        if time.monotonic() - last[0] > 5:   # as a scan (cluster.scan_run)
+        if time.monotonic() - last[0] > 5:   # as a scan (cluster.scan.run)
             last[0] = time.monotonic()
             catalog.update_progress(invocation_id, "running", {"cells_this_run": grid.num_rows, **done})
 
@@ -288,7 +288,7 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
     busy fraction, median of ``args.sweep_runs`` runs; the head's ceiling; the batch time where busy < 0.9."""
     import sys as _sys
 
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     from proc_cpu import ClusterCPU
 
@@ -342,12 +342,12 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
 def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: ModelVariant, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.crash_journal import in_flight, round_folder
-    from mirrorscan.cluster.inference_log import InferenceLogWriter
-    from mirrorscan.cluster.inference_log_rows import log_rows_from_traces
-    from mirrorscan.cluster.pipeline import instrument_rows, render_block
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.scan.journal import in_flight, round_folder
+    from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
+    from mirrorscan.cluster.catalog.inference_rows import log_rows_from_traces
+    from mirrorscan.cluster.scan.pipeline import instrument_rows, render_block
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.trace_schema import conform, trace_schema
 
     store = open_store(store_uri)
@@ -392,7 +392,7 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
 
 def start_cluster(nodes: int, single_node: bool):
     """The simulated cluster (see the module docstring); returns the Cluster (None for --single-node)."""
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     if single_node:
         import ray
@@ -434,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray.data
 
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.catalog.client import Catalog
 
     cells, envelopes = bench_cells(max(args.cells, args.sweep_cells))
     variant = ModelVariant(label=LABEL, model="standin", backend="standin", temperature=0.0, top_p=1.0,

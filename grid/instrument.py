@@ -30,7 +30,7 @@ to add. The parts are base classes of one class, not objects held by the instrum
 config names and what travels to every worker, and its members read as ``instrument.cells(…)`` everywhere.
 (This module is longer than most: the whole contract and its documentation are here, in one place.)
 
-A dry run (``cluster.scan_plan``) states each instrument's plan from these same members, as the scan would
+A dry run (``cluster.scan.plan``) states each instrument's plan from these same members, as the scan would
 walk them: ``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
 ``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the request
 texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
@@ -169,7 +169,7 @@ class Items:
     legacy_keys: tuple[str, ...] = ()
     """Top-level config keys read into the section for configs written before sections existed."""
     stages: tuple[Stage, ...] = ()
-    """Later stages, in order, each built from the previous stage's rows (``cluster.stages`` runs them)."""
+    """Later stages, in order, each built from the previous stage's rows (``cluster.scan.stages`` runs them)."""
     appends: bool = False
     """Whether an experiment keeps one grid across its invocations: a new invocation runs only the cells no
     earlier one holds (``done_cells``, after ``check_append``), and one driver at a time runs the experiment."""

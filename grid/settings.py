@@ -235,7 +235,7 @@ class Settings:
         return settings_hash(self.to_json())
 
     def execution_json(self) -> dict:
-        """``execution`` of the stored form: what a driver start records (``cluster.runs``)."""
+        """``execution`` of the stored form: what a driver start records (``cluster.catalog.runs``)."""
         return execution(self.to_json())
 
     def shaping_differences(self, frozen: dict | Settings) -> list[str]:

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan analyze") -> int
         print(f"error: analyze {argv[0]}: the name is reserved and not implemented yet — fix: use "
               f"`mirrorscan stats` ({', '.join(STATS_COMMANDS)}) or `mirrorscan compare`", file=sys.stderr)
         return 2
-    from mirrorscan.cluster.progress import bar_wanted
+    from mirrorscan.cluster.scan.progress import bar_wanted
 
     args = build_parser(prog).parse_args(argv)
     waiting = (lambda line: print(line, file=sys.stderr, flush=True)) if bar_wanted(None) else None   # a terminal

@@ -63,11 +63,11 @@ def check_writable(folder: str) -> None:
 
 
 def _progress():
-    """A progress callback for indexing: one tqdm bar per invocation on a terminal (``cluster.progress.
+    """A progress callback for indexing: one tqdm bar per invocation on a terminal (``cluster.scan.progress.
     bar_wanted``), else one line per invocation once it is indexed (on stderr)."""
     from tqdm import tqdm
 
-    from mirrorscan.cluster.progress import bar_wanted
+    from mirrorscan.cluster.scan.progress import bar_wanted
 
     draw = bar_wanted(None)
     bars: dict[str, tqdm] = {}
@@ -93,7 +93,7 @@ def _progress():
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
     """Serve the browser until interrupted; exit code 0 after a clean stop, 2 on bad flags."""
-    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.catalog.client import resolve_dsn
     from mirrorscan.cluster.home import subdir
 
     args = build_parser(prog).parse_args(argv)

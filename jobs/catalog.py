@@ -19,8 +19,8 @@ def catalog_status() -> dict:
     """Where the home and the embedded catalog are, and whether its server runs: a dict with ``home``,
     ``catalog`` (folders), ``running`` (bool), ``pid``, ``port`` and ``dsn`` (None when stopped), and
     ``external_dsn`` (``$MIRRORSCAN_CATALOG_DSN`` with any password removed, when set)."""
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.catalog import redact_dsn
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.catalog.client import redact_dsn
     from mirrorscan.cluster.home import locate_home
 
     home = locate_home()
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if not status["running"]:
             print(f"catalog: not running ({status['catalog']})")
             return 0
-        from mirrorscan.cluster import embedded_pg
+        from mirrorscan.cluster.catalog import embedded_pg
         from mirrorscan.grid.errors import CatalogError
 
         try:

@@ -118,7 +118,7 @@ def dispatch(argv: list[str] | None = None) -> int:
     import os
 
     if not os.environ.get("RAY_ADDRESS"):   # before anything imports Ray, which reads its auth mode once
-        from mirrorscan.cluster.ray_session import local_ray_defaults
+        from mirrorscan.cluster.runtime.ray_session import local_ray_defaults
 
         local_ray_defaults()
 

@@ -1,8 +1,8 @@
 """``mirrorscan scan EXPERIMENT --dry-run``: what a scan would do, without doing any of it.
 
 It validates config.json, resolves every model without loading it, and prints the plan of the run a scan
-would execute (``cluster.scan_run.ScanRun.plan``, the same object ``scan`` runs: the hooks it walks, stage by
-stage, ``cluster.scan_plan``): per model and stage the cells, those
+would execute (``cluster.scan.run.ScanRun.plan``, the same object ``scan`` runs: the hooks it walks, stage by
+stage, ``cluster.scan.plan``): per model and stage the cells, those
 earlier invocations hold, the cells to run, the engine kind and the sampling the cells carry, the input
 tokens (model's tokenizer, where a local one is found) and an upper bound of generated tokens (Σ of the
 cells' own max_tokens: a bound, since most answers stop earlier; none for score or activations engines);
@@ -21,8 +21,8 @@ from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 def model_source_note(spec: Spec, i: int) -> str:
     """Where model ``i`` would come from, found without loading (or converting) anything."""
-    from mirrorscan.cluster.demo_model import demo_model_dir
-    from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source
+    from mirrorscan.cluster.models.demo import demo_model_dir
+    from mirrorscan.cluster.models.resolve import DEMO_MODEL_ALIAS, resolve_model_source
 
     m = spec.models[i]
     if m.backend in API_BACKENDS:
@@ -35,7 +35,7 @@ def model_source_note(spec: Spec, i: int) -> str:
 
 
 def print_plan(plans: list, out, indent: str = "    ") -> None:
-    """One line per stage of a plan (``cluster.scan_plan.StagePlan``)."""
+    """One line per stage of a plan (``cluster.scan.plan.StagePlan``)."""
 
     for p in plans:
         held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
@@ -55,9 +55,9 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring. ``as_name``: the
     experiment's name given by ``--as`` (default: its folder's)."""
     out = out or sys.stdout
-    from mirrorscan.cluster.scan_plan import unfinished_invocation
-    from mirrorscan.cluster.scan_records import ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.plan import unfinished_invocation
+    from mirrorscan.cluster.scan.records import ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.grid.spec import load_spec
 
     options = ScanOptions(max_attempts=max_attempts, store=store, catalog_dsn=catalog_dsn, check_home=as_name is None)

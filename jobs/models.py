@@ -45,7 +45,7 @@ def full_name(name: str) -> str:
 def prepare(name: str, force: bool = False, out=None) -> int:
     """Prepare packaged model ``name`` (see HELP) and print one line: where it is, and the seconds it took
     (wall clock), or that it was already prepared. Returns the exit code."""
-    from mirrorscan.cluster.models import is_prepared, packaged_folder, prepare_packaged
+    from mirrorscan.cluster.models.resolve import is_prepared, packaged_folder, prepare_packaged
 
     out = out or sys.stdout
     alias = full_name(name)
@@ -63,7 +63,7 @@ def prepare(name: str, force: bool = False, out=None) -> int:
 def show(out=None) -> int:
     """Print each packaged model, whether it is prepared, and its folder; returns 0."""
     from mirrorscan.cluster.home import subdir
-    from mirrorscan.cluster.models import TINY_SIZED_ALIAS, is_prepared, packaged_folder
+    from mirrorscan.cluster.models.resolve import TINY_SIZED_ALIAS, is_prepared, packaged_folder
 
     out = out or sys.stdout
     names = list(PACKAGED)

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="convert again even if a finished folder is already there")
     args = parser.parse_args(argv)
 
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     try:
         folder = prepare_demo_model(force=args.force)

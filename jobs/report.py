@@ -76,8 +76,8 @@ def build_parser(prog: str = "mirrorscan report") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan report") -> int:
     """CLI entry point: prints the path of each report written; returns the exit code. On a terminal (as the
-    progress bar: ``cluster.progress.bar_wanted``) it also says when it computes an analysis before the wait."""
-    from mirrorscan.cluster.progress import bar_wanted
+    progress bar: ``cluster.scan.progress.bar_wanted``) it also says when it computes an analysis before the wait."""
+    from mirrorscan.cluster.scan.progress import bar_wanted
 
     args = build_parser(prog).parse_args(argv)
 

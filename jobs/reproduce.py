@@ -54,10 +54,10 @@ def build_parser(prog: str = "mirrorscan reproduce") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan reproduce") -> int:
     """CLI entry point; returns the exit code."""
-    from mirrorscan.cluster.catalog import resolve_dsn
-    from mirrorscan.cluster.progress import bar_wanted
-    from mirrorscan.cluster.scan_records import ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
+    from mirrorscan.cluster.catalog.client import resolve_dsn
+    from mirrorscan.cluster.scan.progress import bar_wanted
+    from mirrorscan.cluster.scan.records import ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun, stop_like_ctrl_c_on_sigterm
     from mirrorscan.jobs.scan import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, print_summary
     from mirrorscan.results.diff import diff_targets, format_diff
     from mirrorscan.results.reproduce import describe, plan

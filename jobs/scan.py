@@ -1,7 +1,7 @@
 """``mirrorscan scan`` / ``python -m mirrorscan.jobs.scan``: run an experiment's grid and store every cell.
 
 The command parses its flags, validates config.json (exit 2 on any problem, nothing written), hands the spec
-and its options to the run (``cluster.scan_run.ScanRun``: record the invocation, run each stage's grid minus
+and its options to the run (``cluster.scan.run.ScanRun``: record the invocation, run each stage's grid minus
 the cells already stored through one actor pool per model, record the outcome) and prints its summary;
 ``--dry-run`` prints the same run's plan instead (``jobs.dry_run``).
 """
@@ -12,9 +12,9 @@ import argparse
 import shlex
 import sys
 
-from mirrorscan.cluster.progress import bar_wanted
-from mirrorscan.cluster.scan_records import ScanOptions, ScanResult
-from mirrorscan.cluster.scan_run import ScanRun, stop_like_ctrl_c_on_sigterm
+from mirrorscan.cluster.scan.progress import bar_wanted
+from mirrorscan.cluster.scan.records import ScanOptions, ScanResult
+from mirrorscan.cluster.scan.run import ScanRun, stop_like_ctrl_c_on_sigterm
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs.errors import reports_user_errors
 
@@ -76,7 +76,7 @@ class InterruptedBeforeRecording(KeyboardInterrupt):
 
 def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanResult:
     """Run (or resume) an experiment's grid (the folder or its config.json); return the invocation id, final
-    status, counts and traces path. ``options``: the fields of ``cluster.scan_run.ScanOptions`` (resume,
+    status, counts and traces path. ``options``: the fields of ``cluster.scan.run.ScanOptions`` (resume,
     max_attempts, store, catalog_dsn, ray_address, quiet, progress, accept_changed_probes). ``as_name`` names the
     experiment explicitly (default: its folder's name, which must not already belong to another folder's
     runs). Ctrl-C before the invocation is recorded raises ``InterruptedBeforeRecording``."""

@@ -144,7 +144,7 @@ def auroc(args) -> dict:
             groups = {plain(m): table.filter(pa.array(key == m)) for m in first_appearance(key)}
         prepared = {m: items_by_layer(t, args.score, args.label, args.layer, args.item) for m, t in groups.items()}
         if args.ray and args.model is not None:
-            from mirrorscan.cluster.stats_drivers import auroc_per_model_ray
+            from mirrorscan.cluster.runtime.stats_drivers import auroc_per_model_ray
 
             curves = auroc_per_model_ray({m: (s, lab) for m, (s, lab, _) in prepared.items()}, args.positive)
         else:
@@ -173,7 +173,7 @@ def null(args) -> dict:
     with naming(args.input):
         scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
         if args.ray:
-            from mirrorscan.cluster.stats_drivers import label_permutation_null_ray
+            from mirrorscan.cluster.runtime.stats_drivers import label_permutation_null_ray
 
             res = label_permutation_null_ray(scores, labels, args.positive, args.permutations, args.seed,
                                              args.shard_size, layers)

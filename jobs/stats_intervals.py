@@ -120,7 +120,7 @@ def costs_from(target: str, dsn: str | None = None) -> dict[str, dict]:
     """Measured cost per cell of each model label of an invocation, from the catalog's inference log: engine
     seconds per cell (each engine batch's time counted once, spread over the cells it answered) and tokens
     (prompt + completion) per cell. Raises AnalysisError when the invocation logged nothing."""
-    from mirrorscan.cluster.catalog import Catalog, resolve_dsn, resolve_invocation
+    from mirrorscan.cluster.catalog.client import Catalog, resolve_dsn, resolve_invocation
 
     with Catalog(resolve_dsn(dsn)) as catalog:
         inv = resolve_invocation(target, catalog)

@@ -43,7 +43,7 @@ def write_beside(inv: dict, command: str, result: dict) -> None:
     import time
     import uuid
 
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
 
     text = json.dumps(jsonable(result), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     path = open_store(inv["store_uri"]).write_analysis(

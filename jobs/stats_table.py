@@ -43,7 +43,7 @@ def read_table(path: str):
 def invocation_source(target: str) -> dict | None:
     """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
     has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    from mirrorscan.cluster.catalog import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
+    from mirrorscan.cluster.catalog.client import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
 
     is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
     if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
@@ -56,7 +56,7 @@ def invocation_source(target: str) -> dict | None:
 def read_input(args):
     """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
     if getattr(args, "invocation", None):
-        from mirrorscan.cluster.store import open_store
+        from mirrorscan.cluster.store.traces import open_store
         from mirrorscan.grid.instrument import resolve
         from mirrorscan.grid.settings import Settings
         from mirrorscan.grid.trace_schema import trace_schema

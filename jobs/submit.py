@@ -2,13 +2,13 @@
 
 ``submit`` validates the experiment here (a bad config exits 2 before anything reaches the cluster),
 then hands ``python -m mirrorscan.jobs.scan <experiment> …`` to Ray's Job Submission API with the runtime env of
-``runtime_env.yaml`` or another profile (working_dir = this checkout, minus caches; ``cluster/job_env.py``
+``runtime_env.yaml`` or another profile (working_dir = this checkout, minus caches; ``cluster/runtime/job_env.py``
 says where the job writes), streams the job's output and exits
 with the job's exit code. Without a cluster address (``--address`` or ``$RAY_ADDRESS``) it runs the
 scan in this process instead, exactly as ``mirrorscan scan`` would.
 
 The three verbs share this module because they share one thing, the job server connection
-(``cluster/job_submission.py``); ``jobs/cli.py`` maps each verb here and :func:`main` dispatches on the verb
+(``cluster/runtime/job_submission.py``); ``jobs/cli.py`` maps each verb here and :func:`main` dispatches on the verb
 in ``prog``.
 """
 
@@ -25,11 +25,11 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mirrorscan.cluster.job_submission import (
+from mirrorscan.cluster.runtime.job_submission import (
     EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, cluster_address, connect, experiment_in_working_dir,
     find_invocation, follow_logs, job_exit_code, job_info, load_runtime_env, refuse_secret_dsn,
     scan_entrypoint, ship_package, submit_when_ready, wait_terminal, warn_if_exposed)
-from mirrorscan.cluster.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND
+from mirrorscan.cluster.runtime.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
 
@@ -79,7 +79,7 @@ def _submit_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _runtime_env_options(p: argparse.ArgumentParser) -> None:
-    """``--profile`` / ``--runtime-env``: which runtime env the job ships (cluster/job_env.py)."""
+    """``--profile`` / ``--runtime-env``: which runtime env the job ships (cluster/runtime/job_env.py)."""
     which = p.add_mutually_exclusive_group()
     which.add_argument("--profile", metavar="NAME", help="runtime env profile: local (default, runtime_env.yaml: a head "
                                                         "on this machine, this machine's store and catalog) or cluster "
@@ -89,37 +89,37 @@ def _runtime_env_options(p: argparse.ArgumentParser) -> None:
 
 def _runtime_env_file(args: argparse.Namespace) -> str:
     """The runtime env YAML that ``--runtime-env`` or ``--profile`` names (default: the local profile's)."""
-    from mirrorscan.cluster.job_env import profile_file
+    from mirrorscan.cluster.runtime.job_env import profile_file
 
     return args.runtime_env or str(profile_file(args.profile))
 
 
 def _place(runtime_env: dict, env_file: str, address: str, **where) -> str:
-    """``cluster.job_env.place_job``: the entrypoint's prefix, or ConfigError before anything is contacted."""
-    from mirrorscan.cluster.job_env import place_job
+    """``cluster.runtime.job_env.place_job``: the entrypoint's prefix, or ConfigError before anything is contacted."""
+    from mirrorscan.cluster.runtime.job_env import place_job
 
     return place_job(runtime_env, env_file, address, **where)
 
 
 def job_progress(requested: bool | None, no_wait: bool, out) -> bool:
     """Whether the job draws its progress bar: ``requested`` (``--progress`` / ``--no-progress``), else only
-    when submit follows the job on a terminal outside CI (``cluster.progress.bar_wanted`` of ``out``), which
-    redraws it in place (``cluster.job_submission.LogFollower``); a job nobody follows logs no bar."""
-    from mirrorscan.cluster.progress import bar_wanted
+    when submit follows the job on a terminal outside CI (``cluster.scan.progress.bar_wanted`` of ``out``), which
+    redraws it in place (``cluster.runtime.job_submission.LogFollower``); a job nobody follows logs no bar."""
+    from mirrorscan.cluster.scan.progress import bar_wanted
 
     return requested if requested is not None else (not no_wait and bar_wanted(None, out))
 
 
 def job_python(prefix: str) -> str:
-    """``cluster.job_env.job_python``: the interpreter the job's entrypoint names."""
-    from mirrorscan.cluster import job_env
+    """``cluster.runtime.job_env.job_python``: the interpreter the job's entrypoint names."""
+    from mirrorscan.cluster.runtime import job_env
 
     return job_env.job_python(prefix)
 
 
 def _say_where(prefix: str) -> None:
     """One line on stderr when the job uses this machine's home (a head on this machine)."""
-    from mirrorscan.cluster.job_env import describe
+    from mirrorscan.cluster.runtime.job_env import describe
 
     if describe(prefix):
         print(describe(prefix), file=sys.stderr)
@@ -129,8 +129,8 @@ def job_scan_env(spec) -> dict[str, str]:
     """What a scan job learns of its submitter (it runs from an uploaded copy of working_dir, at a new path each
     time, with no git repository): the config.json it was submitted from, and this checkout's git commit and
     dirty state, which its invocation records as its own."""
-    from mirrorscan.cluster.provenance import SUBMITTED_GIT_ENV, git_state_text
-    from mirrorscan.cluster.scan_inputs import CONFIG_ORIGIN_ENV
+    from mirrorscan.cluster.runtime.provenance import SUBMITTED_GIT_ENV, git_state_text
+    from mirrorscan.cluster.scan.inputs import CONFIG_ORIGIN_ENV
 
     git = git_state_text()
     return {CONFIG_ORIGIN_ENV: str(Path(spec.config_path).resolve()), **({SUBMITTED_GIT_ENV: git} if git else {})}
@@ -202,7 +202,7 @@ Without an address it runs in this process.
 
 def analysis_entrypoint(stats_argv: list[str], python: str = "python") -> str:
     """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted; ``python``
-    as ``cluster.job_env.job_python`` names it), with ``--ray`` added to ``null`` and to ``auroc --model`` so
+    as ``cluster.runtime.job_env.job_python`` names it), with ``--ray`` added to ``null`` and to ``auroc --model`` so
     their work spreads over the cluster as Ray tasks."""
     args = list(stats_argv)
     if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:

@@ -1,6 +1,6 @@
 """``mirrorscan tap --upstream URL [--port P] [--host H]``: time any client's requests to an OpenAI-compatible backend.
 
-Starts Ray locally (or joins ``RAY_ADDRESS``), runs the tap (``cluster/tap.py``) on Ray Serve at
+Starts Ray locally (or joins ``RAY_ADDRESS``), runs the tap (``cluster/runtime/tap.py``) on Ray Serve at
 ``http://HOST:PORT``, prints the base URL clients should use (``http://HOST:PORT/v1``) and blocks until
 Ctrl-C, then writes the rows still pending and stops. Every inference request through the tap
 becomes one ``inference_log`` row (source 'tap') in the catalog, keyed by the request's
@@ -26,10 +26,10 @@ from mirrorscan.jobs.errors import reports_user_errors
 
 def parser(prog: str = "mirrorscan tap") -> argparse.ArgumentParser:
     """The verb's arguments."""
-    from mirrorscan.cluster.tap import DEFAULT_HOST, DEFAULT_PORT
+    from mirrorscan.cluster.runtime.tap import DEFAULT_HOST, DEFAULT_PORT
 
     p = argparse.ArgumentParser(prog=prog, description="Relay an OpenAI-compatible server and log each request's "
-                                "timing to the catalog's inference_log (see cluster/tap.py).")
+                                "timing to the catalog's inference_log (see cluster/runtime/tap.py).")
     p.add_argument("--upstream", required=True,
                    help="the backend's OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (with or without /v1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
@@ -50,7 +50,7 @@ def parser(prog: str = "mirrorscan tap") -> argparse.ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None, prog: str = "mirrorscan tap") -> int:
     """Run the tap until interrupted; exit code 0 after a clean stop."""
-    from mirrorscan.cluster.tap import start_tap, stop_tap
+    from mirrorscan.cluster.runtime.tap import start_tap, stop_tap
 
     args = parser(prog).parse_args(argv)
     if not 0 < args.port < 65536:

@@ -104,7 +104,7 @@ def write_analysis(inv: Invocation, analysis: Analysis, *, reannotate: bool = Fa
     summary.json first."""
     import pyarrow.parquet as pq
 
-    from mirrorscan.cluster.provenance import git_state
+    from mirrorscan.cluster.runtime.provenance import git_state
 
     name = inv.instrument.name
     stamp = f"{name}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"   # unique per analysis

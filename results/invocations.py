@@ -32,7 +32,7 @@ class Invocation:
     instrument: Instrument
     """The instrument its settings name (resolved)."""
     store: Any
-    """The ``cluster.store.TraceStore`` holding its traces."""
+    """The ``cluster.store.traces.TraceStore`` holding its traces."""
     traces: pa.Table
     """Every stored row (one per attempt), core columns plus the instrument's."""
     manifest: dict | None
@@ -53,9 +53,9 @@ def resolve_rows(target: str, *, dsn: str | None = None, every: bool = False) ->
     """Catalog rows of ``target``: an invocation id (or its unique start) → that one; an experiment (folder or
     name) → its newest invocation, or with ``every`` all its invocations, oldest first. ConfigError (naming
     what to run) when there is none."""
-    from mirrorscan.cluster.catalog import Catalog, resolve_invocation
+    from mirrorscan.cluster.catalog.client import Catalog, resolve_invocation
 
-    with Catalog(dsn) as catalog:   # cluster.catalog.resolve_dsn: the flag, else $MIRRORSCAN_CATALOG_DSN, else embedded
+    with Catalog(dsn) as catalog:   # cluster.catalog.client.resolve_dsn: the flag, else $MIRRORSCAN_CATALOG_DSN, else embedded
         newest = resolve_invocation(target, catalog)
         if not every or _names_invocation(target, newest):
             return [newest]
@@ -79,7 +79,7 @@ def load(target: str | dict, *, store: str | None = None, dsn: str | None = None
     from the store (``store``, default the one it recorded; a local folder that does not exist is an
     error, never created). ConfigError when it is not found, when its settings hold a key this version does not
     know, or (``need_traces``) when it has no traces there."""
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.trace_schema import trace_schema
 
     row = target if isinstance(target, dict) else resolve_rows(target, dsn=dsn)[0]
@@ -134,8 +134,8 @@ def request_timing(invocation: Invocation, dsn: str | None = None) -> tuple[pa.T
     """(timing rows of the invocation's engine requests: ``TIMING_COLUMNS``, where they come from). From the
     inference_log (catalog rows and those spilled beside the traces); when it holds none (older runs, or a
     log that was lost), from the timing columns of the trace rows themselves."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.inference_log_view import spill_dataset
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.catalog.inference_view import spill_dataset
 
     with Catalog(dsn) as catalog:
         rows = catalog.execute("SELECT label, ttft_ms, decode_tok_s, total_ms FROM inference_log "

@@ -12,25 +12,25 @@ from mirrorscan.grid.reader import Reader
 
 
 class StoreReader(Reader):
-    """The catalog (``cluster.catalog``), the trace store (``cluster.store``) and the engine classes
+    """The catalog (``cluster.catalog.client``), the trace store (``cluster.store.traces``) and the engine classes
     (``actors.registry``) of this machine, opened on demand."""
 
     def catalog(self, dsn: str | None = None):
-        """``cluster.catalog.Catalog`` at ``resolve_dsn(dsn)``."""
-        from mirrorscan.cluster.catalog import Catalog, resolve_dsn
+        """``cluster.catalog.client.Catalog`` at ``resolve_dsn(dsn)``."""
+        from mirrorscan.cluster.catalog.client import Catalog, resolve_dsn
 
         return Catalog(resolve_dsn(dsn))
 
     def invocation(self, target: str, dsn: str | None = None) -> dict:
-        """``cluster.catalog.resolve_invocation`` over the catalog at ``dsn``."""
-        from mirrorscan.cluster.catalog import resolve_invocation
+        """``cluster.catalog.client.resolve_invocation`` over the catalog at ``dsn``."""
+        from mirrorscan.cluster.catalog.client import resolve_invocation
 
         with self.catalog(dsn) as catalog:
             return resolve_invocation(target, catalog)
 
     def is_invocation_id(self, text: str) -> bool:
-        """``cluster.catalog.UUID_PATTERN`` matches the lower-cased, stripped text."""
-        from mirrorscan.cluster.catalog import UUID_PATTERN
+        """``cluster.catalog.client.UUID_PATTERN`` matches the lower-cased, stripped text."""
+        from mirrorscan.cluster.catalog.client import UUID_PATTERN
 
         return bool(UUID_PATTERN.match(text.strip().lower()))
 
@@ -41,14 +41,14 @@ class StoreReader(Reader):
         return uri or os.environ.get("MIRRORSCAN_STORE") or default_store_uri()
 
     def store(self, uri: str):
-        """``cluster.store.open_store(uri)``."""
-        from mirrorscan.cluster.store import open_store
+        """``cluster.store.traces.open_store(uri)``."""
+        from mirrorscan.cluster.store.traces import open_store
 
         return open_store(uri)
 
     def provenance(self) -> dict:
-        """``cluster.provenance.provenance()``."""
-        from mirrorscan.cluster.provenance import provenance
+        """``cluster.runtime.provenance.provenance()``."""
+        from mirrorscan.cluster.runtime.provenance import provenance
 
         return provenance()
 

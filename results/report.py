@@ -106,8 +106,8 @@ class Report:
 
 def redact(value: Any) -> Any:
     """``value`` (nested JSON) with the values of secret-named keys replaced by ``***`` and any DSN-looking
-    string passed through ``cluster.catalog.redact_dsn`` (its password removed)."""
-    from mirrorscan.cluster.catalog import redact_dsn
+    string passed through ``cluster.catalog.client.redact_dsn`` (its password removed)."""
+    from mirrorscan.cluster.catalog.client import redact_dsn
 
     if isinstance(value, dict):
         return {k: "***" if str(k).lower() in SECRET_KEYS and isinstance(v, str) and v else redact(v)
@@ -259,7 +259,7 @@ def _catalog_name() -> str:
     password, or "embedded"."""
     import os
 
-    from mirrorscan.cluster.catalog import redact_dsn
+    from mirrorscan.cluster.catalog.client import redact_dsn
 
     dsn = os.environ.get("MIRRORSCAN_CATALOG_DSN", "").strip()
     return redact_dsn(dsn) if dsn and dsn != "embedded" else "embedded (this machine's mirrorscan home)"

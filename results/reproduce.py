@@ -11,14 +11,14 @@ warning per difference it cannot restore:
   a file changed or is gone, the cells are rebuilt from the coordinates stored in the traces (first stage
   only; cells of the original with no stored row cannot be recovered), which carry the item texts the
   instrument renders (rows stored before they did cannot be rendered: reproduce refuses);
-- model sources that resolve elsewhere now, and weights whose recorded identity (``cluster.weights``)
+- model sources that resolve elsewhere now, and weights whose recorded identity (``cluster.models.weights``)
   differs from today's, or was never recorded ("unknown");
 - package versions, and the git tree (another commit, or a dirty one then or now).
 
 An imported invocation (``open_scan import``: rows from a file, no grid run) is refused in one line.
 
 Nothing here runs the grid or writes anything: the plan's spec and ``reproduction()`` make the run
-(``cluster.scan_run.ScanRun``) that ``mirrorscan reproduce`` executes as a new invocation of the same
+(``cluster.scan.run.ScanRun``) that ``mirrorscan reproduce`` executes as a new invocation of the same
 experiment (``reproduces`` recorded), or with ``--resume`` to finish an unfinished one, and ends with
 ``results.diff``.
 """
@@ -52,7 +52,7 @@ class Plan:
     model_sources: dict[str, str]
     """Label → model source resolved now (a folder, a cached hub id, or an API model's name)."""
     weights: dict[str, dict]
-    """Label → the identity of those weights now (``cluster.weights``)."""
+    """Label → the identity of those weights now (``cluster.models.weights``)."""
     items_from: str
     """ITEMS_FROM_FILES or ITEMS_FROM_TRACES."""
     cells: pa.Table | None
@@ -66,9 +66,9 @@ class Plan:
     """With ``resume``: the unfinished reproduction of ``original`` that this run finishes (its id)."""
 
     def reproduction(self):
-        """What makes the run of this plan a reproduction (``cluster.scan_records.Reproduction``): the original,
+        """What makes the run of this plan a reproduction (``cluster.scan.records.Reproduction``): the original,
         the cells, what was submitted, the model sources, the reproduction it finishes and the warnings."""
-        from mirrorscan.cluster.scan_records import Reproduction
+        from mirrorscan.cluster.scan.records import Reproduction
 
         return Reproduction(self.original.invocation_id, self.cells, self.submitted, self.model_sources, self.resumes,
                             tuple(self.warnings))
@@ -121,7 +121,7 @@ def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int]
     coordinates, with probe ids: what the grid was, without its item files. With ``order`` (``run_order``)
     they come in the order the original ran them, so that, cut at the same batch size, the reproduction's
     batches hold the same cells (left padding can move a greedy answer); else in the order read."""
-    from mirrorscan.cluster.stages import STAGE_SEP
+    from mirrorscan.cluster.scan.stages import STAGE_SEP
 
     rows = traces
     if instrument.stages:
@@ -138,7 +138,7 @@ def stored_cells(traces: pa.Table, instrument, order: dict[tuple[str, int], int]
 def submitted_config(invocation_id: str, dsn: str | None = None) -> dict | None:
     """The config as the invocation's first driver run recorded it (``scan_runs.submitted_config``: its file
     and JSON); None when none was recorded (before migration 0004)."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     with Catalog(dsn) as catalog:
         rows = catalog.execute(
@@ -160,7 +160,7 @@ def _resolve_model_sources(spec: Spec, config_file: str, recorded: dict[str, str
                            warnings: list[str]) -> dict[str, str]:
     """Each model's source now: an API model's name; else its entry resolved as a scan resolves it (relative
     paths next to the original config file), falling back to the source the original recorded."""
-    from mirrorscan.cluster.models import resolve_model_source
+    from mirrorscan.cluster.models.resolve import resolve_model_source
 
     model_sources = {}
     for i, m in enumerate(spec.models):
@@ -186,7 +186,7 @@ def _resolve_model_sources(spec: Spec, config_file: str, recorded: dict[str, str
 def _weight_warnings(spec: Spec, model_sources: dict, recorded: dict | None, warnings: list[str]) -> dict[str, dict]:
     """Today's weight identities, with a warning for each that differs from the recorded one or cannot be
     compared."""
-    from mirrorscan.cluster.weights import UNKNOWN, describe, same_weights, weights_identity
+    from mirrorscan.cluster.models.weights import UNKNOWN, describe, same_weights, weights_identity
 
     now = {}
     for m in spec.models:
@@ -207,7 +207,7 @@ def _weight_warnings(spec: Spec, model_sources: dict, recorded: dict | None, war
 
 def _provenance_warnings(row: dict, warnings: list[str]) -> None:
     """Package versions and the git tree: then (the catalog row) against now."""
-    from mirrorscan.cluster.provenance import git_state, package_versions
+    from mirrorscan.cluster.runtime.provenance import git_state, package_versions
 
     then, now = row.get("package_versions") or {}, package_versions()
     for name in sorted(set(then) | set(now)):
@@ -257,7 +257,7 @@ def unfinished_reproduction(target: str, dsn: str | None = None) -> tuple[str, s
     """(the original's id, the id of the reproduction to finish) for ``reproduce <target> --resume``: ``target``
     itself when it is an unfinished reproduction, else the newest unfinished reproduction of ``target``.
     ConfigError when there is none."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     (row,) = resolve_rows(target, dsn=dsn)
     target_id = str(row["invocation_id"])

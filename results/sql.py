@@ -34,7 +34,7 @@ EXIT_INTERRUPTED = 130
 def trace_stores(store_uri: str | None, invocations: pa.Table, default_store: str) -> tuple[list, list[str]]:
     """The stores ``sql`` reads: ``store_uri`` alone when given (it must exist); else the default store and
     every store the catalog's invocations name. Returns (open stores, notes about stores left out)."""
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
 
     if store_uri is not None:
         return [open_store(store_uri, create=False)], []
@@ -64,8 +64,8 @@ def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str |
     (a lazy dataset registered as Arrow), which external access does not restrict."""
     import duckdb
 
-    from mirrorscan.cluster import inference_log_view
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog import inference_view
+    from mirrorscan.cluster.catalog.client import Catalog
     import pyarrow.dataset as pads
 
     from mirrorscan.cluster.home import default_store_uri
@@ -74,7 +74,7 @@ def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str |
 
     with Catalog(catalog_dsn) as catalog:   # the flag, else $MIRRORSCAN_CATALOG_DSN, else the embedded one
         invocations = catalog.invocations_arrow()
-        log_rows = inference_log_view.catalog_arrow(catalog.execute)
+        log_rows = inference_view.catalog_arrow(catalog.execute)
     stores, notes = trace_stores(store_uri, invocations, default_store or default_store_uri())
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
@@ -98,9 +98,9 @@ def connect(store_uri: str | None, catalog_dsn: str | None, default_store: str |
         con.execute(f"CREATE VIEW traces_{inst.name} AS SELECT *, invocation_id AS experiment_version "
                     f"FROM traces_{inst.name}_parts WHERE instrument = '{inst.name}'")
     con.register("inference_log_catalog", log_rows)
-    con.register("inference_log_spill", union([inference_log_view.spill_dataset(s) for s in stores],
-                                              inference_log_view.SPILL_SCHEMA))
-    con.execute(inference_log_view.view_sql("inference_log_catalog", "inference_log_spill"))
+    con.register("inference_log_spill", union([inference_view.spill_dataset(s) for s in stores],
+                                              inference_view.SPILL_SCHEMA))
+    con.execute(inference_view.view_sql("inference_log_catalog", "inference_log_spill"))
     con.register("scan_invocations_arrow", invocations)
     casts = ", ".join(f"CAST({c} AS JSON) AS {c}" for c in JSON_COLUMNS if c in invocations.column_names)
     con.execute(f"CREATE VIEW scan_invocations AS SELECT * REPLACE ({casts}) FROM scan_invocations_arrow")

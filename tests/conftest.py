@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import embedded_pg
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +91,7 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MIRRORSCAN_HOME", str(REPO / ".mirrorscan"))   # where make prepared the demo model
 os.environ["MIRRORSCAN_HOME"] = str(Path(os.environ["MIRRORSCAN_HOME"]).resolve())
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-# Local Rays bind loopback (cluster.ray_session.LOOPBACK_SWITCH). Ray reads the switch once, when it is first
+# Local Rays bind loopback (cluster.runtime.ray_session.LOOPBACK_SWITCH). Ray reads the switch once, when it is first
 # imported, and a test module may import Ray before any fixture starts one: set it before any module loads.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -104,7 +104,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_DIR, os.environ.ge
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     """The converted demo model (SmolLM2-135M-Instruct, fp32 safetensors), prepared once."""
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     return prepare_demo_model()
 
@@ -112,7 +112,7 @@ def demo_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, demo_dir) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the demo tokenizer: fast and deterministic."""
-    from mirrorscan.cluster.tiny_model import build_tiny_random_model
+    from mirrorscan.cluster.models.tiny import build_tiny_random_model
 
     return build_tiny_random_model(tmp_path_factory.mktemp("tiny") / "tiny", demo_dir, seed=0)
 
@@ -166,7 +166,7 @@ def ray_local(_ray_local_session):
     ``own_ray()`` first, which shuts the shared one down; the next module's ``ray_local`` starts it again."""
     import ray
 
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     ensure_ray(num_cpus=2)   # a no-op while the shared one runs
     yield ray

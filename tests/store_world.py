@@ -18,8 +18,8 @@ LABELS = world.LABELS
 def build(root: Path, dsn: str) -> dict:
     """Write the experiment folder (``root/experiments/<name>``), the store (``root/store``) and the catalog
     row; returns the invocation id, the store folder and the experiment folder."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.settings import settings_hash
     from mirrorscan.grid.spec import load_spec

@@ -6,7 +6,7 @@ import io
 import shlex
 
 from mirrorscan.results import sql as results_sql
-from mirrorscan.cluster.scan_records import ScanResult
+from mirrorscan.cluster.scan.records import ScanResult
 from mirrorscan.jobs.scan import print_summary
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import embedded_pg
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import importlib.util, time
 from pathlib import Path
-from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import embedded_pg
 if {handler!r}:
     spec = importlib.util.spec_from_file_location("on_term", {on_term!r})
     module = importlib.util.module_from_spec(spec)

@@ -20,8 +20,8 @@ import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.runtime_env import RuntimeEnv
 
-from mirrorscan.cluster.ray_session import WORKER_ENV
-from mirrorscan.cluster.job_submission import load_runtime_env, secret_problem
+from mirrorscan.cluster.runtime.ray_session import WORKER_ENV
+from mirrorscan.cluster.runtime.job_submission import load_runtime_env, secret_problem
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_YAML = REPO / "cluster.yaml"
@@ -264,7 +264,7 @@ def test_runtime_env_upload_of_this_checkout_is_small(tmp_path):
 
 
 def test_the_local_profile_names_no_store_and_no_catalog():
-    # a job on a head on this machine uses this machine's home (cluster/job_env.py), as `mirrorscan scan` does
+    # a job on a head on this machine uses this machine's home (cluster/runtime/job_env.py), as `mirrorscan scan` does
     env_vars = yaml.safe_load(RUNTIME_ENV.read_text())["env_vars"]
     assert "MIRRORSCAN_STORE" not in env_vars and "MIRRORSCAN_CATALOG_DSN" not in env_vars
     assert env_vars["PYTHONUNBUFFERED"] == "1"

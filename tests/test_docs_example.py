@@ -102,7 +102,7 @@ def test_the_example_runs_as_the_page_says(tmp_path, demo_dir, catalog_dsn):
 
     from echo_instrument import ECHO
 
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.trace_schema import trace_schema
 
     (invocation,) = [p.name for p in (store / "echo_demo").iterdir() if p.is_dir()]

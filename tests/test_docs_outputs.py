@@ -169,7 +169,7 @@ def test_the_readmes_scan_summary_is_what_scan_prints_for_the_demo(tmp_path, mon
     """README.md's first block, the summary ``make demo``'s scan prints: the grid of experiments/demo has the
     cells the block counts (its dry run, no model run: the scan itself takes minutes), and the lines are what
     ``jobs.scan.print_summary`` — the scan's own printer — writes for a complete run of that many cells."""
-    from mirrorscan.cluster.scan_records import ScanResult
+    from mirrorscan.cluster.scan.records import ScanResult
     from mirrorscan.jobs.dry_run import dry_run
     from mirrorscan.jobs.scan import print_summary
 

@@ -27,7 +27,7 @@ def code_text(page: Path) -> str:
 
 
 def source_paths(text: str) -> set[str]:
-    """Paths into the package folders (``cluster/pipeline.py``, ``results/browse/``), placeholders left out."""
+    """Paths into the package folders (``cluster/scan/pipeline.py``, ``results/browse/``), placeholders left out."""
     found = re.findall(rf"(?<![\w./<-])((?:{'|'.join(PACKAGES)}|tests|bench|experiments|docs)/[\w./-]*)", text)
     return {p.rstrip(".") for p in found if "<" not in p and "*" not in p and "…" not in p}
 
@@ -67,14 +67,14 @@ def test_the_pages_are_found():
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_source_path_a_page_names_exists(page):
-    """``cluster/pipeline.py``, ``results/browse/``, ``tests/plugin/echo_instrument.py``: each is in the tree."""
+    """``cluster/scan/pipeline.py``, ``results/browse/``, ``tests/plugin/echo_instrument.py``: each is in the tree."""
     missing = sorted(p for p in source_paths(code_text(page)) if not (REPO / p).exists())
     assert not missing, f"{page.name} names paths that do not exist: {missing}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_module_and_attribute_a_page_names_imports(page):
-    """``grid.records.ModelVariant``, ``mirrorscan.cluster.pipeline.EXECUTOR_POLL_S``: importable as named."""
+    """``grid.records.ModelVariant``, ``mirrorscan.cluster.scan.pipeline.EXECUTOR_POLL_S``: importable as named."""
     missing = sorted(n for n in dotted_names(code_text(page)) if not resolves(n))
     assert not missing, f"{page.name} names modules or attributes that do not exist: {missing}"
 

@@ -234,7 +234,7 @@ def test_a_name_that_is_also_the_start_of_an_invocation_id_is_refused_naming_bot
     that takes a target, and the browser's invocation page, refuse it naming both rather than open either."""
     from starlette.testclient import TestClient
 
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
     from mirrorscan.results.browse import Browser, build_app
 
     inv = world["invocation_id"]

@@ -134,3 +134,43 @@ def test_the_statistics_and_the_core_never_import_ray(part):
 def test_benchmarks_import_nothing_from_the_tests():
     found = forbidden_imports(REPO, ("bench",), ("tests", "conftest"))
     assert not found, "\n".join(found)
+
+
+CLUSTER_ORDER = ("home", "store", "catalog", "models", "runtime", "scan")
+"""The subpackages of ``cluster`` (and its one root module, ``home``), lowest first (cluster/__init__.py): each
+imports only those before it."""
+
+
+def cluster_order_violations(tree: Path, order: tuple[str, ...] = CLUSTER_ORDER) -> list[str]:
+    """``file:line: a imports b`` for every import inside ``cluster`` of a subpackage at or above the importer's
+    place in ``order`` (a subpackage's own modules excepted)."""
+    rank = {name: i for i, name in enumerate(order)}
+    out = []
+    for edge in architecture.imports(tree, ("cluster",)):
+        source, target = edge.source.split("."), edge.target.split(".")
+        if len(source) < 2 or len(target) < 2 or source[1] == target[1]:
+            continue
+        if rank.get(target[1], len(order)) >= rank.get(source[1], len(order)):
+            out.append(f"{edge.path.relative_to(tree)}:{edge.line}: {edge.source} imports {edge.target} "
+                       f"(order: {' < '.join(order)})")
+    return out
+
+
+def test_the_order_checker_reports_an_upward_import_inside_cluster(tmp_path):
+    tree = write(tmp_path, {"cluster/__init__.py": "", "cluster/home.py": "",
+                            "cluster/store/__init__.py": "", "cluster/store/traces.py": "import mirrorscan.cluster.home\n",
+                            "cluster/catalog/__init__.py": "",
+                            "cluster/catalog/client.py": "from mirrorscan.cluster.store import traces\n",
+                            "cluster/scan/__init__.py": "",
+                            "cluster/scan/run.py": "from mirrorscan.cluster.catalog.client import Catalog\n",
+                            "cluster/store/s3.py": "def f():\n    from mirrorscan.cluster.scan import run\n"})
+    assert cluster_order_violations(tree) == [
+        "cluster/store/s3.py:2: cluster.store.s3 imports cluster.scan.run (order: home < store < catalog < models "
+        "< runtime < scan)"]
+
+
+def test_cluster_subpackages_import_only_those_below_them():
+    assert sorted(p.name for p in (REPO / "cluster").iterdir() if (p / "__init__.py").exists()) == \
+        sorted(CLUSTER_ORDER[1:])
+    found = cluster_order_violations(REPO)
+    assert not found, "imports against the order of cluster's subpackages:\n" + "\n".join(found)

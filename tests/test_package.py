@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster.package_upload import PARTS, package_folder, stage_package
+from mirrorscan.cluster.runtime.package_upload import PARTS, package_folder, stage_package
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for part in ("mirrorscan", *PARTS) for p in (REPO / part).rglob("*.py"))
@@ -66,7 +66,7 @@ def test_the_staged_copy_a_job_ships_imports_on_its_own(tmp_path):
     for part in PARTS:
         assert (root / part / "__init__.py").is_file()
     assert (root / "instruments" / "flinch" / "data" / "corpus.json").is_file()
-    assert (root / "cluster" / "migrations").is_dir() and not list(root.rglob("__pycache__"))
+    assert (root / "cluster" / "catalog" / "migrations").is_dir() and not list(root.rglob("__pycache__"))
     out = subprocess.run([sys.executable, "-S", "-c", "import mirrorscan.grid.ids as ids; print(ids.__file__)"],
                          cwd=tmp_path, env={"PYTHONPATH": str(root.parent)}, capture_output=True, text=True,
                          timeout=60)
@@ -88,7 +88,7 @@ def test_a_package_installed_as_one_folder_stages_too(tmp_path):
     """From a non-editable install (a wheel's layout: the parts inside ``mirrorscan/``) the staged copy is
     the same folder again. The staged copy is such a layout: staging from it must give every part once."""
     first = stage_package(tmp_path / "first")
-    probe = ("import sys, pathlib; from mirrorscan.cluster.package_upload import stage_package; "
+    probe = ("import sys, pathlib; from mirrorscan.cluster.runtime.package_upload import stage_package; "
              "root = stage_package(pathlib.Path(sys.argv[1])); "
              "print(sorted(p.name for p in root.iterdir() if p.is_dir()))")
     out = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path / "second")], cwd=tmp_path,

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = ("cluster/migrations/", "results/browse/static/", "instruments/forced_choice/data/",
+DATA = ("cluster/catalog/migrations/", "results/browse/static/", "instruments/forced_choice/data/",
         "instruments/flinch/data/", "instruments/lens/data/", "instruments/open_scan/data/")
 """Folders whose every tracked file is read at run time from the installed package."""
 

@@ -15,8 +15,8 @@ MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")
 
 
 def test_importing_packages_imports_neither_torch_nor_vllm():
-    code = ("import sys, grid, grid.spec, grid.cells, cluster.store, cluster.catalog, cluster.pipeline, "
-            "cluster.models, actors.registry, jobs.scan, jobs.sql, jobs.cli, analysis; "
+    code = ("import sys, grid, grid.spec, grid.cells, cluster.store.traces, cluster.catalog.client, cluster.scan.pipeline, "
+            "cluster.models.resolve, actors.registry, jobs.scan, jobs.sql, jobs.cli, analysis; "
             "bad = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -58,7 +58,7 @@ def previous(tmp_path_factory, pg_dsn, demo_dir):
 
 def with_models(home: Path) -> str:
     """``home`` holding ``models/<name>`` links to the packaged models (``MODELS``) prepared in the tests' home."""
-    from mirrorscan.cluster.models import prepare_packaged
+    from mirrorscan.cluster.models.resolve import prepare_packaged
 
     (home / "models").mkdir(parents=True, exist_ok=True)
     for alias in MODELS:
@@ -269,7 +269,7 @@ def test_a_new_open_scan_scan_finds_every_cell_held_by_the_previous_release(prev
 
 
 def test_the_catalog_is_brought_to_this_code_s_migrations(previous, capsys):
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     _, _, dsn = previous
     old = {int(v) for v in re.findall(r"INSERT INTO public\.schema_migrations VALUES \((\d+),",
@@ -286,6 +286,6 @@ def test_the_catalog_is_brought_to_this_code_s_migrations(previous, capsys):
 
 def migrations_folder() -> Path:
     """The folder of this code's catalog migrations."""
-    import mirrorscan.cluster.catalog as catalog_module
+    import mirrorscan.cluster.catalog.client as catalog_module
 
     return Path(catalog_module.__file__).parent / "migrations"

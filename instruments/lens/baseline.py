@@ -78,7 +78,7 @@ def surface_lines(surface: dict) -> list[str]:
 
 
 PLUMBING_PREFIX = "tiny-random-llama"
-"""Folder names of the packaged random models (``cluster.models``: ``packaged:tiny-random-llama…``)."""
+"""Folder names of the packaged random models (``cluster.models.resolve``: ``packaged:tiny-random-llama…``)."""
 
 
 def plumbing_note(sources: dict) -> str | None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from mirrorscan.cluster.catalog import CONNECT_TIMEOUT_S, UUID_PATTERN, redact_dsn
+from mirrorscan.cluster.catalog.client import CONNECT_TIMEOUT_S, UUID_PATTERN, redact_dsn
 from mirrorscan.grid.errors import CatalogError
 
 TIMING_ROWS_MAX = 1_000_000
@@ -26,7 +26,7 @@ class ReadOnlyCatalog:
     """Read-only queries over ``scan_invocations`` and ``inference_log``."""
 
     def __init__(self, dsn: str):
-        """``dsn``: a resolved DSN (``cluster.catalog.resolve_dsn``); nothing connects until the first query."""
+        """``dsn``: a resolved DSN (``cluster.catalog.client.resolve_dsn``); nothing connects until the first query."""
         self.dsn = dsn
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()

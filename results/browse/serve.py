@@ -17,7 +17,7 @@ def start(catalog_dsn: str, index_dir: str, *, store: str | None, refresh_s: flo
     """Run the browser on Ray Serve (Ray started locally when not running); returns its URL."""
     from ray import serve
 
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     def build():
         from mirrorscan.results.browse.app import build_app

@@ -124,7 +124,7 @@ class Browser:
 
     def open_store(self, uri: str):
         """The store at ``uri``, opened once (never created: a missing one is a ConfigError)."""
-        from mirrorscan.cluster.store import open_store
+        from mirrorscan.cluster.store.traces import open_store
 
         with self._lock:
             if uri not in self._stores:
@@ -133,9 +133,9 @@ class Browser:
 
     def resolve_id(self, target: str) -> str:
         """The invocation id ``target`` names (a whole id or its unique start, as every verb reads it:
-        ``cluster.catalog.match_invocation_id``); NotFound for an unknown one, an ambiguous start (naming the
-        candidates), or a start that is also an experiment's name (naming both: ``cluster.catalog.TARGET_RULE``)."""
-        from mirrorscan.cluster.catalog import UUID_PATTERN, match_invocation_id, named_both
+        ``cluster.catalog.client.match_invocation_id``); NotFound for an unknown one, an ambiguous start (naming the
+        candidates), or a start that is also an experiment's name (naming both: ``cluster.catalog.client.TARGET_RULE``)."""
+        from mirrorscan.cluster.catalog.client import UUID_PATTERN, match_invocation_id, named_both
 
         try:
             found = match_invocation_id(target, self.catalog.ids_starting)
@@ -376,7 +376,7 @@ def _one_row(parquet: pq.ParquetFile, row: int) -> pa.Table | None:
 def timing(browser: Browser, inv: Indexed | None) -> list:
     """Per-endpoint timing (``results.browse.timing.per_endpoint``) of one invocation's requests (catalog rows
     and the rows spilled beside its traces), or of every request in the catalog when ``inv`` is None."""
-    from mirrorscan.cluster.inference_log_view import spill_dataset
+    from mirrorscan.cluster.catalog.inference_view import spill_dataset
     from mirrorscan.results.browse.timing import gather, per_endpoint
 
     invocation_id = inv.row["invocation_id"] if inv is not None else None

@@ -39,11 +39,11 @@ def test_a_placed_model_scores_as_the_model_on_one_device(tiny_dir, device_map):
 
 
 def test_the_pool_reserves_the_models_gpus(tiny_dir):
-    """What the model's actor pool asks Ray for (``cluster.pipeline.engine_resources``) carries num_gpus, and an
+    """What the model's actor pool asks Ray for (``cluster.scan.pipeline.engine_resources``) carries num_gpus, and an
     actor started with it holds that many GPUs, loads the placed model and scores."""
     import ray
 
-    from mirrorscan.cluster.pipeline import engine_resources
+    from mirrorscan.cluster.scan.pipeline import engine_resources
     from conftest import own_ray
 
     big = variant(tiny_dir, device="cuda", device_map="auto", num_gpus=2, memory_gb=0.5)

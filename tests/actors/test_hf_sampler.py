@@ -193,7 +193,7 @@ def test_max_tokens_that_leave_no_room_in_the_context_are_refused(tmp_path, tiny
 
     from mirrorscan.grid.errors import ConfigError
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.cluster.preflight import check_context
+    from mirrorscan.cluster.scan.preflight import check_context
 
     folder = tmp_path / "exp"
     folder.mkdir()

@@ -52,7 +52,7 @@ def sentencepiece_dir(tmp_path_factory):
     from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
 
-    from mirrorscan.cluster.tiny_model import build_tiny_random_model
+    from mirrorscan.cluster.models.tiny import build_tiny_random_model
 
     raw = Tokenizer(models.Unigram())
     raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")   # word pieces

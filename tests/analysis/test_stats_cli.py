@@ -279,6 +279,6 @@ def test_other_reserved_names_are_refused_with_the_available_ones(capsys):
 
 
 def test_importing_the_cli_and_drivers_does_not_import_ray():
-    code = ("import sys, mirrorscan.jobs.stats, mirrorscan.cluster.stats_drivers, mirrorscan.analysis.plotting; "
+    code = ("import sys, mirrorscan.jobs.stats, mirrorscan.cluster.runtime.stats_drivers, mirrorscan.analysis.plotting; "
             "assert 'ray' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -101,7 +101,7 @@ def test_plan_for_a_budget_and_refusals(capsys, scores):
 
 def test_costs_are_measured_from_the_inference_log(capsys, scores, pg_dsn, monkeypatch):
     """Each model's engine seconds per cell from a real catalog: a batch's time counts once for its cells."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     dsn = new_database(pg_dsn)
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", dsn)

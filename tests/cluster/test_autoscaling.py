@@ -26,7 +26,7 @@ import pytest
 import standin_engine as standin
 
 from mirrorscan.actors import registry
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.own_ray]
 EXPERIMENT = "autoscale"
@@ -64,7 +64,7 @@ def autoscaling(tmp_path_factory):
     from ray._common.network_utils import build_address
     from ray.cluster_utils import Cluster
 
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
     from conftest import own_ray
 
     own_ray()
@@ -114,7 +114,7 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 1.0) -> bool:
 
 
 def test_sweep_adds_gpu_nodes_and_releases_them_after(tmp_path, autoscaling, monkeypatch):
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     monkeypatch.setitem(registry.ENGINES, ("generate", "standin"), ("standin_engine", "SleepEngine"))
     assert gpu_nodes() == set(), "min_workers 0: no GPU node before the sweep"

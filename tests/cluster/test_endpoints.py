@@ -1,4 +1,4 @@
-"""Requests in flight per endpoint across a sweep (``cluster.endpoints``): labels that share an endpoint share
+"""Requests in flight per endpoint across a sweep (``cluster.scan.endpoints``): labels that share an endpoint share
 its bound while their pools run side by side."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from mirrorscan.actors.http_common import per_actor_concurrency
-from mirrorscan.cluster.endpoints import share_endpoints
+from mirrorscan.cluster.scan.endpoints import share_endpoints
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.records import ModelVariant
 
@@ -77,8 +77,8 @@ def test_two_labels_on_one_endpoint_never_exceed_its_bound_when_their_pools_run_
     from anthropic_server import FaultServer
     import standin_engine as standin
 
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     labels = ("tier-low", "tier-high")
     cells, instrument = standin.grid_cells(list(labels), n_pairs=3)   # 12 cells per label: ~18 s each

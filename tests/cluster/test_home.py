@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import embedded_pg
 from mirrorscan.cluster.home import PROJECT_FOLDER, locate_home, user_data_home
 
 MIRRORSCAN = str(Path(sys.executable).parent / "mirrorscan")

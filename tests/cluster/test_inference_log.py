@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster import embedded_pg
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.inference_log import InferenceLogWriter
-from mirrorscan.cluster.inference_log_rows import LOG_COLUMNS, SPILL_SCHEMA, log_rows_from_traces
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog import embedded_pg
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
+from mirrorscan.cluster.catalog.inference_rows import LOG_COLUMNS, SPILL_SCHEMA, log_rows_from_traces
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.trace_schema import to_trace_table
@@ -140,7 +140,7 @@ def test_the_log_is_append_only(catalog_dsn, tmp_path):
 def test_unreachable_catalog_spills_every_row_to_parquet_with_a_warning(tmp_path, caplog):
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
     writer = InferenceLogWriter(closed_dsn(), store, "exp", inv, "t", flush_rows=64, retry_s=0.5)
-    with caplog.at_level(logging.WARNING, logger="mirrorscan.cluster.inference_log"):
+    with caplog.at_level(logging.WARNING, logger="mirrorscan.cluster.catalog.inference_writer"):
         for start in range(0, 300, 50):
             writer.add([log_row(i, inv) for i in range(start, start + 50)])
         assert writer.flush(60)
@@ -266,7 +266,7 @@ def test_scan_writes_one_log_row_per_trace_row(tmp_path, tiny_dir, catalog_dsn, 
 
 def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_path, tiny_dir, ray_local):
     from mirrorscan.actors.hf_sampler import HFSampler
-    from mirrorscan.cluster.pipeline import Pool, run_model
+    from mirrorscan.cluster.scan.pipeline import Pool, run_model
     from fc_grid import fc_cells, fc_ref
 
     pairs = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"],
@@ -306,8 +306,8 @@ class StandInEngine:
 
 
 def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp_path, monkeypatch):
-    from mirrorscan.cluster import pipeline
-    from mirrorscan.cluster.pipeline import Pool, StoringEngine
+    from mirrorscan.cluster.scan import pipeline
+    from mirrorscan.cluster.scan.pipeline import Pool, StoringEngine
 
     monkeypatch.setattr(pipeline, "LOG_CLOSE_S", 4.0)   # teardown spills after half of it (30 s in a run)
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
@@ -345,7 +345,7 @@ def outage_experiment(tmp_path: Path, tiny_dir: Path) -> Path:
 def catalog_down_while_cells_run(monkeypatch, root: Path, *, back_after: bool) -> None:
     """The catalog server stops once the invocation is recorded, before any cell runs; it is started again
     when the cells are done (``back_after``) or stays down."""
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.run import ScanRun
 
     original = ScanRun.run_cells
     # the driver cannot renew its lease while the catalog is down; these tests are about the traces and log
@@ -387,7 +387,7 @@ def test_scan_whose_catalog_comes_back_records_its_status(own_server, tmp_path, 
 
 def test_scan_whose_catalog_stays_down_keeps_its_outcome_and_resume_records_it(own_server, tmp_path, tiny_dir,
                                                                             ray_local, monkeypatch, capsys):
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.jobs import scan
 
     root, dsn = own_server

@@ -20,10 +20,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mirrorscan.cluster import demo_model, model_folders, models  # noqa: E402
-from mirrorscan.cluster.demo_model import demo_gguf_path, prepare_demo_model  # noqa: E402
-from mirrorscan.cluster.models import DEMO_MODEL_ALIAS, resolve_model_source  # noqa: E402
-from mirrorscan.cluster.tiny_model import build_tiny_random_model  # noqa: E402
+from mirrorscan.cluster.models import demo as demo_model, folders as model_folders, resolve as models  # noqa: E402
+from mirrorscan.cluster.models.demo import demo_gguf_path, prepare_demo_model  # noqa: E402
+from mirrorscan.cluster.models.resolve import DEMO_MODEL_ALIAS, resolve_model_source  # noqa: E402
+from mirrorscan.cluster.models.tiny import build_tiny_random_model  # noqa: E402
 from mirrorscan.grid.errors import ConfigError  # noqa: E402
 
 torch.set_num_threads(1)
@@ -47,7 +47,7 @@ def _greedy(model, tokenizer, chats, max_new_tokens=12) -> list[list[int]]:
 
 
 def test_import_loads_neither_torch_nor_transformers():
-    code = "import sys, cluster.models; assert not {'torch', 'transformers'} & set(sys.modules), sys.modules.keys()"
+    code = "import sys, cluster.models.resolve; assert not {'torch', 'transformers'} & set(sys.modules), sys.modules.keys()"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -162,7 +162,7 @@ def test_concurrent_builders_build_once(tmp_path):
     script = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from mirrorscan.cluster import model_folders
+        from mirrorscan.cluster.models import folders as model_folders
         log = Path({str(tmp_path / "builds.log")!r})
         def build(out):
             with open(log, "a") as handle:
@@ -280,7 +280,7 @@ def test_the_packaged_tiny_model_is_built_once_and_the_same_everywhere(tmp_path,
     use; a second resolve reuses it, and a build in another home gives byte-identical weights."""
     import hashlib
 
-    from mirrorscan.cluster.models import TINY_MODEL_ALIAS, resolve_model_source
+    from mirrorscan.cluster.models.resolve import TINY_MODEL_ALIAS, resolve_model_source
 
     first = Path(resolve_model_source(TINY_MODEL_ALIAS, "config.json", "models[1].model"))
     assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
@@ -300,7 +300,7 @@ def test_a_sized_tiny_alias_builds_that_size_and_seed(tmp_path, monkeypatch, dem
     """``packaged:tiny-random-llama-<blocks>x<width>-s<seed>``: the plumbing models of the lens design demo."""
     import json
 
-    from mirrorscan.cluster.models import resolve_model_source
+    from mirrorscan.cluster.models.resolve import resolve_model_source
 
     monkeypatch.setenv("MIRRORSCAN_HOME", str(tmp_path / "home"))
     (tmp_path / "home" / "models").mkdir(parents=True)
@@ -319,7 +319,7 @@ def test_an_engine_is_given_its_tokenizer_resolved_and_nothing_else_changed(demo
     """The run resolves a model entry's ``tokenizer`` before its engines start (they load it as given): a
     packaged alias to its prepared folder, a relative folder to an absolute one; a bad name is the config's
     error, naming the field."""
-    from mirrorscan.cluster.models import engine_variant
+    from mirrorscan.cluster.models.resolve import engine_variant
     from mirrorscan.grid.records import ModelVariant
 
     plain = ModelVariant(label="a", model="m", backend="openai")

@@ -3,7 +3,7 @@
 ``ray.cluster_utils.Cluster``: a head with no CPUs (the driver only) and two worker nodes with two CPUs
 and one ``fake_gpu`` each (a custom resource standing in for a GPU). The engine is the stand-in of
 ``standin_engine`` (no model, 50–100 ms per batch, real trace rows), one actor per fake GPU, run
-through ``cluster.sweep.run_grid`` exactly as a scan does (registered as backend "standin"):
+through ``cluster.scan.sweep.run_grid`` exactly as a scan does (registered as backend "standin"):
 
 (a) the grid spreads over both nodes and every row says which node and actor answered it;
 (c) an actor that dies on a poison cell: that cell ends as error rows (one per attempt), its
@@ -27,8 +27,8 @@ import pytest
 import standin_engine as standin
 
 from mirrorscan.actors import registry
-from mirrorscan.cluster.crash_journal import DIED, INFLIGHT
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.scan.journal import DIED, INFLIGHT
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.cells import plan_attempts
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.own_ray]
@@ -41,7 +41,7 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    from mirrorscan.cluster.ray_session import ensure_ray
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     from conftest import own_ray
 
@@ -69,7 +69,7 @@ def standin_backend(monkeypatch):
 def run_sweep(tmp_path, variant, cells: pa.Table, instrument, *, batch_size: int = 8,
               on_part=None) -> tuple[object, str]:
     """Run ``cells`` of one stand-in variant through run_grid into a fresh store; return (store, invocation)."""
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     invocation_id = str(uuid.uuid4())
     store_uri = str(tmp_path / "store")
@@ -99,7 +99,7 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
     import ray.data
     from ray.data._internal.execution import streaming_executor_state
 
-    from mirrorscan.cluster.pipeline import EXECUTOR_POLL_S
+    from mirrorscan.cluster.scan.pipeline import EXECUTOR_POLL_S
 
     _, workers = cluster
     monkeypatch.setattr(streaming_executor_state, "WAIT_FOR_TASK_COMPLETION_TIMEOUT_S", 0.1)   # Ray's own
@@ -120,7 +120,7 @@ def test_a_grid_spreads_over_nodes_and_rows_say_where(tmp_path, cluster, standin
     pairs = set(zip(rows["actor_id"].to_pylist(), rows["node_id"].to_pylist()))
     actors = {a for a, _ in pairs}
     assert None not in actors and len(actors) == len(pairs) == 2   # one actor per fake GPU, each on one node
-    # the sweep's driver set its executor's wait (cluster.pipeline.executor_poll) on the path a scan runs
+    # the sweep's driver set its executor's wait (cluster.scan.pipeline.executor_poll) on the path a scan runs
     assert streaming_executor_state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S == EXECUTOR_POLL_S
 
 
@@ -174,7 +174,7 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     once, so their engine calls overlap (one after the other they could not: the first pool's actor waits
     at the rendezvous for the second's, in vain, and then answers alone), and the caller hears parts of both
     models, interleaved, each with its label."""
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     meet = tmp_path / "rendezvous"   # each actor waits on its first batch until both have one
     meet.mkdir()
@@ -236,7 +236,7 @@ def test_d_tensor_parallel_pools_release_their_placement_groups(tmp_path, cluste
     import ray
     from ray.util.placement_group import placement_group_table
 
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     c, _ = cluster
     c.add_node(num_cpus=2, resources={standin.FAKE_GPU: 2})
@@ -265,7 +265,7 @@ def test_f_models_that_fit_one_at_a_time_take_turns(tmp_path, cluster, standin_b
     first pool ends and removes its group, so no engine call of the two overlaps, and both finish."""
     import ray
 
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     def big_nodes() -> int:
         return sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get(standin.FAKE_GPU, 0) >= 2)

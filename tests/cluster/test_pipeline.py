@@ -1,4 +1,4 @@
-"""The driver side of ``cluster.pipeline``: the wait of Ray Data's scheduling loop that ``run_model`` sets.
+"""The driver side of ``cluster.scan.pipeline``: the wait of Ray Data's scheduling loop that ``run_model`` sets.
 
 What the longer wait saves is a benchmark figure (``bench/scale.py --study sweep``, driver CPU); what is
 tested here is that the setting reaches the loop of the Ray release installed, so a release that renames it
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ray.data._internal.execution import streaming_executor_state as state
 
-from mirrorscan.cluster.pipeline import EXECUTOR_POLL_S, executor_poll
+from mirrorscan.cluster.scan.pipeline import EXECUTOR_POLL_S, executor_poll
 
 
 def test_the_scheduling_loop_reads_the_wait_that_executor_poll_sets():

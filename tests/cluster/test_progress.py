@@ -1,11 +1,11 @@
-"""The scan's progress bar text names each model that is loading or running (``cluster.progress``)."""
+"""The scan's progress bar text names each model that is loading or running (``cluster.scan.progress``)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 from mirrorscan.grid.records import ModelVariant
-from mirrorscan.cluster.progress import ModelProgress
+from mirrorscan.cluster.scan.progress import ModelProgress
 
 
 def test_each_running_model_is_named_with_its_own_count_and_finished_ones_leave():

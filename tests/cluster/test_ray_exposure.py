@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorscan.cluster.ray_session import beyond_loopback, exposure_warning
+from mirrorscan.cluster.runtime.ray_session import beyond_loopback, exposure_warning
 
 
 @pytest.mark.parametrize("address,reachable", [
@@ -48,7 +48,7 @@ def test_a_ray_started_in_cluster_mode_with_auth_off_is_reported_reachable_by_wh
 
     code = ("import json, ray\n"
             "ray.init(address='local', num_cpus=1, include_dashboard=False, logging_level='ERROR')\n"
-            "from mirrorscan.cluster.ray_session import joined_cluster_warning\n"
+            "from mirrorscan.cluster.runtime.ray_session import joined_cluster_warning\n"
             "nodes = [n['NodeManagerAddress'] for n in ray.nodes()]\n"
             "print(json.dumps({'nodes': nodes, 'warning': joined_cluster_warning()}))\n"
             "ray.shutdown()\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mirrorscan.cluster.resources import Capacity, ResourceWatch, assess, check_resources, local_capacity
+from mirrorscan.cluster.scan.resources import Capacity, ResourceWatch, assess, check_resources, local_capacity
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.spec import load_spec
 
@@ -62,8 +62,8 @@ def test_a_cuda_model_on_a_machine_without_gpu_is_refused_at_once(tmp_path, tiny
 
 @pytest.mark.timeout(300)
 def test_the_running_ray_is_what_a_scan_is_held_against(tmp_path, tiny_dir, catalog_dsn, ray_local):
-    from mirrorscan.cluster.scan_records import ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.records import ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun
 
     exp = cuda_experiment(tmp_path, str(tiny_dir), device="cpu", memory_gb=4096)   # 4 TiB: no node has it
     run = ScanRun(load_spec(exp), ScanOptions(store=str(tmp_path / "store"), catalog_dsn=catalog_dsn, quiet=True))
@@ -123,7 +123,7 @@ def test_a_wait_ends_when_a_node_joins_or_runs_out_after_resource_wait_s():
 
 
 def test_resource_wait_s_comes_from_the_environment(monkeypatch):
-    from mirrorscan.cluster.resources import RESOURCE_WAIT_S, resource_wait_s
+    from mirrorscan.cluster.scan.resources import RESOURCE_WAIT_S, resource_wait_s
 
     monkeypatch.delenv("MIRRORSCAN_RESOURCE_WAIT_S", raising=False)
     assert resource_wait_s() == RESOURCE_WAIT_S == 600
@@ -136,7 +136,7 @@ def test_resource_wait_s_comes_from_the_environment(monkeypatch):
 
 def test_http_engines_are_counted_as_their_ray_resources_ask():
     from mirrorscan.actors.registry import ENGINES, engine_class
-    from mirrorscan.cluster.resources import API_ENGINE_CPUS
+    from mirrorscan.cluster.scan.resources import API_ENGINE_CPUS
     from mirrorscan.grid.spec import API_BACKENDS
 
     http = [(kind, backend) for kind, backend in ENGINES if backend in API_BACKENDS]
@@ -152,9 +152,9 @@ def test_a_model_only_an_autoscaler_can_place_says_what_it_waits_for_and_the_wai
 
     from tqdm import tqdm
 
-    from mirrorscan.cluster import resources
-    from mirrorscan.cluster.progress import ModelProgress
-    from mirrorscan.cluster.stages import grid_cells
+    from mirrorscan.cluster.scan import resources
+    from mirrorscan.cluster.scan.progress import ModelProgress
+    from mirrorscan.cluster.scan.stages import grid_cells
 
     spec = load_spec(cuda_experiment(tmp_path, str(tiny_dir)))
     settings = spec.settings()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mirrorscan.cluster.row_index import read_successful_rows, write_index
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.row_index import read_successful_rows, write_index
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 COLUMNS = ["invocation_id", "probe_id", "sample", "label", "error"]

@@ -8,7 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from mirrorscan.cluster.run_log import RunLog, attach_ray_output
+from mirrorscan.cluster.scan.log import RunLog, attach_ray_output
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ def test_descriptor_level_output_goes_to_the_log_and_python_messages_to_the_term
     log = tmp_path / "inv" / "scan.log"
     script = textwrap.dedent(f"""
         import os, sys
-        from mirrorscan.cluster.run_log import RunLog
+        from mirrorscan.cluster.scan.log import RunLog
         with RunLog({str(log)!r}):
             os.write(2, b"[E core_worker.cc:2465] engine noise\\n")
             print("warning: the user must see this", file=sys.stderr)

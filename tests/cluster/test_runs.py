@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from mirrorscan.cluster import runs
-from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.catalog import runs
+from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.grid.errors import CatalogError, ConfigError
 
 
@@ -104,7 +104,7 @@ def test_the_heartbeat_renews_and_a_driver_that_cannot_renew_stops(invocation):
 
 def test_a_resume_while_another_hosts_driver_runs_is_refused_then_takes_over_a_stale_lease(tmp_path, tiny_dir,
                                                                                           catalog_dsn, monkeypatch):
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.jobs import scan
 
     exp = tmp_path / "leased"

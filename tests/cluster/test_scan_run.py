@@ -10,12 +10,12 @@ import uuid
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.scan_inputs import content_hashes
-from mirrorscan.cluster.scan_records import ScanOptions
-from mirrorscan.cluster.scan_run import ScanRun
-from mirrorscan.cluster.stages import grid_cells
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.scan.inputs import content_hashes
+from mirrorscan.cluster.scan.records import ScanOptions
+from mirrorscan.cluster.scan.run import ScanRun
+from mirrorscan.cluster.scan.stages import grid_cells
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs.dry_run import dry_run, print_plan

@@ -15,7 +15,7 @@ from mirrorscan.analysis.bootstrap import AurocBootstrapData, auroc_bootstrap_sh
 from mirrorscan.analysis.concordance import concordance_data, kendall_w_permutation_shard
 from mirrorscan.analysis.nulls import label_permutation_data, label_permutation_null, label_permutation_shard
 from mirrorscan.analysis.resampling import plan_shards, run_local
-from mirrorscan.cluster.stats_drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
+from mirrorscan.cluster.runtime.stats_drivers import auroc_per_model_ray, label_permutation_null_ray, run_ray
 
 N_DRAWS, SHARD, SEED = 2300, 500, 20261129       # 5 shards, the last one short
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pyarrow.parquet as pq
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.instrument import known_trace_schema
 from mirrorscan.grid.trace_schema import to_trace_table
 

@@ -13,7 +13,7 @@ def test_core_columns_are_read_without_importing_an_instrument(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys
         import pyarrow as pa
-        from mirrorscan.cluster.store import open_store
+        from mirrorscan.cluster.store.traces import open_store
         from mirrorscan.grid.trace_schema import conform, trace_schema
 
         store = open_store({str(tmp_path / "store")!r})

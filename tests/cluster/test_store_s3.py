@@ -25,8 +25,8 @@ import botocore.exceptions
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster import s3
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store import s3
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import known_trace_schema
 from mirrorscan.grid.trace_schema import to_trace_table
@@ -212,7 +212,7 @@ def test_a_put_that_landed_but_lost_its_answer_is_not_duplicated(s3_uri, caplog)
             raise botocore.exceptions.ConnectionClosedError(endpoint_url="simulated lost answer")
 
     client.meta.events.register("after-call.s3.PutObject", lose_first_answer)
-    with caplog.at_level(logging.INFO, logger="mirrorscan.cluster.s3"):
+    with caplog.at_level(logging.INFO, logger="mirrorscan.cluster.store.s3"):
         path = store.write_part(to_trace_table(rows(3)), "exp", "inv", "w1")
     client.meta.events.unregister("after-call.s3.PutObject", lose_first_answer)
     assert answers["n"] == 2 and store.list_parts("exp", "inv") == [path]
@@ -256,7 +256,7 @@ def test_write_survives_a_server_restart(tmp_path, monkeypatch, caplog):
             except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
                 result["error"] = exc
 
-        with caplog.at_level(logging.WARNING, logger="mirrorscan.cluster.s3"):
+        with caplog.at_level(logging.WARNING, logger="mirrorscan.cluster.store.s3"):
             thread = threading.Thread(target=write)
             thread.start()
             time.sleep(1.5)
@@ -359,7 +359,7 @@ def test_multipart_etag_matches_the_servers(s3_uri):
 
 
 def test_sql_reads_traces_from_s3(s3_uri, catalog_dsn):
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
     from mirrorscan.results import sql as results_sql
 
     store = open_store(s3_uri)
@@ -383,8 +383,8 @@ def test_a_sweep_writing_to_s3_survives_a_restart_after_its_first_part(tmp_path,
     import standin_engine as standin
 
     from mirrorscan.actors import registry
-    from mirrorscan.cluster.ray_session import ensure_ray
-    from mirrorscan.cluster.sweep import Sweep, run_grid
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
+    from mirrorscan.cluster.scan.sweep import Sweep, run_grid
     from conftest import own_ray
     from tests.s3_server import WeedMini
 

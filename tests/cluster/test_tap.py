@@ -1,4 +1,4 @@
-"""The tap (cluster/tap.py) in front of vLLM's real OpenAI-compatible server, with real Ray Serve and a real catalog.
+"""The tap (cluster/runtime/tap.py) in front of vLLM's real OpenAI-compatible server, with real Ray Serve and a real catalog.
 
 The upstream is vLLM's own server (CPU build, float32, the demo model as "smollm2", greedy), the session
 ``vllm_server``, which requires an API key, so that forwarding of the Authorization header is observable. Every request carries the key, as a real client's would.
@@ -30,7 +30,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from mirrorscan.actors.streaming import timing_problems
-from mirrorscan.cluster import embedded_pg
+from mirrorscan.cluster.catalog import embedded_pg
 from conftest import free_port
 
 API_KEY = os.environ.setdefault("MIRRORSCAN_TEST_VLLM_KEY", f"sk-test-{uuid.uuid4().hex}")
@@ -96,7 +96,7 @@ class Tap(NamedTuple):
 @pytest.fixture(scope="module")
 def tap(ray_local, vllm_server, tap_db, tmp_path_factory):
     """The tap on Ray Serve in front of ``vllm_server``; Serve is shut down after the module."""
-    from mirrorscan.cluster.tap import start_tap, stop_tap
+    from mirrorscan.cluster.runtime.tap import start_tap, stop_tap
 
     store = str(tmp_path_factory.mktemp("tap-store"))
     yield Tap(start_tap(vllm_server, port=free_port(), catalog_dsn=tap_db, store=store), tap_db)
@@ -105,7 +105,7 @@ def tap(ray_local, vllm_server, tap_db, tmp_path_factory):
 
 def rows_for(dsn: str, probe_ids: list[str]) -> list[dict]:
     """The tap's inference_log rows for ``probe_ids`` (after making the tap write what it holds)."""
-    from mirrorscan.cluster.tap import flush_tap
+    from mirrorscan.cluster.runtime.tap import flush_tap
 
     assert flush_tap(60.0)
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
@@ -160,9 +160,9 @@ def test_rows_logged_while_the_catalog_is_down_are_spilled_at_shutdown(ray_local
     while the replica shut down: at the writer's retry limit or its close deadline, whichever came first),
     and ``mirrorscan sql`` shows them (stored_in 'spill') beside the row the catalog took while it was up.
     Without a spill store the writer drops such rows at shutdown ("row(s) lost")."""
-    from mirrorscan.cluster.inference_log_view import spill_dataset, spill_parts
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.tap import TAP_EXPERIMENT, flush_tap, start_tap, stop_tap
+    from mirrorscan.cluster.catalog.inference_view import spill_dataset, spill_parts
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.runtime.tap import TAP_EXPERIMENT, flush_tap, start_tap, stop_tap
     from mirrorscan.results import sql as results_sql
 
     root, dsn = own_catalog_server
@@ -318,7 +318,7 @@ def test_auth_forwarded_never_logged(tap, vllm_server):
 
 def test_sse_parser_is_independent_of_read_boundaries():
     """Events split across reads at every byte (CRLF line ends, multi-line data, comments) parse the same."""
-    from mirrorscan.cluster.tap import SSEParser
+    from mirrorscan.cluster.runtime.tap import SSEParser
 
     body = (b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\ndata: {"b":\ndata: 2}\n\nevent: x\ndata: [DONE]\n\n')
     whole = SSEParser().feed(body)
@@ -332,7 +332,7 @@ def test_sse_parser_is_independent_of_read_boundaries():
 
 def test_event_content_counts_text_and_reasoning_only():
     """Role-only, empty, usage-only chunks and [DONE] carry nothing; chat, completions and Responses deltas do."""
-    from mirrorscan.cluster.tap import event_content, usage_tokens
+    from mirrorscan.cluster.runtime.tap import event_content, usage_tokens
 
     assert event_content('{"choices":[{"delta":{"role":"assistant","content":""}}]}') == (None, None, None)
     assert event_content("[DONE]") == (None, None, None)
@@ -349,7 +349,7 @@ def test_event_content_counts_text_and_reasoning_only():
 
 def test_upstream_url_mapping():
     """/v1/<rest> goes to the upstream's OpenAI base (given with or without /v1); other paths to its root."""
-    from mirrorscan.cluster.tap import upstream_url, upstream_urls
+    from mirrorscan.cluster.runtime.tap import upstream_url, upstream_urls
     from mirrorscan.grid.errors import ConfigError
 
     for given, base in [("http://h:8000", "http://h:8000/v1"), ("http://h:8000/v1/", "http://h:8000/v1"),
@@ -366,7 +366,7 @@ def test_upstream_url_mapping():
 def test_exchange_times_content_chunks_only():
     """Fed a stream cut at odd places, an Exchange counts only content-bearing events, takes tokens from the
     usage chunk, keeps an in-stream error event, and its row obeys the timing invariants."""
-    from mirrorscan.cluster.tap import Exchange
+    from mirrorscan.cluster.runtime.tap import Exchange
 
     ex = Exchange([("X-Probe-Id", "m|a|b|-|AB"), ("X-Probe-Sample", "3"), ("Authorization", "Bearer k")],
                   "http://u/v1/chat/completions", None)

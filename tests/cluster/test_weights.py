@@ -7,7 +7,7 @@ import hashlib
 import os
 import shutil
 
-from mirrorscan.cluster.weights import HashCache, describe, hub_commit, same_weights, weights_identity
+from mirrorscan.cluster.models.weights import HashCache, describe, hub_commit, same_weights, weights_identity
 
 
 def test_a_weight_file_is_hashed_once_then_served_from_the_cache(tmp_path, tiny_dir):

@@ -137,7 +137,7 @@ def test_http_sampler_rows_record_no_userinfo(backend):
 
 
 def test_inference_log_rows_record_no_userinfo():
-    from mirrorscan.cluster.inference_log_rows import log_rows_from_traces, normal_row
+    from mirrorscan.cluster.catalog.inference_rows import log_rows_from_traces, normal_row
     from mirrorscan.grid.trace_schema import to_trace_table
 
     traces = to_trace_table([{"invocation_id": "inv", "probe_id": "m|a|b|e|AB", "sample": 0, "attempt": 1,
@@ -214,7 +214,7 @@ URL_CREDENTIALS = "https://bob:" + "hunter22" + "@example.com/x"
                                    "-----BEGIN RSA PRIVATE KEY-----", "see postgresql://u:pw@db/x", "password=pw"])
 def test_every_shape_submit_refuses_is_refused_in_a_description(value):
     """The shapes submit refuses in a runtime env are refused in config.json's free text too (one list)."""
-    from mirrorscan.cluster.job_submission import secret_problem
+    from mirrorscan.cluster.runtime.job_submission import secret_problem
 
     assert secret_problem("X", value)
     err = error({"description": f"notes: {value} (do not share)"})

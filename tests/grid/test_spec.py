@@ -235,7 +235,7 @@ def test_vllm_resources_and_pool_bounds_resolve(tmp_path):
 def test_model_pools_at_once_is_an_execution_setting(tmp_path):
     """max_concurrent_models says how a sweep runs, not what it answers: recorded under execution, left out
     of the hash, so a resume may change it; and resolved by where the sweep runs when left out."""
-    from mirrorscan.cluster.sweep import concurrent_models
+    from mirrorscan.cluster.scan.sweep import concurrent_models
     from mirrorscan.grid.settings import settings_hash
 
     one = load_spec(make_experiment(tmp_path, base_config(max_concurrent_models=1))).settings().to_json()

@@ -109,7 +109,7 @@ def train_overfit_model(out_dir: Path, tokenizer_dir: Path) -> dict:
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     from mirrorscan.actors.chat import render_chat
-    from mirrorscan.cluster.tiny_model import TOKENIZER_FILES
+    from mirrorscan.cluster.models.tiny import TOKENIZER_FILES
 
     started = time.monotonic()
     threads = torch.get_num_threads()

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs.analyze import analyze_invocation, format_report
 from mirrorscan.jobs.compare import compare
 from mirrorscan.jobs.scan import run_scan
@@ -75,13 +75,13 @@ def test_classes_are_written_at_scan_time_and_analysis_lands_beside_the_traces(s
 
 
 def test_analyze_says_what_it_analyses_before_the_wait_only_on_a_terminal(scanned, capsys, monkeypatch):
-    """On a terminal (``cluster.progress.bar_wanted``) a line before the computation; in a pipe or CI, stderr
+    """On a terminal (``cluster.scan.progress.bar_wanted``) a line before the computation; in a pipe or CI, stderr
     stays empty and stdout is the analysis alone."""
     from mirrorscan.jobs import analyze as analyze_cli
 
     inv = scanned["result"].invocation_id
     for terminal in (False, True):
-        monkeypatch.setattr("mirrorscan.cluster.progress.bar_wanted", lambda requested, stream=None: terminal)
+        monkeypatch.setattr("mirrorscan.cluster.scan.progress.bar_wanted", lambda requested, stream=None: terminal)
         capsys.readouterr()
         assert analyze_cli.main([inv, "--no-write", "--store", scanned["store"], "--catalog-dsn", scanned["dsn"]]) == 0
         out, err = capsys.readouterr()

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs.dry_run import dry_run
-from mirrorscan.cluster.stages import grid_cells
+from mirrorscan.cluster.scan.stages import grid_cells
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
@@ -105,7 +105,7 @@ def test_a_changed_pair_file_blocks_resume_naming_the_file_not_the_fields_derive
     """The refusal names the input whose content changed (the config key of the file), not the frozen
     fields computed from it, and does not tell the user to restore values that are not in config.json."""
     from mirrorscan.grid.errors import ConfigError
-    from mirrorscan.cluster.scan_inputs import content_hashes
+    from mirrorscan.cluster.scan.inputs import content_hashes
     from mirrorscan.jobs.scan import run_scan
 
     exp, store = experiment(tmp_path, tiny_dir), str(tmp_path / "store")

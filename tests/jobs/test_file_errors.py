@@ -84,7 +84,7 @@ def test_stats_on_a_ragged_csv_does_not_echo_the_row(tmp_path, capsys):
 
 
 def test_a_runtime_env_that_is_no_yaml_is_not_echoed(tmp_path):
-    from mirrorscan.cluster.job_submission import load_runtime_env
+    from mirrorscan.cluster.runtime.job_submission import load_runtime_env
 
     file = passwd(tmp_path, f"env_vars: [\n  root:x:0:0 {FAKE_KEY}: : /bin/bash\n", "runtime_env.yaml")
     with pytest.raises(ConfigError) as info:

@@ -86,7 +86,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def test_planted_table_gives_exact_numbers_through_scan_and_analyze(overfit_model, tmp_path, catalog_dsn, ray_local):
     from mirrorscan.instruments.forced_choice.classify import CLASSIFIER_VERSION
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.jobs.analyze import analyze_invocation
     from mirrorscan.jobs.scan import run_scan
 

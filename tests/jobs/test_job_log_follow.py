@@ -9,7 +9,7 @@ import io
 import os
 import pty
 
-from mirrorscan.cluster.job_submission import LogFollower
+from mirrorscan.cluster.runtime.job_submission import LogFollower
 from mirrorscan.jobs.submit import job_progress
 
 LOG = ("mirrorscan-invocation: 33ee experiment=demo new\n"
@@ -66,7 +66,7 @@ def test_packing_the_working_dir_prints_no_note_a_user_cannot_act_on(tmp_path, c
     from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
     from ray.util.debug import reset_log_once
 
-    from mirrorscan.cluster.job_submission import load_runtime_env, quiet_upload_notes
+    from mirrorscan.cluster.runtime.job_submission import load_runtime_env, quiet_upload_notes
 
     for folder in (".git", ".venv", "experiments"):
         (tmp_path / folder).mkdir()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 from processes import kill_session, wait_for_driver_gone, wait_for_parts
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "tests" / "plugin"

@@ -49,8 +49,8 @@ def with_typed_verdicts(summary: dict) -> dict:
 
 
 def test_an_interrupted_legacy_invocation_resumes_to_completion(legacy, demo_dir, ray_local):
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.trace_schema import trace_schema
     from mirrorscan.instruments.forced_choice import COLUMNS
     from mirrorscan.jobs.scan import run_scan

@@ -10,8 +10,8 @@ import re
 import pytest
 from safetensors.numpy import load_file
 
-from mirrorscan.cluster.models import resolve_model_source
-from mirrorscan.cluster.tiny_model import build_tiny_random_model
+from mirrorscan.cluster.models.resolve import resolve_model_source
+from mirrorscan.cluster.models.tiny import build_tiny_random_model
 from mirrorscan.jobs import cli
 
 

@@ -129,7 +129,7 @@ def test_every_verb_refuses_a_secret_in_free_text_the_same_way(world, capsys, sh
 
 def test_reproduce_refuses_to_copy_a_secret_frozen_before_the_check(world, capsys):
     """An invocation recorded before the check (its description holds a token) is not copied into a new one."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     root, store, dsn = world
     store.mkdir(parents=True)   # where the original's rows would be
@@ -175,7 +175,7 @@ def test_import_and_as_refuse_what_no_experiment_folder_may_be_called(world, cap
 def test_submit_refuses_a_secret_in_any_field_of_the_runtime_env(tmp_path):
     """The runtime env is shown on the dashboard: a credential in a pip URL is refused like one in env_vars."""
     from mirrorscan.grid.errors import ConfigError
-    from mirrorscan.cluster.job_submission import load_runtime_env
+    from mirrorscan.cluster.runtime.job_submission import load_runtime_env
 
     token = SECRETS["github"]
     for pip in ([f"git+https://x:{token}@github.com/org/pkg"], [f"pkg --extra-index-url https://u:pw@idx/simple"]):

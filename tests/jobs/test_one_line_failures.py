@@ -161,7 +161,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_half_written_analysis(made, verb)
 def test_an_analysis_folder_is_complete_or_absent(made, tmp_path):
     """In-process: the first write of an analysis folder that fails (here: a file name the disk refuses)
     leaves no folder and no temporary behind; a good one appears whole, under its final name."""
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
 
     store = open_store(str(made["store_dir"]))
     inv = made["invocation_id"]
@@ -194,7 +194,7 @@ def test_a_scan_with_a_read_only_or_full_home_refuses_before_recording_anything(
                                                                                 problem):
     """A local scan's Ray keeps its token under the home: a home it cannot write is refused before the catalog
     or the store hold anything of the run."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     dsn = new_database(pg_dsn)
     home, store = tmp_path / "home", tmp_path / "store"

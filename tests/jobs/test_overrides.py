@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mirrorscan.cluster import preflight
+from mirrorscan.cluster.scan import preflight
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs import scan

@@ -12,7 +12,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 
@@ -23,7 +23,7 @@ PAIRS = "pair_id,word_a,word_b\nvw,vodka,whiskey\ncd,cat,dog\ntc,tea,coffee\n"
 def experiment(tmp_path, tiny_dir):
     """A forced_choice grid over two models (3 pairs × 2 envelopes × 2 orderings × 3 samples = 36 cells each),
     and an unfinished invocation that stored 7 of the first model's cells (5 answers, 2 failed attempts)."""
-    from mirrorscan.cluster.stages import grid_cells
+    from mirrorscan.cluster.scan.stages import grid_cells
 
     exp = tmp_path / "fc_chunks"
     exp.mkdir()
@@ -52,7 +52,7 @@ def expected(experiment) -> dict:
     """Per label: (cells, held here, run, sampling, input tokens, generated-token bound), counted row by row."""
     from transformers import AutoTokenizer
 
-    from mirrorscan.cluster.stages import grid_cells, instrument_ref
+    from mirrorscan.cluster.scan.stages import grid_cells, instrument_ref
 
     tok = AutoTokenizer.from_pretrained(experiment["tiny_dir"])
     ref = instrument_ref(experiment["settings"])
@@ -73,7 +73,7 @@ def expected(experiment) -> dict:
 
 
 def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experiment, monkeypatch):
-    from mirrorscan.cluster import scan_plan as plan
+    from mirrorscan.cluster.scan import plan
 
     def planned():
         return {p.label: (p.cells, p.held_here, p.run, p.sampling, p.tokens_in, p.tokens_out_bound)
@@ -91,7 +91,7 @@ def test_a_plan_counted_in_small_chunks_equals_one_counted_cell_by_cell(experime
 
 
 def test_request_texts_leave_out_empty_and_missing_values():
-    from mirrorscan.cluster.scan_plan import _request_texts
+    from mirrorscan.cluster.scan.plan import _request_texts
 
     rendered = pa.table({"probe_id": ["a", "b", "c", "d"], "system_text": ["S", "", None, None],
                          "user_text": ["U", "U", "U", None], "n": [1, 2, 3, 4]})

@@ -12,13 +12,13 @@ import uuid
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 
 
 def test_a_label_is_found_in_a_dictionary_column_without_decoding_it():
-    from mirrorscan.cluster.scan_plan import _count, _is, _mine
+    from mirrorscan.cluster.scan.plan import _count, _is, _mine
 
     first = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0], pa.int32()), pa.array(["a", "b"]))
     second = pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int32()), pa.array(["b", "a"]))   # its own order
@@ -32,8 +32,8 @@ def test_a_label_is_found_in_a_dictionary_column_without_decoding_it():
 
 
 def test_the_plan_of_the_compact_grid_equals_that_of_the_plain_grid(tmp_path, tiny_dir, monkeypatch):
-    from mirrorscan.cluster import scan_plan as plan
-    from mirrorscan.cluster.stages import grid_cells
+    from mirrorscan.cluster.scan import plan
+    from mirrorscan.cluster.scan.stages import grid_cells
     from mirrorscan.grid.cells import plain
 
     exp = tmp_path / "fc_compact"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import CatalogError, ConfigError
 from mirrorscan.grid.ids import cell_seed
 from mirrorscan.results import sql as results_sql
@@ -85,7 +85,7 @@ def test_scan_stores_every_cell_once_and_records_the_invocation(scanned):
 
 def test_the_config_as_submitted_keeps_no_catalog_password(tmp_path, tiny_dir):
     from mirrorscan.grid.spec import load_spec
-    from mirrorscan.cluster.scan_inputs import submitted_config
+    from mirrorscan.cluster.scan.inputs import submitted_config
 
     exp = write_experiment(tmp_path / "fc", tiny_dir, catalog_dsn="postgresql://scanner:hunter2-pw@db.internal/mirror")
     recorded = json.dumps(submitted_config(load_spec(exp)))
@@ -107,7 +107,7 @@ def test_plain_rerun_is_a_new_invocation_and_sampled_cells_reproduce(scanned, tm
     assert "scan fc · loading tiny (transformers) · loading tiny@hot (transformers)" in bar
     assert second.invocation_id != first.invocation_id and second.status == "complete"
     assert store.list_parts("fc", first.invocation_id) == parts_before
-    from mirrorscan.cluster.catalog import resolve_invocation
+    from mirrorscan.cluster.catalog.client import resolve_invocation
 
     with Catalog(scanned["dsn"]) as catalog:   # `analyze DIR` picks that folder's newest invocation
         assert resolve_invocation(str(rerun), catalog)["invocation_id"] == second.invocation_id

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.scan_run import ScanRun
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.scan.run import ScanRun
 from mirrorscan.jobs import scan
 
 

@@ -13,13 +13,13 @@ from collections import Counter
 import pyarrow.compute as pc
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs.dry_run import dry_run
-from mirrorscan.cluster.scan_plan import PlanScope, scan_plan
-from mirrorscan.cluster.stages import grid_cells
+from mirrorscan.cluster.scan.plan import PlanScope, scan_plan
+from mirrorscan.cluster.scan.stages import grid_cells
 from mirrorscan.jobs.scan import run_scan
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
@@ -117,7 +117,7 @@ def test_a_resume_plan_leaves_out_the_cells_stored_and_runs_the_rest(tmp_path, t
     spec = dataclasses.replace(spec, store=store_uri)
     settings = spec.settings().to_json()
     invocation_id = str(uuid.uuid4())
-    from mirrorscan.cluster.scan_inputs import content_hashes
+    from mirrorscan.cluster.scan.inputs import content_hashes
 
     with Catalog(catalog_dsn) as catalog:
         catalog.create_invocation({"invocation_id": invocation_id, "experiment": "fc_plan",

@@ -1,6 +1,6 @@
 """The scan's progress bar through the command line: on by default where stderr is a terminal (a real
 pseudo-terminal here), off by default in a pipe and in CI, and either way when a flag says so
-(``cluster.progress.bar_wanted``)."""
+(``cluster.scan.progress.bar_wanted``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from mirrorscan.cluster.progress import FALLBACK_COLUMNS, LOG_TICK_S, RunProgress, bar_wanted, terminal_columns
+from mirrorscan.cluster.scan.progress import FALLBACK_COLUMNS, LOG_TICK_S, RunProgress, bar_wanted, terminal_columns
 
 REPO = Path(__file__).resolve().parents[2]
 

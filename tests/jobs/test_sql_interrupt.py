@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG_QUERY = "SELECT sum(a.range * b.range) AS s FROM range(1000000000) a CROSS JOIN range(1000000000) b"

@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs import sql

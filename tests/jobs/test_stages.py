@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pytest
 from echo_instrument import EchoTwice
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs.scan import run_scan
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs import cli
-from mirrorscan.cluster.job_submission import find_invocation, load_runtime_env, scan_entrypoint, secret_problem
+from mirrorscan.cluster.runtime.job_submission import find_invocation, load_runtime_env, scan_entrypoint, secret_problem
 from mirrorscan.jobs.submit import analysis_entrypoint
 from conftest import free_port
 
@@ -229,7 +229,7 @@ def json_object_in(text: str) -> dict:
 def test_the_loopback_head_is_read_as_loopback_with_auth_off_and_draws_no_warning(ray_head):
     """The module's head runs with auth off on 127.0.0.1: what its job server reports is read (its mode and
     its node's address), and since every address is loopback, submit and scan stay silent about it."""
-    from mirrorscan.cluster.ray_session import exposure_warning, job_server_facts, job_server_warning
+    from mirrorscan.cluster.runtime.ray_session import exposure_warning, job_server_facts, job_server_warning
 
     deadline = time.monotonic() + 180
     while True:   # the dashboard lists the head's node some seconds after it answers /api/version
@@ -250,8 +250,8 @@ def test_submit_to_a_head_on_this_machine_works_with_the_default_runtime_env(ray
                                                                            monkeypatch):
     """No --store, no --catalog-dsn, no --profile: the shipped runtime_env.yaml, and the job writes to this
     machine's home (its local store and embedded catalog), where `mirrorscan scan` here would have."""
-    from mirrorscan.cluster import embedded_pg
-    from mirrorscan.cluster.catalog import resolve_dsn
+    from mirrorscan.cluster.catalog import embedded_pg
+    from mirrorscan.cluster.catalog.client import resolve_dsn
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     for name in ("MIRRORSCAN_STORE", "MIRRORSCAN_CATALOG_DSN"):
@@ -369,7 +369,7 @@ def test_a_head_on_another_machine_with_the_default_runtime_env_names_the_settin
 
 def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profile_lists_the_known(tmp_path, tiny_dir,
                                                                                                   capsys):
-    from mirrorscan.cluster.job_env import place_job, profile_file
+    from mirrorscan.cluster.runtime.job_env import place_job, profile_file
 
     cluster_file = profile_file("cluster")
     assert cluster_file.name == "runtime_env.cluster.yaml" and profile_file(None).name == "runtime_env.yaml"
@@ -387,7 +387,7 @@ def test_the_cluster_profile_names_what_a_remote_job_needs_and_an_unknown_profil
 def test_which_addresses_are_this_machine():
     import socket
 
-    from mirrorscan.cluster.job_env import on_this_machine
+    from mirrorscan.cluster.runtime.job_env import on_this_machine
 
     for address in ("http://127.0.0.1:8265", "http://localhost:8265", "ray://127.0.0.1:10001", "127.0.0.1:6379",
                     "auto", "http://[::1]:8265"):
@@ -474,7 +474,7 @@ def test_a_job_on_this_machines_head_runs_this_interpreter_and_elsewhere_the_nod
     (the machine is the same), a job for a cluster elsewhere its nodes' ``python``."""
     import shlex
 
-    from mirrorscan.cluster.job_env import job_python, place_job
+    from mirrorscan.cluster.runtime.job_env import job_python, place_job
 
     runtime_env = load_runtime_env()   # the shipped local profile
     here = place_job(runtime_env, "runtime_env.yaml", "http://127.0.0.1:8265")

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.provenance import SUBMITTED_GIT_ENV, git_state_text, submitted_git_state
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.runtime.provenance import SUBMITTED_GIT_ENV, git_state_text, submitted_git_state
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs import scan
 from mirrorscan.jobs.submit import job_scan_env

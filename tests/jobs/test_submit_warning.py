@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from mirrorscan.cluster import ray_session
-from mirrorscan.cluster.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND, exposure_warning
+from mirrorscan.cluster.runtime import ray_session
+from mirrorscan.cluster.runtime.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND, exposure_warning
 from mirrorscan.jobs import submit as submit_module
 
 ADDRESS = "http://127.0.0.1:8265"
@@ -47,7 +47,7 @@ def test_submit_warns_once_and_the_job_it_submits_does_not_repeat_it(tmp_path, t
     job_env = submitted["runtime_env"]["env_vars"]
     assert job_env[EXPOSURE_WARNED_ENV] == "1"
 
-    # the job joins the same cluster (cluster.ray_session.ensure_ray): with submit's env it stays silent
+    # the job joins the same cluster (cluster.runtime.ray_session.ensure_ray): with submit's env it stays silent
     monkeypatch.setattr(ray_session, "joined_cluster_warning",
                         lambda: exposure_warning("127.0.0.1:6379", [NODE], auth_on=False))
     for k, v in job_env.items():

@@ -13,7 +13,7 @@ import shlex
 
 from mirrorscan.grid.instrument import DEFAULT_QUERY, REGISTRY, Presenter, resolve
 from mirrorscan.jobs import sql
-from mirrorscan.cluster.scan_records import ScanResult
+from mirrorscan.cluster.scan.records import ScanResult
 from mirrorscan.jobs.scan import print_summary
 from suggested_query import check_suggested_query
 

@@ -63,8 +63,8 @@ def write_invocation(store, catalog, settings: dict, rows_of) -> str:
 def world(tmp_path, catalog_dsn):
     """Two invocations of one forced_choice experiment whose config's description holds ``HOSTILE``; every
     answer of the first does too, and one of its envelopes is named by it (a stored coordinate)."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.spec import load_spec
 
     exp = tmp_path / "experiments" / browse_world.EXPERIMENT

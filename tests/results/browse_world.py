@@ -10,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.inference_log import InferenceLogWriter
-from mirrorscan.cluster.inference_log_rows import log_rows_from_traces
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
+from mirrorscan.cluster.catalog.inference_rows import log_rows_from_traces
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.instrument import resolve
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 from mirrorscan.instruments.forced_choice.envelopes import load_envelopes

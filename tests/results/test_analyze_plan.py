@@ -45,7 +45,7 @@ def test_plan_in_rows_without_an_inference_log(made):  # noqa: F811
 
 
 def test_plan_in_engine_seconds_from_the_inference_log(made):  # noqa: F811
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
     from mirrorscan.jobs.analyze import analyze_invocation
 
     t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from conftest import new_database
 from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.instrument import resolve

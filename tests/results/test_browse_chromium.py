@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from conftest import new_database
 
 import browse_world as world  # noqa: E402

@@ -1,4 +1,4 @@
-"""Invocation ids are read one way by every verb (``cluster.catalog.match_invocation_id``): a whole id or its
+"""Invocation ids are read one way by every verb (``cluster.catalog.client.match_invocation_id``): a whole id or its
 unique start works, an ambiguous start is refused naming the candidates, an unknown one is refused; and the
 browser's comparison refuses a model label its invocation does not hold instead of comparing a model with
 itself. A real store and catalog written as scans write them (``browse_world``), verbs run in-process."""
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from conftest import new_database
 from mirrorscan.results.browse import Browser, build_app
 
@@ -104,7 +104,7 @@ def test_every_verb_refuses_an_ambiguous_or_unknown_start_with_one_line(made, ca
 
 def test_every_verb_refuses_a_text_that_is_both_an_experiment_and_an_id_start_naming_both(made, capsys, monkeypatch):
     """An experiment may be named like the start of another experiment's invocation id: no verb, and no browser
-    page, picks one of the two without a word (``cluster.catalog.TARGET_RULE``)."""
+    page, picks one of the two without a word (``cluster.catalog.client.TARGET_RULE``)."""
     monkeypatch.setenv("MIRRORSCAN_CATALOG_DSN", made["dsn"])
     target = made["both"]
     for name, (module, argv) in verbs(made, target).items():

@@ -37,7 +37,7 @@ def flinch_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One flinch scan of two models (24 cells) and its report, written through the CLI."""
     import os
 
-    from mirrorscan.cluster.tiny_model import build_tiny_random_model
+    from mirrorscan.cluster.models.tiny import build_tiny_random_model
     from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_flinch")
@@ -149,8 +149,8 @@ def test_a_changed_corpus_is_reproduced_from_the_carriers_the_rows_recorded(flin
     """With the corpus file changed (a term gone, another's carriers rewritten), reproduce rebuilds the 24 cells
     from the stored coordinates, each with the carrier its rows recorded, and says so; float32 scoring on the
     same engine gives every target token's log-prob again."""
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.jobs import reproduce
     from mirrorscan.results.diff import diff_targets
     from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan

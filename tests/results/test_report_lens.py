@@ -40,7 +40,7 @@ def lens_report(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """One lens scan of two models (76 cells) and its report, written through the CLI."""
     import os
 
-    from mirrorscan.cluster.tiny_model import build_tiny_random_model
+    from mirrorscan.cluster.models.tiny import build_tiny_random_model
     from mirrorscan.jobs.scan import run_scan
 
     base = tmp_path_factory.mktemp("report_lens")
@@ -170,7 +170,7 @@ def test_every_lens_number_is_got_again_as_the_page_says(lens_report, tmp_path, 
 def test_the_browser_shows_a_lens_cell_as_its_pooled_norm_and_never_its_vectors(lens_report):
     from starlette.testclient import TestClient
 
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
     from mirrorscan.results.browse import Browser, build_app

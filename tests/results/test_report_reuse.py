@@ -78,7 +78,7 @@ def reported_anew(made, **kw) -> Path:
 
 
 def test_a_row_more_another_setting_or_other_code_is_a_new_analysis(made):
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
@@ -150,7 +150,7 @@ def test_the_command_says_it_analyses_only_on_a_terminal(made, capsys, monkeypat
     for terminal in (False, True):
         for folder in folders(made):   # no analysis to reuse: each run computes one
             shutil.rmtree(folder)
-        monkeypatch.setattr("mirrorscan.cluster.progress.bar_wanted", lambda requested, stream=None: terminal)
+        monkeypatch.setattr("mirrorscan.cluster.scan.progress.bar_wanted", lambda requested, stream=None: terminal)
         assert report_cli.main([made["invocation_id"]]) == 0
         out, err = capsys.readouterr()
         assert out.startswith("report: ")

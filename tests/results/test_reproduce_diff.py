@@ -36,7 +36,7 @@ def write_experiment(folder: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory, demo_dir, pg_dsn, ray_local):
     """The greedy scan and its reproduction (through the verb, which must exit 0 with --expect-exact)."""
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
     from mirrorscan.jobs import reproduce
     from mirrorscan.jobs.scan import run_scan
 
@@ -54,7 +54,7 @@ def scanned(tmp_path_factory, demo_dir, pg_dsn, ray_local):
 
 
 def test_a_greedy_float32_reproduction_matches_every_response_and_class(scanned):
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
     from mirrorscan.results.diff import diff_targets
 
     assert scanned["code"] == 0   # the verb's own verdict: complete, and an exact match
@@ -106,9 +106,9 @@ def test_a_run_at_temperature_above_zero_differs_and_diff_says_where(scanned, ra
 
 
 def test_a_changed_item_file_makes_reproduce_warn_and_run_the_stored_cells(scanned, ray_local):
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.results.reproduce import ITEMS_FROM_TRACES, plan
 
     pairs = scanned["base"] / "exps" / "repro_fc" / "pairs.csv"

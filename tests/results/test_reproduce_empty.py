@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.scan_inputs import content_hashes
-from mirrorscan.cluster.scan_run import ScanRun
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.scan.inputs import content_hashes
+from mirrorscan.cluster.scan.run import ScanRun
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs import reproduce
 

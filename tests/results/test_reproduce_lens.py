@@ -43,8 +43,8 @@ def batches(store, invocation_id: str) -> set[frozenset]:
 @pytest.mark.timeout(900)
 def test_changed_lens_inputs_are_reproduced_from_the_framed_texts_the_rows_recorded(tmp_path, tiny_dir, catalog_dsn,
                                                                                    ray_local, capsys):
-    from mirrorscan.cluster.catalog import Catalog
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.jobs import reproduce
     from mirrorscan.jobs.scan import run_scan
     from mirrorscan.results.diff import diff_targets

@@ -43,14 +43,14 @@ def scanned(tmp_path_factory, tiny_dir, pg_dsn, ray_local):
 
 
 def cell_keys(store_uri: str, invocation_id: str) -> list[tuple[str, int]]:
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
 
     rows = open_store(store_uri).read("os_repro", invocation_id, columns=["probe_id", "sample"])
     return sorted(zip(rows.column("probe_id").to_pylist(), rows.column("sample").to_pylist()))
 
 
 def reproductions(dsn: str, original: str) -> list[dict]:
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     with Catalog(dsn) as catalog:
         ids = [r[0] for r in catalog.execute("SELECT invocation_id::text FROM scan_invocations WHERE reproduces = %s "
@@ -60,11 +60,11 @@ def reproductions(dsn: str, original: str) -> list[dict]:
 
 @pytest.mark.timeout(900)
 def test_a_reproduction_runs_the_full_grid_and_holds_no_cells(scanned):
-    from mirrorscan.cluster.stages import earlier_rows
-    from mirrorscan.cluster.store import open_store
-    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun
-    from mirrorscan.cluster.stages import NO_INVOCATION, StageScope, instrument_ref
+    from mirrorscan.cluster.scan.stages import earlier_rows
+    from mirrorscan.cluster.store.traces import open_store
+    from mirrorscan.cluster.scan.records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun
+    from mirrorscan.cluster.scan.stages import NO_INVOCATION, StageScope, instrument_ref
     from mirrorscan.jobs.scan import run_scan
     from mirrorscan.results.diff import diff_targets
     from mirrorscan.results.reproduce import ITEMS_FROM_FILES, plan
@@ -120,7 +120,7 @@ def test_a_changed_probe_file_is_reproduced_from_the_stored_queries(scanned, cap
 def test_an_interrupted_reproduction_is_finished_by_reproduce_resume(scanned, monkeypatch, capsys):
     """Stopped (as by Ctrl-C) after its first stage's batches, before its post-hoc stage: ``--resume`` runs the
     2 post-hoc cells alone in the same invocation, which stays a reproduction of the original."""
-    from mirrorscan.cluster.store import open_store
+    from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import Stage, resolve
     from mirrorscan.jobs import reproduce
 

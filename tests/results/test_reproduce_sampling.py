@@ -9,11 +9,11 @@ import dataclasses
 import json
 import uuid
 
-from mirrorscan.cluster.catalog import Catalog
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.catalog.client import Catalog
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.spec import load_spec
 from mirrorscan.jobs import reproduce
-from mirrorscan.cluster.scan_inputs import content_hashes
+from mirrorscan.cluster.scan.inputs import content_hashes
 
 PROBES = 'query_id,query\nq1,"Tea or coffee, and why?"\nq2,Which season do you like best?\n'
 

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_importing_reproduce_and_diff_imports_neither_torch_nor_vllm():
-    code = ("import sys, results.diff, results.reproduce, results.invocations, cluster.weights, jobs.reproduce, "
+    code = ("import sys, results.diff, results.reproduce, results.invocations, cluster.models.weights, jobs.reproduce, "
             "jobs.diff; bad = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]; print(bad); "
             "sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -165,7 +165,7 @@ def test_the_starter_corpus_is_the_default_and_axes_select_a_subset(tmp_path, ti
 
 def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenizer_adds_no_bos(tmp_path, tiny_dir,
                                                                                             bos_tiny_dir):
-    from mirrorscan.cluster.preflight import check_empty_prefixes
+    from mirrorscan.cluster.scan.preflight import check_empty_prefixes
 
     exp = tmp_path / "blank"
     write_experiment(exp, tiny_dir)
@@ -192,7 +192,7 @@ def test_a_carrier_beginning_with_the_blank_is_refused_for_models_whose_tokenize
 
 
 def test_a_forced_bos_the_tokenizer_cannot_give_is_refused_before_the_scan(tmp_path, tiny_dir):
-    from mirrorscan.cluster.preflight import check_empty_prefixes
+    from mirrorscan.cluster.scan.preflight import check_empty_prefixes
 
     exp = tmp_path / "forced"
     write_experiment(exp, tiny_dir)

@@ -22,7 +22,7 @@ FAILED_REQUESTS = 2
 @pytest.fixture(scope="module")
 def other_seed(tmp_path_factory, demo_dir):
     """A tiny random Llama of another seed: a second model that scores differently."""
-    from mirrorscan.cluster.tiny_model import build_tiny_random_model
+    from mirrorscan.cluster.models.tiny import build_tiny_random_model
 
     return build_tiny_random_model(tmp_path_factory.mktemp("tiny-s7") / "tiny-s7", demo_dir, seed=7)
 

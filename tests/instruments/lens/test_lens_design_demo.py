@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs import cli
 from mirrorscan.jobs.analyze import analyze_invocation
 from mirrorscan.jobs.scan import run_scan
@@ -119,6 +119,6 @@ def test_the_design_demo_scans_and_analyses_three_models_in_two_renderings(tmp_p
 
 
 def _demo_dir() -> Path:
-    from mirrorscan.cluster.demo_model import prepare_demo_model
+    from mirrorscan.cluster.models.demo import prepare_demo_model
 
     return prepare_demo_model()

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster.tiny_model import build_tiny_random_model
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.models.tiny import build_tiny_random_model
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs import cli
 from mirrorscan.results import sql as results_sql
 from mirrorscan.jobs.analyze import analyze_invocation

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from mirrorscan.cluster import runs
-from mirrorscan.cluster.catalog import Catalog
+from mirrorscan.cluster.catalog import runs
+from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.scan import run_scan
 

@@ -14,7 +14,7 @@ import shutil
 import pyarrow.compute as pc
 import pytest
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import Stage, resolve
 from mirrorscan.instruments.open_scan import cli as verbs

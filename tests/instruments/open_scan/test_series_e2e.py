@@ -12,7 +12,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from mirrorscan.cluster.store import open_store
+from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.instruments.open_scan import cli as verbs
 from mirrorscan.jobs.scan import run_scan
@@ -86,7 +86,7 @@ def check_matrix(exp: str, dsn: str, store_uri: str, tmp_path, groups: set, caps
     raw = open_store(store_uri).dataset("mixed").to_table(
         columns=["invocation_id", "series", "probe_id", "label", "query_id", "query_hash", "envelope", "sample", "response", "rating",
                  "error", "created_at"]).to_pylist()
-    from mirrorscan.cluster.catalog import Catalog
+    from mirrorscan.cluster.catalog.client import Catalog
 
     with Catalog(dsn) as catalog:   # a reproduction checks another invocation; its rows are not the experiment's
         copies = {r[0] for r in catalog.execute("SELECT invocation_id::text FROM scan_invocations "
@@ -109,8 +109,8 @@ def check_matrix(exp: str, dsn: str, store_uri: str, tmp_path, groups: set, caps
 
 @pytest.mark.timeout(900)
 def test_scanned_imported_edited_and_reverted_series_side_by_side(tmp_path, tiny_dir, catalog_dsn, ray_local, capsys):
-    from mirrorscan.cluster.scan_records import Reproduction, ScanOptions
-    from mirrorscan.cluster.scan_run import ScanRun
+    from mirrorscan.cluster.scan.records import Reproduction, ScanOptions
+    from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.results.reproduce import plan
 
     exp, store_uri = write(tmp_path / "mixed", tiny_dir, TEXTS["q2"]), str(tmp_path / "store")

@@ -1,0 +1,238 @@
+"""One sweep: every model's cells through its own actor pool, in journaled rounds, pools side by side.
+
+``run_grid`` runs each model's cells through ``run_model_journaled``: the cells go through
+``cluster.scan.pipeline.run_model`` under the in-flight journal (``cluster.scan.journal``), batches whose actor
+died become error rows, and their cells are retried one per batch, up to ``max_attempts``. Up to
+``max_concurrent_models`` models' pools run at once, each driven by a thread of the driver (Ray Data runs
+one streaming executor per pool); the parts they report reach the caller's callback in the calling thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mirrorscan.cluster.scan.journal import (EXTRA_ROUNDS, _KEYS, _detach_error_tracebacks, _with_attempt, leftover_markers,
+                                   round_folder, settle, stored_keys)
+from mirrorscan.cluster.scan.pipeline import Pool, engine_resources, release_engine_resources, run_model
+from mirrorscan.actors.placement import NoRoom
+from mirrorscan.cluster.store.traces import open_store
+from mirrorscan.grid.cells import remove_done
+from mirrorscan.grid.instrument import InstrumentRef
+from mirrorscan.grid.records import ModelVariant, RunContext
+
+log = logging.getLogger("mirrorscan.cluster.scan.journal")   # one logger for the journal and its rounds
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What every model's pool of one sweep shares: the invocation, the instrument, batches and pool sizes."""
+
+    run: RunContext
+    """The invocation the rows belong to, as the engines get it (its ``catalog_dsn``: where the actors log)."""
+    instrument: InstrumentRef
+    """The instrument whose cells the pools answer."""
+    store_uri: str
+    """Trace store URI the parts go to."""
+    batch_size: int
+    """Cells per engine call."""
+    pool_size: int
+    """Actors per model, unless the model sets ``min_actors``/``max_actors``."""
+    max_attempts: int = 3
+    """Attempts per cell whose batch's actor died, before the cell is given up."""
+    max_concurrent_models: int = 1
+    """Model pools that run at once (``concurrent_models``)."""
+
+
+def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
+                        summary: dict | None = None) -> Iterator[tuple[int, int]]:
+    """``cluster.scan.pipeline.run_model`` over ``pool`` in rounds under the in-flight journal (see the module
+    docstring).
+
+    Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
+    yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
+    (a retried cell is counted when its retry lands). The journal's error rows name the variant, run and
+    model source of the pool's ``engine_kwargs`` (the engine interface). ``summary``, when given, is filled
+    with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
+    variant, experiment, invocation_id = pool.variant, pool.experiment, pool.invocation_id
+    _detach_error_tracebacks()
+    store = open_store(pool.store_uri)
+    stats = summary if summary is not None else {}
+    stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
+    todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
+    while todo.num_rows or alone.num_rows:
+        if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
+            stats["left_missing"] = todo.num_rows + alone.num_rows
+            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant.label,
+                        stats["left_missing"], stats["rounds"])
+            break
+        stats["rounds"] += 1
+        folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
+        landed = 0
+        for part, size in ((todo, pool.batch_size), (alone, 1)):
+            if part.num_rows == 0:
+                continue
+            for rows, errors in run_model(part, replace(pool, batch_size=size), journal=folder):
+                landed += rows
+                yield rows, errors
+            gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
+        ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
+        batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
+        died = settle(store, folder, ran, pool)
+        if landed + died.num_rows == ran.num_rows:
+            not_started = ran.slice(0, 0)
+        else:
+            not_started = remove_done(ran, stored_keys(store, experiment, invocation_id), _KEYS)
+        attempts = died.column("attempt")
+        retry = died.filter(pc.less(attempts, max_attempts))
+        given_up = died.num_rows - retry.num_rows
+        stats["died_batches"] += batches
+        stats["died_cells"] += died.num_rows
+        stats["given_up"] += given_up
+        if died.num_rows:
+            log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
+                        "%d given up after %d attempts", variant.label, batches, died.num_rows, retry.num_rows,
+                        given_up, max_attempts)
+            yield given_up, died.num_rows
+        if landed + died.num_rows == 0:
+            stats["left_missing"] = not_started.num_rows
+            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant.label,
+                        not_started.num_rows)
+            break
+        retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
+                                 pc.add(retry.column("attempt"), 1).cast(pa.int32()))
+        stats["retried_alone"] += retry.num_rows
+        todo, alone = not_started, retry
+
+
+def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[str, str], sweep: Sweep,
+             on_part: Callable[..., None], on_model: Callable[[ModelVariant], None] | None = None) -> None:
+    """Run every model's cells, one actor pool per model, up to ``sweep.max_concurrent_models`` pools at once,
+    calling ``on_part(rows, errors, label)`` per part (in this thread, whichever pool it came from).
+    ``model_sources``: label → the model source its engines load.
+
+    Pools start in the models' order as slots free up; each asks Ray for its actors at once, so what does not
+    fit waits as resource demand (an autoscaler sees it) and starts when room appears. A tensor-parallel
+    model whose placement group finds no room while other pools hold the accelerators waits for one of them
+    to end and tries again. A pool's placement group is removed when the pool ends. Batches whose actor
+    died are journaled as error rows and their cells retried one per batch, up to ``sweep.max_attempts``
+    attempts per cell (``cluster.scan.journal``). ``on_model(variant)``, when given, is called as each
+    model's pool starts (before its engines load). HTTP labels that share an endpoint share its
+    ``max_concurrency`` while pools run side by side (``cluster.scan.endpoints``)."""
+    from mirrorscan.cluster.scan.endpoints import share_endpoints
+
+    pools = []
+    for variant in share_endpoints(variants, sweep.max_concurrent_models):
+        mine = cells.filter(pc.equal(cells.column("label"), variant.label))
+        if mine.num_rows:
+            pools.append((variant, mine, model_sources[variant.label]))
+    if sweep.max_concurrent_models <= 1 or len(pools) <= 1:
+        for variant, mine, source in pools:
+            if on_model is not None:
+                on_model(variant)
+            for rows, errors in _run_pool(sweep, variant, mine, source):
+                on_part(rows, errors, variant.label)
+        return
+    _run_pools_at_once(pools, sweep, on_part, on_model)
+
+
+def _run_pool(sweep: Sweep, variant: ModelVariant, mine: pa.Table, source: str,
+              stop: threading.Event | None = None) -> Iterator[tuple[int, int]]:
+    """One model's cells (``mine``, engines loading ``source``) through its own pool, journaled; its placement
+    group (if any) removed at the end. Stops between parts once ``stop`` is set."""
+    from mirrorscan.actors.registry import engine_class
+    from mirrorscan.cluster.models.resolve import engine_variant
+
+    run = sweep.run
+    engine_cls = engine_class(variant.backend, sweep.instrument.instrument.engine_kind)
+    resources = engine_resources(engine_cls, variant)   # may reserve a placement group: released below
+    engine_kwargs = {"variant": engine_variant(variant), "model_source": source, "run": run}
+    pool = Pool(engine_cls, engine_kwargs, sweep.instrument,
+                store_uri=sweep.store_uri, experiment=run.experiment, invocation_id=run.invocation_id,
+                batch_size=sweep.batch_size, pool_size=variant.min_actors or sweep.pool_size,
+                max_pool_size=variant.max_actors or sweep.pool_size, engine_resources=resources)
+    try:
+        for counts in run_model_journaled(mine, pool, sweep.max_attempts):
+            yield counts
+            if stop is not None and stop.is_set():
+                return
+    finally:
+        release_engine_resources(resources)
+
+
+def concurrent_models(chosen: int | None, variants: list[ModelVariant], *, joined: bool) -> int:
+    """How many model pools run at once: ``chosen`` (``max_concurrent_models``) when set; else every model on
+    a cluster (``joined``: Ray reached by address), or on a local Ray when every model declares its memory
+    (``memory_gb``), so Ray can tell whether they fit together; else one at a time, since a local
+    machine's memory is not declared to Ray and two models that do not fit would both start."""
+    if chosen is not None:
+        return int(chosen)
+    return len(variants) if joined or all(v.memory_gb for v in variants) else 1
+
+
+POLL_S = 0.2
+"""How often the driver thread wakes while pools run side by side (signals such as SIGTERM are handled then)."""
+
+
+def _run_pools_at_once(pools: list, sweep: Sweep, on_part, on_model) -> None:
+    """Run the pools (variant, cells, source) in threads, at most ``sweep.max_concurrent_models`` at a time,
+    started in order; relay their parts to ``on_part`` in this thread. A pool's error ends the sweep: the
+    others stop after their next part."""
+    limit = sweep.max_concurrent_models
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    pending = list(pools)
+    active: set[str] = set()
+    blocked = [False]   # a pool found no room: start nothing more until another pool ends
+
+    def work(variant: ModelVariant, mine: pa.Table, source: str) -> None:
+        try:
+            for rows, errors in _run_pool(sweep, variant, mine, source, stop):
+                events.put(("part", variant, (rows, errors)))
+            events.put(("done", variant, None))
+        except NoRoom as exc:
+            events.put(("no_room", variant, (mine, source, exc)))
+        except BaseException as exc:   # re-raised in the driver thread
+            events.put(("error", variant, exc))
+
+    def start_next() -> None:
+        while pending and len(active) < limit and not blocked[0]:
+            variant, mine, source = pending.pop(0)
+            active.add(variant.label)
+            if on_model is not None:
+                on_model(variant)
+            threading.Thread(target=work, args=(variant, mine, source), name=f"pool-{variant.label}", daemon=True).start()
+
+    try:
+        start_next()
+        while active:
+            try:
+                kind, variant, payload = events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if kind == "part":
+                on_part(*payload, variant.label)
+                continue
+            active.discard(variant.label)
+            if kind == "error":
+                raise payload
+            if kind == "no_room":
+                if not active:   # nothing else holds resources: it can never fit
+                    raise payload[2]
+                log.info("%s: no room for its placement group while %s run; it starts when one ends",
+                         variant.label, ", ".join(sorted(active)))
+                pending.insert(0, (variant, *payload[:2]))
+                blocked[0] = True
+                continue
+            blocked[0] = False   # a pool ended: its resources are free again
+            start_next()
+    finally:
+        stop.set()
