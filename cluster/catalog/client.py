@@ -89,7 +89,7 @@ def resolve_dsn(flag: str | None = None, config: str | None = None, *, start: bo
 def migrations() -> list[tuple[int, str, str]]:
     """The packaged migrations as (version, name, sql), in version order."""
     found = []
-    for entry in (resources.files("mirrorscan.cluster") / "migrations").iterdir():
+    for entry in (resources.files("mirrorscan.cluster.catalog") / "migrations").iterdir():
         match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)
         if match:
             found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
