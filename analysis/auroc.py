@@ -150,7 +150,7 @@ def max_abs_deviation(auc: np.ndarray) -> np.ndarray:
     return np.max(np.abs(np.asarray(auc) - 0.5), axis=-1)
 
 
-def max_deviation(auc: Sequence[float]) -> MaxDeviation:
+def max_deviation(auc: Sequence[float] | np.ndarray) -> MaxDeviation:
     """Both maxima over layers of one AUROC curve, with the layers where they occur.
 
     The signed one measures how far the *stated positive class* is ranked above chance at the best

@@ -94,7 +94,7 @@ def auroc_bootstrap_shard(data: AurocBootstrapData, seed_seq: Any, n_draws: int)
     return auroc_weighted(data.scores, data.mask, w)
 
 
-def argmax_spread(argmax: Sequence[int], n_layers: int) -> float:
+def argmax_spread(argmax: Sequence[int] | np.ndarray, n_layers: int) -> float:
     """(max − min) of argmax positions ÷ (n_layers − 1): 0 = one layer, 1 = the full depth scanned.
 
     Positions are 0-based among the layers that entered the max; NaN when only one layer entered.

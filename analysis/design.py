@@ -250,10 +250,10 @@ def pivot_long(table: Any, score: str, object: str, facets: Sequence[str],
                            (count > 1, "observed more than once",
                             "aggregate replicates first or add the replicate (e.g. sample) as a facet")):
         if bad.any():
-            where = np.flatnonzero(bad)
-            ex = "; ".join(_label(int(c)) for c in where[:_EXAMPLES_IN_MESSAGE])
-            more = f" and {len(where) - _EXAMPLES_IN_MESSAGE} more" if len(where) > _EXAMPLES_IN_MESSAGE else ""
-            raise AnalysisError(",".join(names), f"unbalanced design: {len(where)} of {len(count)} cells "
+            cells = np.flatnonzero(bad)
+            ex = "; ".join(_label(int(c)) for c in cells[:_EXAMPLES_IN_MESSAGE])
+            more = f" and {len(cells) - _EXAMPLES_IN_MESSAGE} more" if len(cells) > _EXAMPLES_IN_MESSAGE else ""
+            raise AnalysisError(",".join(names), f"unbalanced design: {len(cells)} of {len(count)} cells "
                                 f"{what} ({ex}{more})", fix)
     array = np.empty(len(count))
     array[flat] = vals                     # every cell exactly once, checked above

@@ -73,10 +73,10 @@ class ErrorModel:
 
     def errors(self, sizes: Mapping[str, np.ndarray | float]) -> tuple[np.ndarray, np.ndarray]:
         """(σ²(δ), σ²(Δ)) for sizes per random facet (arrays broadcast), squared score units."""
-        rel = 0.0
-        ab = 0.0
+        rel: np.ndarray | float = 0.0
+        ab: np.ndarray | float = 0.0
         for (fs, var), obj in zip(self.terms, self.with_object):
-            div = 1.0
+            div: np.ndarray | float = 1.0
             for f in fs:
                 div = div * (self.fixed_sizes[f] if f in self.fixed_sizes else sizes[f])
             part = var / div
@@ -133,7 +133,7 @@ class Plan:
     def to_json(self) -> dict:
         """The JSON of ``mirrorscan stats plan``."""
         d = self.design
-        best = max(self.next_step, key=self.next_step.get) if self.next_step else None
+        best = max(self.next_step, key=lambda f: self.next_step[f]) if self.next_step else None
         return {"coefficient": self.coefficient, "target": self.target, "budget": self.budget,
                 "design": dict(d.sizes) if d else None, "cost": d.cost if d else None,
                 "value": _num(_value(d, self.coefficient)) if d else None,
@@ -179,12 +179,12 @@ class _Evaluator:
 
 def _split(model: ErrorModel, absolute: bool, last: str, sizes: Mapping[str, np.ndarray]):
     """Error = a + b / n_last over the grid of the other facets' sizes: returns (a, b) arrays."""
-    a = 0.0
-    b = 0.0
+    a: np.ndarray | float = 0.0
+    b: np.ndarray | float = 0.0
     for (fs, var), obj in zip(model.terms, model.with_object):
         if not (absolute or obj):
             continue
-        div = 1.0
+        div: np.ndarray | float = 1.0
         for f in fs:
             if f != last:
                 div = div * (model.fixed_sizes[f] if f in model.fixed_sizes else sizes[f])
@@ -219,6 +219,8 @@ def cheapest_design(model: ErrorModel, coefficient: Coefficient, target: float |
     a, b = _split(model, coefficient == "phi", last, sizes)
     a, b = np.broadcast_to(a, (count,)), np.broadcast_to(b, (count,))
     if budget is None:
+        if target is None:
+            raise AnalysisError("--target", "give a target or a budget", "pass --target T, or --budget B (not both)")
         bound = ev.bound(coefficient, target)
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(b > 0, np.ceil(b / (bound - a) - 1e-12), 1.0)
@@ -263,7 +265,7 @@ def frontier(model: ErrorModel, coefficient: Coefficient, box: Mapping[str, int]
     err = ab if coefficient == "phi" else rel
     cost = cost_per_object_cell * ev.fixed_cells * np.prod(np.stack([sizes[f] for f in facets]), axis=0)
     order = np.lexsort((err, cost))
-    keep = []
+    keep: list[int] = []
     best = np.inf
     for k in order:
         if not keep or err[k] < best - 1e-15 * max(1.0, abs(best)):

@@ -84,7 +84,7 @@ class NeededSize:
     """Smallest n' reaching the target; None when unreachable."""
     asymptote: float
     """Limit of the coefficient as this facet grows without bound (others at ``holding``)."""
-    holding: Mapping[str, int]
+    holding: Mapping[str, float]
     """Sizes of the other facets while this one grows."""
     hypothetical: bool = False
     """True when computed under a hypothesised object variance."""
@@ -155,7 +155,7 @@ def d_study(g: GStudy, sizes: Mapping[str, float] | None = None,
         elif random_facets:
             ab += part
     hypothetical = object_variance is not None
-    if hypothetical:
+    if object_variance is not None:
         if not (object_variance >= 0):
             raise AnalysisError("object-variance", f"{object_variance} is not a variance",
                                 "give a number ≥ 0 (squared score units)")
@@ -235,7 +235,7 @@ def smallest_n(g: GStudy, facet: str, target: float = DEFAULT_TARGET,
     return NeededSize(facet, coefficient, target, n, asym, holding, hyp)
 
 
-def d_study_curve(g: GStudy, facet: str, ns: Sequence[int], base_sizes: Mapping[str, float] | None = None,
+def d_study_curve(g: GStudy, facet: str, ns: Sequence[float], base_sizes: Mapping[str, float] | None = None,
                   object_variance: float | None = None) -> tuple[DStudy, ...]:
     """D-studies with ``facet`` at each size in ``ns`` and the other facets at ``base_sizes``.
 

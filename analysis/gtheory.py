@@ -82,8 +82,8 @@ class GStudy:
     """The object of measurement (facet of differentiation), e.g. ``model``."""
     facets: tuple[str, ...]
     """All facets in axis order, the object first."""
-    sizes: Mapping[str, int]
-    """Observed levels per facet (per ancestor cell for a nested facet)."""
+    sizes: Mapping[str, float]
+    """Observed levels per facet (per ancestor cell for a nested facet; in an unbalanced design its mean)."""
     nested: Mapping[str, tuple[str, ...]]
     """Facet → facets it is nested in (transitively)."""
     fixed: tuple[str, ...]

@@ -119,7 +119,7 @@ def _decisions(g: GStudy, d_studies: Sequence[Mapping[str, float]], target: floa
         asymptotes={f: asymptote(g, f, None, object_variance) for f in facets},
         needed={f: (smallest_n(g, f, target, "g_coefficient", None, object_variance),
                     smallest_n(g, f, target, "phi", None, object_variance)) for f in facets},
-        curves={f: d_study_curve(g, f, sorted(set(curve_sizes) | {g.sizes[f]}), None, object_variance)
+        curves={f: d_study_curve(g, f, sorted({*curve_sizes, g.sizes[f]}), None, object_variance)
                 for f in facets},
     )
 

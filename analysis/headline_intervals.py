@@ -175,7 +175,8 @@ def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] 
     costs, rows. The box searched is four times the observed levels (at least ten more)."""
     from mirrorscan.analysis.design_plan import ErrorModel, _Evaluator, cheapest_design, next_step
 
-    out = {"target": target, "cost_unit": "engine seconds" if cost_per_row else "rows", "headlines": {}}
+    out: dict[str, Any] = {"target": target, "cost_unit": "engine seconds" if cost_per_row else "rows",
+                           "headlines": {}}
     for name, h in result.get("headlines", {}).items():
         if "skipped" in h or len(h.get("objects", ())) < 2 or not h.get("components") or not h.get("plannable", True):
             continue
@@ -194,7 +195,7 @@ def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] 
         observed = {f: int(h["levels"][f]) for f in model.random}
         box = {f: max(4 * n, n + 10) for f, n in observed.items()}
         now = _Evaluator(model, unit, h["level"]).design(observed)
-        entry = {"cost_unit": cost_unit, "observed": now.to_json()}
+        entry: dict[str, Any] = {"cost_unit": cost_unit, "observed": now.to_json()}
         if not model.tau > 0:
             entry["unreachable"] = "the models' own variance is estimated at 0: no design tells them apart"
         else:
@@ -204,7 +205,7 @@ def headline_plans(result: Mapping[str, Any], cost_per_row: Mapping[str, float] 
             else:
                 step = next_step(model, "g", best, unit)
                 entry |= {"design": best.to_json(), "next_step": step,
-                          "best_facet": max(step, key=step.get) if step else None}
+                          "best_facet": max(step, key=lambda f: step[f]) if step else None}
         out["headlines"][name] = entry
     return out
 

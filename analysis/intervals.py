@@ -280,11 +280,11 @@ def _error_weights(design: LongDesign, comps: FittedComponents, fixed: Sequence[
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Weights a (objects × components) of the absolute and of the relative error variance."""
     div = _divisors(design, comps)
-    fixed = set(fixed)
+    fixed_facets = set(fixed)
     absolute = np.zeros_like(div)
     relative = np.zeros_like(div)
     for j, fs in enumerate(comps.facets):
-        random_others = fs - {design.object} - fixed
+        random_others = fs - {design.object} - fixed_facets
         if not random_others:
             continue                                  # the object's own effect, or fixed-only: part of the score
         absolute[:, j] = 1.0 / div[:, j]
@@ -353,7 +353,7 @@ def gstudy_intervals(design: LongDesign, fixed: Sequence[str] = (), level: float
             half = float(t.ppf(q, df) * se)
             p = float(2 * t.sf(abs(est) / se, df)) if se > 0 else (0.0 if est != 0 else 1.0)
             raw.append((labels[i], labels[j], est, (est - half, est + half), p, df))
-    adjusted = holm([r[4] for r in raw]) if raw else []
+    adjusted: np.ndarray | list[float] = holm([r[4] for r in raw]) if raw else []
     diffs = tuple(Difference(a, b, est, ci, p, float(h), df, 1 - level)
                   for (a, b, est, ci, p, df), h in zip(raw, adjusted))
     components = tuple((n, tuple(f for f in design.facets if f in fs), float(e))

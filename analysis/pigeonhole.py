@@ -99,7 +99,7 @@ def pigeonhole_intervals(design: LongDesign, fixed: Sequence[str] = (), level: f
             p = min(1.0, max(2 * min(np.mean(d <= 0), np.mean(d >= 0)), 1.0 / len(d)))
             raw.append((labels[i], labels[j], objects[i].estimate - objects[j].estimate,
                         (float(np.quantile(d, lo_q)), float(np.quantile(d, hi_q))), float(p)))
-    adjusted = holm([r[4] for r in raw]) if raw else []
+    adjusted: np.ndarray | list[float] = holm([r[4] for r in raw]) if raw else []
     diffs = tuple(Difference(a, b, est, ci, p, float(h), float("nan"), 1 - level)
                   for (a, b, est, ci, p), h in zip(raw, adjusted))
     return IntervalReport(level, "bootstrap", "none", design.object, random, fixed, design.n_rows,

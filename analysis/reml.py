@@ -255,7 +255,7 @@ def reml(design: LongDesign, start: np.ndarray | None = None) -> RemlFit:
         free = ~held
         step = np.zeros_like(var)
         sub = ai[np.ix_(free, free)]
-        newton = bool(free.any()) and np.all(np.linalg.eigvalsh(sub) > 0)
+        newton = bool(free.any()) and bool(np.all(np.linalg.eigvalsh(sub) > 0))
         if newton:
             try:
                 step[free] = np.linalg.solve(sub, score[free])

@@ -50,14 +50,15 @@ def surface_baseline(texts: Sequence[str], labels: Sequence, positive: Any, grou
     whole (an item without a group, None, is its own), the number of features (:func:`vocabulary_size`), the
     folds, how many groups, and the warning above :data:`SURFACE_WARNING`. Without any group the split is
     plain stratified k-fold and ``grouped`` is False."""
-    grouped = groups is not None and any(g is not None for g in groups)
-    keys = ([f"group:{g}" if g is not None else f"item:{i}" for i, g in enumerate(groups)] if grouped else None)
+    keys = None
+    if groups is not None and any(g is not None for g in groups):
+        keys = [f"group:{g}" if g is not None else f"item:{i}" for i, g in enumerate(groups)]
     value = bag_of_words_auroc(texts, labels, positive, folds=folds, seed=seed, groups=keys)
     smallest = min(Counter(labels).values())
+    n_groups = len(set(keys)) if keys is not None else len(texts)
     return {"bag_of_words_auroc": value, "warning": surface_warning(value), "n": len(texts),
-            "n_features": vocabulary_size(texts), "grouped": grouped,
-            "n_groups": len(set(keys)) if grouped else len(texts),
-            "folds": min(folds, smallest, len(set(keys)) if grouped else len(texts))}
+            "n_features": vocabulary_size(texts), "grouped": keys is not None, "n_groups": n_groups,
+            "folds": min(folds, smallest, n_groups)}
 
 
 def bag_of_words_auroc(texts: Sequence[str], labels: Sequence, positive: Any, folds: int = 5,
