@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mirrorscan.grid.activation_columns import DATE_FORMAT
+from mirrorscan.grid.engine_kinds import DATE_FORMAT
 
 
 class RenderingError(ValueError):

@@ -1,6 +1,6 @@
 """HF activations actor: every layer's hidden states of a transformers model, pooled to one vector per layer.
 
-A batch of ``activations`` cells (``grid.activation_columns``: the text and how to extract it) becomes one
+A batch of ``activations`` cells (``grid.engine_kinds.ACTIVATIONS``: the text and how to extract it) becomes one
 forward pass with ``output_hidden_states``: right padding with an attention mask, so every real position
 sees exactly the tokens it would see alone. Entry 0 of a row's vectors is the embedding output
 (``hidden_states[0]``), entries 1…L the blocks' outputs as transformers returns them.
@@ -26,7 +26,7 @@ import pyarrow as pa
 from mirrorscan.actors.activation_prompt import RenderingError, cell_options, rendered_ids
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
-from mirrorscan.grid.activation_columns import ACTIVATION_COLUMNS, LAYER_VECTORS
+from mirrorscan.grid.engine_kinds import ACTIVATION_COLUMNS, LAYER_VECTORS
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
@@ -38,7 +38,7 @@ class ExtractionError(ValueError):
 
 
 def input_ids(tokenizer, text: str, rendering: str, **options) -> list[int]:
-    """Token ids the model reads for ``text`` in ``rendering`` (``grid.activation_columns.RENDERINGS``) with the
+    """Token ids the model reads for ``text`` in ``rendering`` (``grid.engine_kinds.RENDERINGS``) with the
     rendering ``options`` of ``actors.activation_prompt.rendered_ids``; without options, ``chat_user`` renders as
     rows stored before the options were recorded did (the template's default system turn, no date frozen)."""
     try:

@@ -1,6 +1,6 @@
 """HF scorer actor: the log-probability a transformers causal LM gives each target token after a prefix.
 
-A batch of ``score`` cells (``prefix``, ``target``, ``add_bos``; ``grid.score_columns``) is tokenized by
+A batch of ``score`` cells (``prefix``, ``target``, ``add_bos``; ``grid.engine_kinds.SCORE``) is tokenized by
 the rule every score engine shares (``actors.score_tokens``) and scored in as few forward passes as pay:
 right padding with an attention mask, so every real position sees exactly its own prefix, and each target
 token's log-probability is read at its own position (log-softmax in float32 over the logits that predict

@@ -31,7 +31,7 @@ from mirrorscan.actors.score_tokens import ScoreIds, ScoreTokenError, score_fiel
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.records import ModelVariant, RunContext
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import trace_schema
 
 SCORER_BODY_KEYS = frozenset({"prompt", "echo", "logprobs", "max_tokens", "temperature", "stream"})

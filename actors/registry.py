@@ -5,8 +5,8 @@ Kinds (``grid.instrument.ENGINE_KINDS``) say what a cell asks of an engine; ever
 ``Engine(variant, model_source, run)`` loads once per actor, and ``engine(batch)`` turns a batch of rendered
 cells into one trace row per cell. ``generate`` engines take ``system_text``/``user_text`` and sample an
 answer. ``score`` engines take ``prefix``/``target``/``add_bos`` and return the target tokens'
-log-probabilities (``grid.score_columns``). ``activations`` engines take ``text`` and how to extract it and
-return per-layer pooled hidden states (``grid.activation_columns``).
+log-probabilities (``grid.engine_kinds.SCORE``). ``activations`` engines take ``text`` and how to extract it and
+return per-layer pooled hidden states (``grid.engine_kinds.ACTIVATIONS``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("score", "openai"): ("mirrorscan.actors.http_scorer", "OpenAIScorer"),
     ("score", "anthropic"): ("mirrorscan.actors.score_proxy", "AnthropicProxyScorer"),
     ("activations", "hf"): ("mirrorscan.actors.hf_activations", "HFActivations"),
+    ("activations", "vllm"): ("mirrorscan.actors.vllm_activations", "VLLMActivations"),
 }
 
 

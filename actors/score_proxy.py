@@ -25,7 +25,7 @@ import pyarrow as pa
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.secrets import strip_userinfo
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 PROXY_SYSTEM = ("You continue text. Reply with the words that come next, and nothing else: do not repeat the "

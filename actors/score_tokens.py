@@ -11,7 +11,7 @@ that puts a "▁" before every text it tokenizes (legacy Llama and Mistral) writ
 "▁" token followed by "▁word": the first of those is a space token that a running sentence never contains,
 and its log-probability is not the word's. Such a target is scored as the tokenizer writes the word with its
 one space ("▁word", the word tokenized without the leading space), and the row records it
-(``target_space``, ``grid.score_columns``).
+(``target_space``, ``grid.engine_kinds.SCORE``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 SPACE_MARK = "\u2581"
@@ -122,7 +122,7 @@ def prepare_cells(tokenizer, cells: list[dict], model_bos: bool | None, context:
 
 def score_fields(prefix_ids: list[int], target_ids: list[int], bos: bool, logprobs: list[float],
                  target_space: str | None = None) -> dict:
-    """The ``grid.score_columns`` values of one scored cell (log-probs in nats, one per target token)."""
+    """The ``grid.engine_kinds.SCORE`` values of one scored cell (log-probs in nats, one per target token)."""
     return {"bos_added": bos, "target_space": target_space, "prefix_token_ids": prefix_ids, "target_token_ids": target_ids,
             "target_logprobs": logprobs, "lp_mean": sum(logprobs) / len(logprobs), "lp_min": min(logprobs),
             "prompt_tokens": len(prefix_ids) + len(target_ids), "completion_tokens": 0}
@@ -146,7 +146,7 @@ class LocalScorer:
     their order) and ``_row(cell, **fields)`` (a trace row)."""
 
     schema = trace_schema(SCORE_COLUMNS)
-    """The rows' Arrow schema: the core trace columns and ``grid.score_columns``."""
+    """The rows' Arrow schema: the core trace columns and ``grid.engine_kinds.SCORE``."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Score every cell of ``batch``; rows in the cells' order, a cell that cannot be tokenized or scored

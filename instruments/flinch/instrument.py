@@ -28,7 +28,7 @@ from mirrorscan.grid.files import stamp
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import Settings
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
 from mirrorscan.instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit

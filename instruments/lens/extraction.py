@@ -7,7 +7,7 @@ over the same layer sets (``instruments.lens.recompute``).
 
 from __future__ import annotations
 
-from mirrorscan.grid.activation_columns import DEFAULT_DATE
+from mirrorscan.grid.engine_kinds import DEFAULT_DATE
 
 RENDERING_OPTIONS = ("system", "system_prompt", "user_suffix", "assistant_prefix", "date_string")
 """The extraction options that shape the chat rendering (null on cells of invocations frozen before they were

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from mirrorscan.grid.activation_columns import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
+from mirrorscan.grid.engine_kinds import (ACTIVATION_COLUMNS, ACTIVATION_OPTIONS, DATE_FORMAT, DEFAULT_DATE, POOLINGS,
                                      RENDERINGS, VECTOR_DTYPES)
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import packaged_path, stamp

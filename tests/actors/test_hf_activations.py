@@ -127,7 +127,7 @@ def test_float16_storage_keeps_a_fixed_size_type_that_reads_back_as_float32(tiny
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from mirrorscan.grid.activation_columns import ACTIVATION_COLUMNS
+    from mirrorscan.grid.engine_kinds import ACTIVATION_COLUMNS
 
     half = tiny(cells(TEXTS[:2], rendering="raw", vector_dtype="float16"))
     full = tiny(cells(TEXTS[:2], rendering="raw"))

@@ -12,7 +12,7 @@ import pytest
 from mirrorscan.actors.hf_scorer import HFScorer
 from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.records import ModelVariant, RunContext
-from mirrorscan.grid.score_columns import SCORE_COLUMNS
+from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from test_hf_scorer import TEXTS, cells
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
