@@ -118,7 +118,7 @@ def csv_rows(text: str, file: str, dict_rows: bool = False):
         for row in reader:
             rows.append(row)
     except csv.Error as exc:
-        line = (reader.reader if dict_rows else reader).line_num
+        line = (reader.reader if isinstance(reader, csv.DictReader) else reader).line_num
         raise file_error(file, f"line {line}", f"cannot be read as CSV ({read_problem(exc)}; a field may hold at most "
                          f"{CSV_FIELD_LIMIT} characters)", "shorten the field, or close the quote that opens it") from None
     opened = open_quote_line(text)
@@ -151,9 +151,10 @@ def read_problem(exc: BaseException) -> str:
     import re
 
     mark = getattr(exc, "problem_mark", None)   # YAML: say where, not what
-    if getattr(exc, "problem", None):
+    problem = getattr(exc, "problem", None)
+    if problem:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return f"{exc.problem}{where}"
+        return f"{problem}{where}"
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     text = re.sub(r"(got \d+ ?\w*): .*", r"\1", text)
     text = re.sub(r"(invalid value|value) '.*", r"\1", text)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timezone
+from typing import Any
 
 ABSENT = "—"
 """What an absent value (None, NaN) is printed as."""
@@ -158,7 +159,9 @@ def headline(name: str, value, units: Mapping[str, str | int] | None = None) -> 
     if isinstance(unit, int) and not isinstance(unit, bool):
         return f"{float(value):.{unit}f}"
     if unit is not None:
-        return {"percent": percent, "points": points, "ms": milliseconds, "s": duration, "fixed": fixed}[unit](value)
+        by_unit: Mapping[str | int, Callable[[Any], str]] = {
+            "percent": percent, "points": points, "ms": milliseconds, "s": duration, "fixed": fixed}
+        return by_unit[unit](value)
     if name.endswith(("_rate", "_share")):
         return percent(value)
     if name.endswith("_pp"):

@@ -79,8 +79,8 @@ def settings_hash(settings: dict) -> str:
     return hashlib.sha256(json.dumps(shaping(upgrade(settings)), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def settings_differences(frozen: dict, current: dict, prefix: str = "") -> list[str]:
-    """Dotted paths of the fields where two settings dicts differ (for ``scan --resume``)."""
+def settings_differences(frozen: Any, current: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the fields where two settings dicts (or values in them) differ (for ``scan --resume``)."""
     if isinstance(frozen, dict) and isinstance(current, dict):
         out = []
         for key in sorted(set(frozen) | set(current)):
@@ -137,8 +137,8 @@ class Execution:
     def from_json(cls, data: dict) -> Execution:
         """The record stored ``execution`` JSON describes; a key this code does not know is refused."""
         _refuse_unknown(data, cls, "execution")
-        values = {k: tuple(v) if k in ("append_notes", "reproduce_warnings") and isinstance(v, list) else v
-                  for k, v in data.items()}
+        values: dict[str, Any] = {k: tuple(v) if k in ("append_notes", "reproduce_warnings") and isinstance(v, list)
+                                  else v for k, v in data.items()}
         return cls(**values, written=tuple(data))
 
     def to_json(self) -> dict:
