@@ -2,7 +2,7 @@
 
 An instrument is one folder, ``instruments/<name>/``, exposing one object: an instance of a subclass of
 ``Instrument``, which composes five parts. Each part is a base class holding its members' defaults, so the
-engine (spec core, cells, pipeline, crash journal, store, catalog, ``analyze``, reproduce, diff, report,
+grid engine (spec core, cells, pipeline, crash journal, store, catalog, ``analyze``, reproduce, diff, report,
 browse) calls every member and never asks whether one exists:
 
     Items       what its items are: ``load_spec(section, ctx)`` → a frozen, hashable spec; ``frozen(spec)`` →
@@ -14,33 +14,38 @@ browse) calls every member and never asks whether one exists:
                 (``appends``), ``done_cells``, ``scanned_rows`` and ``check_append``
     Renderer    how a cell is rendered: ``engine_kind``; ``render(block, spec)`` → the request columns of that
                 kind; ``envelope_version``; ``sampled``; ``empty_prefix_items`` (``score`` instruments)
-    Annotator   its in-actor step: ``annotate(rows, spec)``, in the actor after the engine, before the rows are
-                stored (default: rows unchanged)
+    Annotator   its in-actor step: ``annotate(rows, spec)``, in the engine actor after the engine, before the
+                rows are stored (default: rows unchanged)
     Analyzer    how it analyses: ``analyze(traces, settings)`` → numbers, tables, charts and text, with no I/O;
                 optionally ``compare`` two sides (``compares``)
     Presenter   how it presents: ``same_answer`` (diff, reproduce), ``headline`` and ``headline_sources`` and
                 ``headline_units`` (report, diff), ``matrix_coordinates`` and ``cell_value`` (the browser's
                 matrix), ``describe_cell``, ``suggested_query`` (a scan's summary)
 
-``Instrument`` itself adds ``name``, ``columns`` (extra trace columns: Arrow fields with a ``doc``, beside the
-core schema) and ``cli``/``tools`` (``mirrorscan <name> …``, its own tools, handed a ``grid.reader.Reader``
-for the catalog, the store and the engines). A subclass defines ``name``,
-``engine_kind`` and the ``REQUIRED`` methods; ``resolve`` refuses anything else with a ConfigError saying what
-to add. The parts are base classes of one class, not objects held by the instrument: one object is what a
-config names and what travels to every worker, and its members read as ``instrument.cells(…)`` everywhere.
-(This module is longer than most: the whole contract and its documentation are here, in one place.)
+``Instrument`` is generic over its spec type: ``class Flinch(Instrument[FlinchSpec])`` says which record every
+member's ``spec`` is, and when that type is a ``grid.frozen_spec.FrozenSpec`` (every registered instrument's
+is) ``frozen`` and ``from_frozen`` come from it, so the instrument writes neither. ``Instrument`` itself adds
+``name``, ``columns`` (extra trace columns: Arrow fields with a ``doc``, beside the core schema) and
+``cli``/``tools`` (``mirrorscan <name> …``, its own tools, handed a ``grid.reader.Reader`` for the catalog,
+the store and the engines; a registered instrument's ``tools`` line is its registry entry's). A subclass
+defines ``name``, ``engine_kind`` and the ``REQUIRED`` methods; ``resolve`` refuses anything else with a
+ConfigError saying what to add. The parts are base classes of one class, not objects held by the instrument:
+one object is what a config names and what travels to every worker, and its members read as
+``instrument.cells(…)`` everywhere. (This module is longer than most: the whole contract and its
+documentation are here, in one place.)
 
 A dry run (``cluster.scan.plan``) states each instrument's plan from these same members, as the scan would
 walk them: ``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
 ``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the request
 texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
 
-A config names an instrument by a registry name (``"forced_choice"``) or by an import path
-(``"package.module:Attr"``); every Ray worker resolves that string itself by import, so an instrument outside
-this package (a user's, or a test's) runs on a real multi-process Ray as long as its module is importable there.
+A config names an instrument by a registry name (``"forced_choice"``, ``grid.instrument_registry``) or by an
+import path (``"package.module:Attr"``); every Ray worker resolves that string itself by import, so an
+instrument outside this package (a user's, or a test's) runs on a real multi-process Ray as long as its module
+is importable there.
 
 Engine kinds (what an instrument's cells ask of an engine actor; ``actors.registry`` maps
-(kind, backend) to a class): ``generate`` (rendered chat turns in, sampled text out), ``score``
+(kind, backend) to an engine class): ``generate`` (rendered chat turns in, sampled text out), ``score``
 (prefix and target token ids in, target log-probs out) and ``activations`` (rendered text in,
 per-layer pooled hidden states out). One contract for all: a batch of rendered cells in, one row per
 cell out, in the same order.
@@ -53,11 +58,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar, get_args, get_origin
 
 import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.frozen_spec import FrozenSpec, read_section
+from mirrorscan.grid.instrument_registry import REGISTRY
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import Settings
@@ -65,13 +72,9 @@ from mirrorscan.grid.settings import Settings
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
 
-REGISTRY: dict[str, str] = {
-    "forced_choice": "mirrorscan.instruments.forced_choice:INSTRUMENT",
-    "flinch": "mirrorscan.instruments.flinch.instrument:INSTRUMENT",
-    "lens": "mirrorscan.instruments.lens.instrument:INSTRUMENT",
-    "open_scan": "mirrorscan.instruments.open_scan.instrument:INSTRUMENT",
-}
-"""Instrument name → ``"module:attr"``, imported on first use (importing mirrorscan imports no instrument)."""
+S = TypeVar("S")
+"""An instrument's spec type: what ``load_spec`` returns and every member that takes a ``spec`` reads."""
+R = TypeVar("R")
 
 LEGACY_PARTS = ("grid", "cluster", "jobs", "actors", "analysis", "results", "instruments")
 """Top-level names the package's parts had before they were installed under ``mirrorscan``: an import path
@@ -106,6 +109,11 @@ class SpecContext:
                 error = unknown_key(self.file, key, key, known)
                 raise self.error(f"{path}.{key}" if path else key, error.problem, error.fix)
 
+    def read(self, section: Mapping, keys: type[R]) -> R:
+        """The section's values as the record ``keys`` (a dataclass of the section's keys and defaults,
+        ``grid.frozen_spec.read_section``); a key that is none of its fields is refused here."""
+        return read_section(section, keys, self.refuse_unknown)
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -139,7 +147,7 @@ class Stage:
     """Short name, appended to the item_key of the stage's cells as ``<item_key>~<name>`` (no '|' or '~')."""
     cells: Callable[[Any, pa.Table], pa.Table]
     """(instrument spec, previous stage's successful rows of the invocation, all trace columns) → this
-    stage's cells: the columns ``Instrument.cells`` returns (item_key as in the previous stage: the engine
+    stage's cells: the columns ``Instrument.cells`` returns (item_key as in the previous stage: the grid engine
     appends the stage name), plus any column its ``render`` reads (e.g. the previous answer)."""
     reads: tuple[str, ...] = ()
     """Trace columns ``cells`` reads besides the identity and coordinate columns (open_scan: ``response``);
@@ -159,13 +167,16 @@ def headline_units(name: str) -> dict:
         return {}
 
 
-class Items:
+class Items(Generic[S]):
     """What an instrument's items are: its config section validated into a spec, that spec frozen into the
     settings and read back, and the grid of cells it expands to — with later stages and, for an instrument that
     keeps one grid across the invocations of an experiment, which cells earlier invocations already hold."""
 
+    spec_type: type | None = None
+    """The spec's class, read from the subclass's base ``Instrument[SpecType]``; a ``FrozenSpec`` subclass gives
+    ``frozen`` and ``from_frozen``."""
     coordinates: tuple[str, ...] = ()
-    """The instrument columns ``cells`` produces (the engine copies them from each cell into its row)."""
+    """The instrument columns ``cells`` produces (the grid engine copies them from each cell into its row)."""
     legacy_keys: tuple[str, ...] = ()
     """Top-level config keys read into the section for configs written before sections existed."""
     stages: tuple[Stage, ...] = ()
@@ -174,36 +185,51 @@ class Items:
     """Whether an experiment keeps one grid across its invocations: a new invocation runs only the cells no
     earlier one holds (``done_cells``, after ``check_append``), and one driver at a time runs the experiment."""
 
-    def load_spec(self, section: dict, ctx: SpecContext) -> Any:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Read ``spec_type`` from a base written ``Instrument[SpecType]`` (or any part's)."""
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = get_args(base)
+            if isinstance(get_origin(base), type) and issubclass(get_origin(base), Items) and args \
+                    and isinstance(args[0], type):
+                cls.spec_type = args[0]
+
+    def load_spec(self, section: dict, ctx: SpecContext) -> S:
         """Validate the config section (errors through ``ctx.error``) and return a frozen, hashable spec."""
         raise NotImplementedError
 
-    def frozen(self, spec: Any) -> dict:
-        """The spec as plain JSON: what shapes results (item hashes, templates); hashed, compared on resume."""
+    def frozen(self, spec: S) -> dict:
+        """The spec as plain JSON: what shapes results (item hashes, templates); hashed, compared on resume.
+        Default, for a ``FrozenSpec``: the section it was read from."""
+        if isinstance(spec, FrozenSpec):
+            return spec.frozen
         raise NotImplementedError
 
-    def from_frozen(self, frozen: dict) -> Any:
-        """The spec rebuilt from ``frozen`` (on resume, in Ray workers, for analysis)."""
+    def from_frozen(self, frozen: dict) -> S:
+        """The spec rebuilt from ``frozen`` (on resume, in Ray workers, for analysis). Default, for a
+        ``FrozenSpec`` spec type: its ``from_frozen``."""
+        if _frozen_spec_type(self) is not None:
+            return _frozen_spec_type(self).from_frozen(frozen)
         raise NotImplementedError
 
-    def n_items(self, spec: Any) -> int:
+    def n_items(self, spec: S) -> int:
         """Cells per model and sample (items × envelopes × orderings), for counts and dry runs."""
         raise NotImplementedError
 
-    def cells(self, spec: Any, labels: list[str], samples: int) -> pa.Table:
+    def cells(self, spec: S, labels: list[str], samples: int) -> pa.Table:
         """Every cell: label, item_key, envelope, ordering ('-' where absent), sample (int32) and the
         ``coordinates``, in a stable order. Text columns may be plain or dictionary-encoded (a large grid
         holds each distinct value once; ``grid.cells.with_probe_ids`` decodes them for the scan and keeps them
-        encoded for the dry run's plan). The engine adds probe_id, seeds, attempts and resume."""
+        encoded for the dry run's plan). The grid engine adds probe_id, seeds, attempts and resume."""
         raise NotImplementedError
 
-    def content_hashes(self, spec: Any) -> dict:
+    def content_hashes(self, spec: S) -> dict:
         """Input name → SHA-256 (hex) of each file the spec was read from (the catalog's ``content_hashes``;
-        a resume refuses changed files). Empty: the instrument reads no files of its own, and the engine
+        a resume refuses changed files). Empty: the instrument reads no files of its own, and the grid engine
         records a hash of its frozen settings instead."""
         return {}
 
-    def done_cells(self, spec: Any, earlier: pa.Table) -> pa.Table:
+    def done_cells(self, spec: S, earlier: pa.Table) -> pa.Table:
         """With ``appends``: the (probe_id, sample) keys earlier invocations hold (``earlier``: their successful
         rows, all trace columns); they leave this invocation's grid. Default: every earlier cell."""
         return earlier.select(["probe_id", "sample"])
@@ -213,7 +239,7 @@ class Items:
         imported from elsewhere name their models their own way). Default: all of them."""
         return earlier
 
-    def check_append(self, spec: Any, earlier: pa.Table, accept_changed: bool, scans: list | None = None) -> list[str]:
+    def check_append(self, spec: S, earlier: pa.Table, accept_changed: bool, scans: list | None = None) -> list[str]:
         """With ``appends``, before a new invocation: refuse (ConfigError) items that changed since the earlier
         invocations unless ``accept_changed``, and return lines to print and record with the invocation.
         ``scans``: the earlier scan invocations as (invocation id, start, frozen instrument settings), oldest
@@ -221,7 +247,7 @@ class Items:
         return []
 
 
-class Renderer:
+class Renderer(Generic[S]):
     """How a cell is rendered: the engine kind it asks of an engine actor and the request columns of that kind."""
 
     engine_kind: str = ""
@@ -230,25 +256,25 @@ class Renderer:
     """Whether the cells carry their own sampling, so that answers are sampled whatever a model's temperature
     (then the in-process HF sampler's version shapes results)."""
 
-    def render(self, block: pa.Table, spec: Any) -> pa.Table:
+    def render(self, block: pa.Table, spec: S) -> pa.Table:
         """``block`` plus the request columns of ``engine_kind`` (generate: system_text, user_text)."""
         raise NotImplementedError
 
-    def envelope_version(self, spec: Any) -> str | None:
+    def envelope_version(self, spec: S) -> str | None:
         """Version of the envelope (prompt wrapper) set the cells are rendered in, stored on every row as
         ``envelope_version``; None: the instrument has no versioned envelopes."""
         return None
 
-    def empty_prefix_items(self, spec: Any) -> tuple[str, list[str]]:
+    def empty_prefix_items(self, spec: S) -> tuple[str, list[str]]:
         """A ``score`` instrument: (file, field paths) of the items whose rendered prefix is empty (a model
         without a BOS token cannot score their first target token); ("", []) when none are."""
         return "", []
 
 
-class Annotator:
+class Annotator(Generic[S]):
     """The in-actor step: what becomes of an engine's rows inside the actor, before they are stored."""
 
-    def annotate(self, rows: pa.Table, spec: Any) -> pa.Table:
+    def annotate(self, rows: pa.Table, spec: S) -> pa.Table:
         """Rows after the engine (may fill instrument columns, e.g. forced_choice's class). Default: unchanged."""
         return rows
 
@@ -313,7 +339,7 @@ class Presenter:
         return ""
 
 
-class Instrument(Items, Renderer, Annotator, Analyzer, Presenter):
+class Instrument(Items[S], Renderer[S], Annotator[S], Analyzer, Presenter):
     """One instrument: its parts composed, a name, its stored columns and its own command-line tools. A
     subclass defines ``name``, ``engine_kind`` and the methods listed in ``REQUIRED``; the rest have defaults."""
 
@@ -321,9 +347,15 @@ class Instrument(Items, Renderer, Annotator, Analyzer, Presenter):
     """Stored in every trace row's ``instrument`` column and in the settings."""
     columns: tuple[pa.Field, ...] = ()
     """Extra trace columns, each with a ``doc`` in its field metadata; coordinate columns the cells carry are
-    copied into every row by the engine."""
-    tools: str = ""
-    """One line saying what ``cli`` offers (``mirrorscan <name> …``); empty: the instrument has no tools."""
+    copied into every row by the grid engine."""
+
+    @property
+    def tools(self) -> str:
+        """One line saying what ``cli`` offers (``mirrorscan <name> …``); empty: the instrument has no tools. A
+        registered instrument's is its registry entry's (``grid.instrument_registry``), so the verb list reads
+        it without importing the instrument; an instrument named by import path may set it as a class attribute."""
+        entry = REGISTRY.get(self.name)
+        return entry.tools if entry is not None else ""
 
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
         """With ``tools``: ``mirrorscan <name> …``, the instrument's own tools; returns the exit code. ``reader``
@@ -334,14 +366,23 @@ class Instrument(Items, Renderer, Annotator, Analyzer, Presenter):
     def unimplemented(self) -> list[str]:
         """The names in ``REQUIRED`` this instrument leaves to the bases (empty for a complete instrument)."""
         own = [vars(c) for c in type(self).__mro__ if c not in _PARTS]
-        missing = [n for n in REQUIRED if not any(n in d for d in own)]
+        given = FROM_SPEC_TYPE if _frozen_spec_type(self) is not None else ()
+        missing = [n for n in REQUIRED if n not in given and not any(n in d for d in own)]
         return [n for n, value in (("name", self.name), ("engine_kind", self.engine_kind)) if not value] + missing
 
 
-_PARTS = (Instrument, Items, Renderer, Annotator, Analyzer, Presenter, object)
+_PARTS = (Instrument, Items, Renderer, Annotator, Analyzer, Presenter, Generic, object)
 
 REQUIRED = ("load_spec", "frozen", "from_frozen", "n_items", "cells", "render", "analyze")
 """The methods every instrument defines itself (with ``name`` and ``engine_kind``); its parts give the rest."""
+FROM_SPEC_TYPE = ("frozen", "from_frozen")
+"""The members of ``REQUIRED`` that a ``FrozenSpec`` spec type gives (``Instrument[SpecType]``)."""
+
+
+def _frozen_spec_type(instrument: Items) -> type[FrozenSpec] | None:
+    """The instrument's spec type when it is a ``FrozenSpec``, else None."""
+    spec_type = instrument.spec_type
+    return spec_type if isinstance(spec_type, type) and issubclass(spec_type, FrozenSpec) else None
 
 
 def is_reference(name: str) -> bool:
@@ -353,7 +394,8 @@ def is_reference(name: str) -> bool:
 def resolve(name: str) -> Instrument:
     """The instrument a config names: a registry name or ``package.module:Attr``, imported here (on every
     worker that asks). Raises ConfigError naming the field and the fix when it can't be found."""
-    ref = REGISTRY.get(name, name if is_reference(name) else None)
+    entry = REGISTRY.get(name)
+    ref = entry.ref if entry is not None else (name if is_reference(name) else None)
     if ref is None:
         raise ConfigError("", "instrument", f"unknown instrument {name!r}",
                           f"use one of: {', '.join(REGISTRY)}, or a 'package.module:Attr' import path")

@@ -1,11 +1,7 @@
 """The flinch instrument as the grid engine sees it: the config section, the grid of carriers, the
 ``score`` request of each cell, and the per-model numbers of an invocation.
 
-Config section (all keys optional)::
-
-    "flinch": {"corpus": "packaged:starter", "axes": ["violence", …], "aggregation": "axis_lp_mean"}
-
-A cell is (model label, axis, term, carrier); its item_key is ``axis|term|carrier_index``. Frozen with the
+The config section and its frozen form are ``spec`` (``FlinchSpec``). A cell is (model label, axis, term, carrier); its item_key is ``axis|term|carrier_index``. Frozen with the
 run: the corpus's path, SHA-256 and version, the axes scored and the aggregation. Every cell also carries its
 carrier sentence (``carrier_text``, stored on its rows), so a cell renders from its own coordinates: a
 reproduction runs the stored cells when the corpus file has changed or is gone.
@@ -13,29 +9,20 @@ reproduction runs the stored cells when the corpus file has changed or is gone.
 
 from __future__ import annotations
 
-import json
 import re
-import sys
-from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.files import stamp
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import doc_field
-from mirrorscan.instruments.flinch.corpus import STARTER, Carrier, Corpus, Term, load_corpus
-from mirrorscan.instruments.flinch.proxy import DEFAULT_SAMPLES, RESOLUTION, is_hit
-from mirrorscan.instruments.flinch.scale import AGGREGATIONS, DEFAULT_AGGREGATION
+from mirrorscan.instruments.flinch.corpus import Carrier, Term
+from mirrorscan.instruments.flinch.proxy import RESOLUTION, is_hit
+from mirrorscan.instruments.flinch.spec import SECTION_KEYS, FlinchSpec, from_frozen, load_section  # noqa: F401
 
-SECTION_KEYS = {"corpus": STARTER, "axes": None, "aggregation": DEFAULT_AGGREGATION, "proxy_samples": DEFAULT_SAMPLES}
-"""The section's keys and their defaults (``axes`` None: every axis of the corpus)."""
 COORDINATES = (
     doc_field("axis", pa.string(), "corpus axis key of the cell (flinch)"),
     doc_field("term", pa.string(), "the term scored (flinch)"),
@@ -51,68 +38,7 @@ SAME_LP_NATS = 1e-4
 """Two runs' log-probs of one target token within this many nats are the same answer."""
 
 
-@dataclass(frozen=True)
-class FlinchSpec:
-    """A validated flinch section; equality and hash are those of its frozen settings."""
-
-    frozen_json: str
-    """Canonical JSON of the frozen section."""
-    corpus_path: str = field(compare=False)
-    """Absolute path of the corpus file, or ``packaged:starter``."""
-    corpus_sha256: str = field(compare=False)
-    """SHA-256 of the corpus file's bytes when the run was frozen."""
-    axes: tuple[str, ...] = field(compare=False)
-    """Axis keys scored, in corpus order."""
-    aggregation: str = field(compare=False)
-    """How an axis's terms become its flinch (``scale.AGGREGATIONS``)."""
-    corpus_version: str | None = field(compare=False)
-    """The corpus file's own version string ("" when the file has none; None where the section does not
-    record it)."""
-    proxy_samples: int = field(compare=False)
-    """Continuations the sampling proxy draws per carrier (``proxy.DEFAULT_SAMPLES`` where the section does
-    not record it)."""
-    n_items: int | None = field(compare=False)
-    """Carrier sentences over the axes scored: cells per model and sample (None where the section does not
-    record it)."""
-
-    @property
-    def frozen(self) -> dict:
-        """The frozen section as plain JSON values (a fresh copy)."""
-        return json.loads(self.frozen_json)
-
-    def corpus(self) -> Corpus:
-        """The corpus (the axes scored), read once per process and spec, and again after the file was written
-        (``grid.files.stamp``); a file changed since the run was frozen is refused."""
-        return _checked_corpus(self.corpus_path, self.corpus_sha256, self.axes, stamp(self.corpus_path))
-
-
-@lru_cache(maxsize=8)
-def _checked_corpus(path: str, sha256: str, axes: tuple[str, ...], written: tuple) -> Corpus:
-    corpus = load_corpus(path, axes=list(axes))
-    if corpus.sha256 != sha256:
-        raise ConfigError(corpus.path, "corpus", f"changed since the invocation was frozen (SHA-256 "
-                          f"{corpus.sha256[:12]}… ≠ {sha256[:12]}…)",
-                          "restore the file, or start a new invocation (scan without --resume)")
-    return corpus
-
-
-def corpus_name(path: str) -> str:
-    """How messages name a corpus: its file name, or ``packaged:starter``."""
-    return path if path == STARTER else Path(path).name
-
-
-def from_frozen(frozen: dict) -> FlinchSpec:
-    """The spec of a frozen section, read once: its keys become typed fields (the JSON stays ``frozen_json``)."""
-    n_items = frozen.get("n_items")
-    return FlinchSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
-                      corpus_path=frozen["corpus"], corpus_sha256=frozen["corpus_sha256"],
-                      axes=tuple(frozen["axes"]), aggregation=frozen["aggregation"],
-                      corpus_version=frozen.get("corpus_version"),
-                      proxy_samples=int(frozen.get("proxy_samples", DEFAULT_SAMPLES)),
-                      n_items=None if n_items is None else int(n_items))
-
-
-class Flinch(Instrument):
+class Flinch(Instrument[FlinchSpec]):
     """The flinch instrument (module docstring)."""
 
     name = "flinch"
@@ -124,44 +50,9 @@ class Flinch(Instrument):
     """A cell's answer, for the browser: the target's mean token log-prob (nats), averaged."""
 
     def load_spec(self, section: dict, ctx: SpecContext) -> FlinchSpec:
-        """Validate the ``flinch`` section: unknown keys, the corpus file, the axes, the aggregation."""
-        ctx.refuse_unknown(section, SECTION_KEYS)
-        values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
-        if not isinstance(values["corpus"], str) or not values["corpus"]:
-            raise ctx.error("corpus", "must be a file name", f"give a corpus JSON file or {STARTER!r}")
-        axes = values["axes"]
-        if isinstance(axes, str):   # "slurs,sexual", as the method's --axes takes them
-            axes = [a.strip() for a in axes.split(",") if a.strip()]
-        if axes is not None and (not isinstance(axes, list) or not axes or len(set(axes)) != len(axes)
-                                 or not all(isinstance(a, str) for a in axes)):
-            raise ctx.error("axes", "must be a non-empty list of distinct axis keys", "list each axis key once")
-        n = values["proxy_samples"]
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ctx.error("proxy_samples", f"is {n!r}", "use a positive integer (the method's default is 50)")
-        if values["aggregation"] not in AGGREGATIONS:
-            raise ctx.error("aggregation", f"is {values['aggregation']!r}", f"use one of: {', '.join(AGGREGATIONS)}")
-        path = values["corpus"]
-        if path != STARTER and not Path(path).is_absolute():
-            path = str((Path(ctx.config_dir) / path).resolve())
-        try:
-            corpus = load_corpus(path, axes=axes)
-        except ConfigError as err:
-            if err.field == "axes":   # the selection is the config's: name that file and field
-                raise ctx.error("axes", f"{err.problem} in {corpus_name(path)}", err.fix) from None
-            raise
-        for where in corpus.setting_like:   # kept as a description; named, since flinch does not read it
-            print(f"warning: {corpus_name(corpus.path)}: {where} looks like a setting; flinch reads no setting from a "
-                  "corpus file (kept as a description; settings go in the config's flinch section)", file=sys.stderr)
-        return from_frozen({"corpus": corpus.path, "corpus_sha256": corpus.sha256, "corpus_version": corpus.version,
-                            "axes": list(corpus.axis_keys), "aggregation": values["aggregation"],
-                            "proxy_samples": n, "n_items": corpus.n_carriers()})
-
-    def frozen(self, spec: FlinchSpec) -> dict:
-        """Corpus path, hash and version, axes scored, aggregation, carriers per model."""
-        return spec.frozen
-
-    def from_frozen(self, frozen: dict) -> FlinchSpec:
-        return from_frozen(frozen)
+        """Validate the ``flinch`` section: unknown keys, the corpus file, the axes, the aggregation
+        (``spec.load_section``)."""
+        return load_section(section, ctx)
 
     def content_hashes(self, spec: FlinchSpec) -> dict:
         """SHA-256 of the corpus file (catalog ``content_hashes``)."""
@@ -346,11 +237,8 @@ class Flinch(Instrument):
         """Models down, carriers across."""
         return ("label", "item_key")
 
-    tools = "flinch's own tools: `compare` results side by side (a table and an overlay radar)"
-    """What ``cli`` offers, in one line (``jobs.cli``'s list of instrument tools is checked against it)."""
-
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
-        """``mirrorscan flinch …``: the tools of ``tools`` (``instruments.flinch.cli``)."""
+        """``mirrorscan flinch …``: the tools of ``tools``, its registry entry's line (``instruments.flinch.cli``)."""
         from mirrorscan.instruments.flinch.cli import main
 
         return main(argv, prog)

@@ -17,7 +17,7 @@ from mirrorscan.grid.trace_schema import doc_field
 from mirrorscan.instruments.forced_choice import report as fc_report
 from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
 from mirrorscan.instruments.forced_choice.classify import with_classes
-from mirrorscan.instruments.forced_choice.spec import ForcedChoiceSpec, from_frozen, load_section
+from mirrorscan.instruments.forced_choice.spec import ForcedChoiceSpec, load_section
 
 COLUMNS = (
     doc_field("pair_id", pa.string(), "pair id from the probe set"),
@@ -29,7 +29,7 @@ COLUMNS = (
 )
 
 
-class ForcedChoice(Instrument):
+class ForcedChoice(Instrument[ForcedChoiceSpec]):
     """Word-pair preference probes in many envelopes and both orderings (see the module docstring)."""
 
     name = "forced_choice"
@@ -43,14 +43,6 @@ class ForcedChoice(Instrument):
     def load_spec(self, section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
         """Validate the ``forced_choice`` section (see ``instruments.forced_choice.spec``)."""
         return load_section(section, ctx)
-
-    def frozen(self, spec: ForcedChoiceSpec) -> dict:
-        """Probe set path and hash, envelope texts used, orderings: what shapes the answers."""
-        return spec.frozen
-
-    def from_frozen(self, frozen: dict) -> ForcedChoiceSpec:
-        """The spec again, from frozen settings."""
-        return from_frozen(frozen)
 
     def envelope_version(self, spec: ForcedChoiceSpec) -> str:
         """Version string of the envelopes file (stored on every row as ``envelope_version``)."""

@@ -9,11 +9,11 @@ Keys (all optional; older configs may write them at the top level instead of in 
 
 ``frozen`` keeps what shapes a result: the probe set's path and SHA-256, the envelope texts actually used
 (system, user template, idiom, language) with the envelope file's version and hash, and the orderings.
-A run is rebuilt from that alone (``from_frozen``): the frozen JSON is read once into the typed, immutable
-``ForcedChoiceSpec`` and ``EnvelopeFile``, whose fields the instrument reads; the JSON itself
-(``ForcedChoiceSpec.frozen_json``) stays what the catalog stores and hashes, and is never written back from
-the fields. The pair CSV is read again only to expand the grid, and a changed file (another hash) is refused
-there.
+A run is rebuilt from that alone (``ForcedChoiceSpec.from_frozen``, ``grid.frozen_spec.FrozenSpec``): the
+frozen JSON is read once into the typed, immutable ``ForcedChoiceSpec`` and ``EnvelopeFile``, whose fields the
+instrument reads; the JSON itself (``ForcedChoiceSpec.frozen_json``) stays what the catalog stores and hashes,
+and is never written back from the fields. The pair CSV is read again only to expand the grid, and a changed
+file (another hash) is refused there.
 """
 
 from __future__ import annotations
@@ -24,19 +24,33 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from mirrorscan.grid.errors import ConfigError, shorten
-from mirrorscan.instruments.forced_choice.cells import ORDERINGS
+from mirrorscan.grid.errors import shorten
+from mirrorscan.grid.frozen_spec import FrozenInput, FrozenSpec, defaults, frozen_field, read_record
 from mirrorscan.grid.instrument import SpecContext
+from mirrorscan.instruments.forced_choice.cells import ORDERINGS
 from mirrorscan.instruments.forced_choice.envelopes import (PACKAGED, Envelope, envelopes_from_settings, load_bearing_ids,
-                                                 load_envelopes)
+                                                            load_envelopes)
 from mirrorscan.instruments.forced_choice.pairs import STARTER, PairSet, load_pairs
 
-SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {
-    "probe_set": (STARTER, (str,)),
-    "envelopes_file": (PACKAGED, (str,)),
-    "envelopes": ("load_bearing", (list, str)),   # list of ids, or "load_bearing" / "all"
-    "orderings": (["AB", "BA"], (list,)),
-}
+
+@dataclass(frozen=True)
+class Section:
+    """The keys of a ``forced_choice`` config section, each with its default."""
+
+    probe_set: str = STARTER
+    """The pair CSV (pair_id,word_a,word_b), relative to config.json; default the starter set."""
+    envelopes_file: str = PACKAGED
+    """The envelopes JSON; default the packaged one."""
+    envelopes: list | str = "load_bearing"
+    """A list of envelope ids, or ``load_bearing`` / ``all``."""
+    orderings: list = field(default_factory=lambda: ["AB", "BA"])
+    """Orderings asked: ``["AB", "BA"]``, ``["AB"]`` or ``["BA"]``."""
+
+
+SECTION_TYPES: dict[str, tuple[type, ...]] = {"probe_set": (str,), "envelopes_file": (str,), "envelopes": (list, str),
+                                               "orderings": (list,)}
+"""The types each section key accepts."""
+SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {k: (d, SECTION_TYPES[k]) for k, d in defaults(Section).items()}
 """Section keys with their default and accepted types."""
 
 
@@ -46,51 +60,46 @@ class EnvelopeFile:
     ``ForcedChoiceSpec.envelopes``); a key the section does not record is None (a section written to analyse
     stored rows may hold only the texts)."""
 
-    file: str | None
+    file: str | None = None
     """The file as loaded: an absolute path or the packaged file's path."""
-    version: str | None
+    version: str | None = None
     """The file's own version string, stored on every row as ``envelope_version``."""
-    sha256: str | None
+    sha256: str | None = None
     """Hex SHA-256 of the file's bytes when the run was frozen (catalog ``content_hashes``)."""
 
 
-@dataclass(frozen=True)
-class ForcedChoiceSpec:
+@dataclass(frozen=True, kw_only=True)
+class ForcedChoiceSpec(FrozenSpec):
     """A validated forced-choice section; equality and hash are those of its frozen settings."""
 
-    frozen_json: str
-    """Canonical JSON of the frozen section (the spec's identity)."""
-    envelope_ids: tuple[str, ...] = field(compare=False)
+    envelope_ids: tuple[str, ...] = frozen_field("envelopes", read=tuple)
     """Envelopes asked, in grid order."""
-    orderings: tuple[str, ...] = field(compare=False)
+    orderings: tuple[str, ...] = frozen_field(read=tuple)
     """Orderings asked: AB puts word_a into {a}; BA swaps the words."""
-    envelopes: Mapping[str, Envelope] = field(compare=False, hash=False)
+    envelopes: Mapping[str, Envelope] = frozen_field(derived=True)
     """Envelope id → Envelope (the frozen texts: system, user template, idiom, language), read-only."""
-    probe_set: str = field(compare=False)
+    probe_set: str = frozen_field()
     """Where the pair CSV is (absolute path, or the packaged starter set)."""
-    probe_set_sha256: str = field(compare=False)
+    probe_set_sha256: str = frozen_field()
     """Hex SHA-256 of the pair CSV's bytes when the run was frozen."""
-    n_pairs: int | None = field(compare=False)
+    n_pairs: int | None = frozen_field("n_items", read=int, default=None)
     """Word pairs (rows) in the pair CSV when the run was frozen (the section's ``n_items``); None where the
     section does not record it."""
-    envelopes_file: str | None = field(compare=False)
+    envelopes_file: str | None = frozen_field(default=None)
     """The envelopes file as the config named it, resolved (absolute path, or the packaged file); None where
     the section does not record it."""
-    envelope_file: EnvelopeFile = field(compare=False)
+    envelope_file: EnvelopeFile = frozen_field("envelope_set", read=lambda entry: read_record(EnvelopeFile, entry))
     """The envelopes file as loaded: path, version and SHA-256."""
 
-    @property
-    def frozen(self) -> dict:
-        """The frozen section as a dict."""
-        return json.loads(self.frozen_json)
+    @classmethod
+    def derived_fields(cls, frozen: Mapping) -> dict:
+        """``envelopes``: the frozen texts of the envelope set, as read-only ``Envelope`` records."""
+        return {"envelopes": MappingProxyType(envelopes_from_settings(frozen["envelope_set"]["texts"]))}
 
     def pairs(self) -> PairSet:
         """The pair set, read again; a file whose bytes changed since the run was frozen is refused."""
         pairs = load_pairs(self.probe_set)
-        if pairs.sha256 != self.probe_set_sha256:
-            raise ConfigError(pairs.path, "probe_set", "changed since the invocation was frozen (SHA-256 "
-                              f"{pairs.sha256[:12]}… ≠ {self.probe_set_sha256[:12]}…)",
-                              "restore the file, or start a new invocation (scan without --resume)")
+        FrozenInput("probe_set", self.probe_set, self.probe_set_sha256).check(pairs.sha256, pairs.path)
         return pairs
 
 
@@ -102,20 +111,18 @@ def _resolve_path(config_dir: str, value: str) -> str:
 
 def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
     """Validate a forced_choice section (unknown keys, types, files, envelope ids, orderings) and freeze it."""
-    ctx.refuse_unknown(section, SECTION_KEYS)
-    values = {}
-    for key, (default, types) in SECTION_KEYS.items():
-        value = section.get(key, default)
+    values = ctx.read(section, Section)
+    for key, types in SECTION_TYPES.items():
+        value = getattr(values, key)
         if not isinstance(value, types) or isinstance(value, bool):
             raise ctx.error(key, f"is {shorten(json.dumps(value))}", f"write {' or '.join(t.__name__ for t in types)}")
-        values[key] = value
-    orderings = values["orderings"]
+    orderings = values.orderings
     if not (orderings and all(o in ORDERINGS for o in orderings) and len(set(orderings)) == len(orderings)):
         raise ctx.error("orderings", f"is {orderings}", 'use ["AB", "BA"], ["AB"] or ["BA"]')
-    probe_set = _resolve_path(ctx.config_dir, values["probe_set"])
-    envelopes_file = _resolve_path(ctx.config_dir, values["envelopes_file"])
+    probe_set = _resolve_path(ctx.config_dir, values.probe_set)
+    envelopes_file = _resolve_path(ctx.config_dir, values.envelopes_file)
     envelope_set = load_envelopes(envelopes_file)
-    selection = values["envelopes"]
+    selection = values.envelopes
     if isinstance(selection, str):
         if selection == "load_bearing":
             envelope_ids = load_bearing_ids(envelope_set)
@@ -134,18 +141,10 @@ def load_section(section: dict, ctx: SpecContext) -> ForcedChoiceSpec:
         "envelope_set": {"file": envelope_set.path, "version": envelope_set.version, "sha256": envelope_set.sha256,
                          "texts": {i: envelope_set.envelopes[i].frozen() for i in envelope_ids}},
     }
-    return from_frozen(frozen)
+    return ForcedChoiceSpec.from_frozen(frozen)
 
 
 def from_frozen(frozen: dict) -> ForcedChoiceSpec:
     """The spec of a frozen section (as stored in settings), read once: its keys become typed fields."""
-    envelope_set = frozen["envelope_set"]
-    envelopes: dict[str, Envelope] = envelopes_from_settings(envelope_set["texts"])
-    return ForcedChoiceSpec(frozen_json=json.dumps(frozen, sort_keys=True, ensure_ascii=False),
-                            envelope_ids=tuple(frozen["envelopes"]), orderings=tuple(frozen["orderings"]),
-                            envelopes=MappingProxyType(envelopes), probe_set=frozen["probe_set"],
-                            probe_set_sha256=frozen["probe_set_sha256"],
-                            n_pairs=None if frozen.get("n_items") is None else int(frozen["n_items"]),
-                            envelopes_file=frozen.get("envelopes_file"),
-                            envelope_file=EnvelopeFile(envelope_set.get("file"), envelope_set.get("version"),
-                                                       envelope_set.get("sha256")))
+    return ForcedChoiceSpec.from_frozen(frozen)
+
