@@ -25,6 +25,7 @@ ENGINES: dict[tuple[str, str], tuple[str, str]] = {
     ("score", "openai"): ("mirrorscan.actors.http_scorer", "OpenAIScorer"),
     ("score", "anthropic"): ("mirrorscan.actors.score_proxy", "AnthropicProxyScorer"),
     ("activations", "hf"): ("mirrorscan.actors.hf_activations", "HFActivations"),
+    ("activations", "vllm"): ("mirrorscan.actors.vllm_activations", "VLLMActivations"),
 }
 
 

@@ -30,6 +30,7 @@ from mirrorscan.grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, chec
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
 from mirrorscan.grid.settings import SAMPLER_VERSION, Execution, Settings
+from mirrorscan.grid.vllm_extraction import check_vllm_extraction
 
 BACKENDS = ("hf", "vllm", "openai", "anthropic")
 """Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
@@ -319,6 +320,8 @@ def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
         if m.tokenizer is not None and (instrument.engine_kind != "score" or m.backend != "openai"):
             raise ConfigError(file, f"models[{i}].tokenizer", "is only read by the openai backend's score engine "
                               f"(here: backend {m.backend!r}, {instrument.engine_kind!r} engines)", "remove it")
+        if instrument.engine_kind == "activations" and m.backend == "vllm":
+            check_vllm_extraction(file, f"models[{i}].model", m.model, str(config_path.parent.resolve()))
         if m.score_api is not None and instrument.engine_kind != "score":
             raise ConfigError(file, f"models[{i}].score_api", f"is only read by score engines, and {instrument.name!r} "
                               f"uses {instrument.engine_kind!r} engines", "remove it")
