@@ -215,10 +215,16 @@ def run_model(cells: pa.Table, pool: Pool, journal: str | None = None) -> Iterat
     An actor that dies is restarted, but the task it was running is not retried (Ray Data's default
     retries it forever: a poison cell would loop). Without ``journal`` a death then fails the run; with
     ``journal`` (an in-flight folder, ``cluster.scan.sweep.run_model_journaled``) the failed blocks are
-    dropped, the run goes on, and the journal accounts for their cells afterwards."""
+    dropped, the run goes on, and the journal accounts for their cells afterwards. A running warm engine that
+    matches the pool's engine answers its batches (``cluster.runtime.warm_engines.hosted_pool``)."""
     import ray.data
 
+    from mirrorscan.cluster.runtime.warm_engines import hosted_pool
+
     executor_poll()
+    # Warm engines (cluster/runtime/warm_engines.py): where a running Serve deployment holds an engine that answers
+    # like this pool's, the actors send it their batches instead of loading the model; otherwise nothing changes.
+    pool = hosted_pool(pool)
     max_pool_size = max(pool.pool_size, pool.max_pool_size or pool.pool_size)
     # Engines that serve requests concurrently (vLLM, HTTP) take the next batch while the last one's tail
     # is still streaming, so the engine never idles between batches; HF generates one batch at a time.

@@ -1,0 +1,186 @@
+"""Warm engines (cluster/runtime/warm_engines.py) on real Ray Serve with the tiny random model and a real catalog.
+
+A warm scan and a cold scan of the same experiment store the same rows cell by cell, apart from where and when
+each ran; the warm one never loads the model in its own actors (its rows name the Serve replica). Two scans of
+different experiments, two drivers at once, share one engine and both finish complete. ``engines list`` shows
+what runs and ``engines down`` stops it, after which scans are cold again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from mirrorscan.cluster.runtime import warm_engines as we
+from mirrorscan.cluster.scan.records import ScanOptions
+from mirrorscan.cluster.scan.run import ScanRun
+from mirrorscan.cluster.store.traces import open_store
+from mirrorscan.grid.spec import load_spec
+
+WHERE_AND_WHEN = {"invocation_id", "actor_id", "node_id", "hostname", "created_at", "ttft_ms", "total_ms",
+                  "prefill_ms", "decode_tok_s", "intervals_ms", "n_chunks", "batch_size", "started_at", "ttft_answer_ms"}
+"""Columns that say where and when a row was answered (and which invocation holds it): the only ones allowed to
+differ between a warm and a cold scan. ``batch_size`` is the engine call's size, which Ray Data's block cutting
+sets for both alike; it is left out only because it describes the call, not the answer."""
+
+
+def experiment(root: Path, name: str, model: Path, pairs: str, temperature: float = 0.8) -> Path:
+    """A forced-choice experiment folder on ``model``: sampled cells (two samples each) so that seeds matter."""
+    exp = root / name
+    exp.mkdir(parents=True)
+    (exp / "pairs.csv").write_text("pair_id,word_a,word_b\n" + pairs)
+    (exp / "config.json").write_text(json.dumps({
+        "instrument": "forced_choice", "temperature": temperature, "samples": 2, "batch_size": 4,
+        "models": [{"model": str(model), "label": "tiny", "max_tokens": 6}],
+        "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict", "bare_vs"]}}))
+    return exp
+
+
+def scan(exp: Path, store: str, dsn: str):
+    """One scan of ``exp`` in this process (the shared local Ray); its result."""
+    run = ScanRun(load_spec(exp), ScanOptions(store=store, catalog_dsn=dsn, quiet=True))
+    run.check()
+    return run.execute()
+
+
+def rows_of(store: str, experiment_name: str, invocation_id: str) -> pa.Table:
+    """An invocation's rows, ordered by (probe_id, sample, attempt)."""
+    t = open_store(store).read(experiment_name, invocation_id)
+    return t.sort_by([("probe_id", "ascending"), ("sample", "ascending"), ("attempt", "ascending")])
+
+
+@pytest.fixture(scope="module")
+def serve_session(ray_local):
+    """Serve on the shared Ray for this module; every warm engine stopped and Serve shut down afterwards."""
+    yield
+    from ray import serve
+
+    we.stop_engines()
+    if not serve.status().applications:
+        serve.shutdown()
+
+
+@pytest.mark.timeout(900)
+def test_a_warm_scan_stores_the_rows_of_a_cold_one_and_never_loads_the_model(tmp_path, tiny_dir, catalog_dsn,
+                                                                            serve_session, monkeypatch):
+    exp = experiment(tmp_path, "warm_fc", tiny_dir, "vw,vodka,whiskey\ncd,cat,dog\nsr,sun,rain\n")
+    store = str(tmp_path / "store")
+    spec = load_spec(exp)
+    targets = we.engine_targets(spec)
+    assert [t.kind for t in targets] == ["generate"] and targets[0].variant.label == "tiny"
+
+    monkeypatch.setenv(we.SWITCH_ENV, "0")
+    cold = scan(exp, store, catalog_dsn)
+    monkeypatch.delenv(we.SWITCH_ENV)
+    assert we.running_engine(targets[0].engine_cls, targets[0].variant, targets[0].model_source) is None
+
+    [(name, started)] = we.start_engines(targets, spec.experiment, we.Scaling(min_replicas=1))
+    assert started and name == targets[0].name
+    assert we.start_engines(targets, spec.experiment) == [(name, False)]   # already up: left as it is
+    warm = scan(exp, store, catalog_dsn)
+    assert cold.status == warm.status == "complete" and cold.counts["cells"] == warm.counts["cells"] == 24
+
+    a, b = rows_of(store, "warm_fc", cold.invocation_id), rows_of(store, "warm_fc", warm.invocation_id)
+    assert a.num_rows == b.num_rows == 24 and a.column_names == b.column_names
+    compared = [c for c in a.column_names if c not in WHERE_AND_WHEN]
+    assert {"response", "class", "seed", "label", "experiment", "system_text", "user_text", "completion_tokens",
+            "generation_overrides", "model_canonical"} <= set(compared)
+    for column in compared:
+        assert a.column(column).to_pylist() == b.column(column).to_pylist(), column
+    assert set(a.column("invocation_id").to_pylist()) == {cold.invocation_id}
+    assert set(b.column("invocation_id").to_pylist()) == {warm.invocation_id}
+    assert len(set(b.column("response").to_pylist())) > 1   # sampled text: the seeds reached the engine
+
+    # the warm rows were answered by the Serve replica, the cold ones by the scan's own engine actor
+    engines = we.running_engines()
+    replicas = engines[name]["replicas"]
+    assert set(b.column("actor_id").to_pylist()) == {r["actor_id"] for r in replicas.values()}
+    assert not set(a.column("actor_id").to_pylist()) & set(b.column("actor_id").to_pylist())
+    assert engines[name]["cells"] == 24 and engines[name]["requests"] >= 6   # batches of 4
+    # every cell of both scans has its inference_log row
+    with psycopg.connect(catalog_dsn) as conn:
+        for inv in (cold.invocation_id, warm.invocation_id):
+            n = conn.execute("SELECT count(*) FROM inference_log WHERE invocation_id = %s", (inv,)).fetchone()[0]
+            assert n == 24
+
+
+@pytest.mark.timeout(900)
+def test_two_drivers_scanning_two_experiments_share_one_engine(tmp_path, tiny_dir, catalog_dsn, serve_session):
+    import ray
+
+    first = experiment(tmp_path, "share_one", tiny_dir, "vw,vodka,whiskey\ncd,cat,dog\n")
+    second = experiment(tmp_path, "share_two", tiny_dir, "sr,sun,rain\nhb,hot,cold\nup,up,down\n")
+    store = str(tmp_path / "store")
+    spec = load_spec(first)
+    [target] = we.engine_targets(spec)
+    assert we.engine_targets(load_spec(second))[0].name == target.name   # other experiment, same engine
+    name = we.start_engines([target], spec.experiment, we.Scaling(min_replicas=1))[0][0]
+    before = we.running_engines()[name]["cells"]
+
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "RAY_AUTH_MODE": "disabled",
+           "MIRRORSCAN_CATALOG_DSN": catalog_dsn}
+    command = [sys.executable, "-m", "mirrorscan.jobs.cli", "scan", "--store", store]
+    drivers = [subprocess.Popen([*command, str(exp)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) for exp in (first, second)]
+    outputs = [None, None]
+
+    def wait(i):
+        outputs[i] = drivers[i].communicate(timeout=600)[0]
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [d.returncode for d in drivers] == [0, 0], outputs
+    store_ = open_store(store)
+    for exp_name, cells in (("share_one", 16), ("share_two", 24)):
+        table = store_.dataset(exp_name).to_table()
+        assert table.num_rows == cells and table.column("error").null_count == cells, exp_name
+        assert set(table.column("experiment").to_pylist()) == {exp_name}
+    assert we.running_engines()[name]["cells"] - before == 40   # both scans' batches went to the one engine
+
+
+@pytest.mark.timeout(600)
+def test_engines_down_stops_them_and_scans_are_cold_again(tmp_path, tiny_dir, catalog_dsn, serve_session):
+    exp = experiment(tmp_path, "down_fc", tiny_dir, "vw,vodka,whiskey\n")
+    [target] = we.engine_targets(load_spec(exp))
+    name = we.start_engines([target], "down_fc", we.Scaling(min_replicas=1))[0][0]
+    listed = we.running_engines()[name]
+    assert listed["kind"] == "generate" and listed["model"] == str(tiny_dir) and listed["backend"] == "hf"
+    assert listed["replica_states"].get("RUNNING") == 1 and len(listed["replicas"]) == 1
+    with pytest.raises(Exception, match="no warm engine named"):
+        we.stop_engines(["mirrorscan-engine-nope"])
+    assert we.stop_engines([name]) == [name]
+    assert name not in we.running_engines()
+    assert we.running_engine(target.engine_cls, target.variant, target.model_source) is None
+    result = scan(exp, str(tmp_path / "store"), catalog_dsn)
+    assert result.status == "complete"
+    actors = set(open_store(str(tmp_path / "store")).read("down_fc", result.invocation_id)
+                 .column("actor_id").to_pylist())
+    assert name not in we.running_engines() and len(actors) == 1   # its own engine actor answered
+
+
+def test_the_key_is_what_shapes_answers_and_nothing_else(tiny_dir):
+    from dataclasses import replace
+
+    from mirrorscan.actors.hf_sampler import HFSampler
+    from mirrorscan.grid.records import ModelVariant
+
+    v = ModelVariant(label="a", model=str(tiny_dir), max_tokens=6)
+    key = we.engine_key(HFSampler, v, str(tiny_dir))
+    assert we.engine_key(HFSampler, replace(v, label="b", max_actors=4, memory_gb=2.0), str(tiny_dir)) == key
+    for changed in (replace(v, dtype="bfloat16"), replace(v, max_tokens=7), replace(v, temperature=0.5),
+                    replace(v, chat_template_kwargs={"enable_thinking": False}), replace(v, device="cuda")):
+        assert we.engine_key(HFSampler, changed, str(tiny_dir)) != key
+    assert we.engine_key(HFSampler, v, "/elsewhere") != key
+    with pytest.raises(Exception, match="nothing to keep warm"):
+        we.warmable(replace(v, backend="openai"))
