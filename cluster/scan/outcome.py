@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mirrorscan.cluster.scan.records import Recording
 from mirrorscan.grid.errors import CatalogError
 
 OUTCOME_WAIT_S = 120.0
@@ -96,15 +97,15 @@ def await_inference_log(store, catalog, experiment: str, invocation_id: str, bef
         time.sleep(0.5)
 
 
-def record_outcome(run, status: str, counts: dict, *, wait_s: float | None = None,
+def record_outcome(recording: Recording, status: str, counts: dict, *, wait_s: float | None = None,
                    raise_on_failure: bool = True) -> None:
-    """Record the final status and counts of ``run``'s invocation (a ``cluster.scan.run.ScanRun``) in its
-    catalog, reconnecting to a catalog that was lost (restarted or unreachable) for up to ``wait_s`` seconds
+    """Record the final status and counts of the invocation of ``recording`` in its catalog, reconnecting to a catalog that was lost (restarted or unreachable) for up to ``wait_s`` seconds
     (default $MIRRORSCAN_CATALOG_FINAL_WAIT_S, else OUTCOME_WAIT_S). If it stays unreachable, the outcome is
     kept beside the traces (``<invocation>/outcome/<time>.json``) and a CatalogError says so and how to
     record it later (``--resume``, which reruns nothing stored); with ``raise_on_failure`` False that is a
     warning only (the scan is already failing for another reason)."""
-    catalog, store, invocation_id, experiment = run.catalog, run.trace_store, run.invocation_id, run.spec.experiment
+    catalog, store = recording.catalog, recording.store
+    invocation_id, experiment = recording.invocation_id, recording.experiment
     wait_s = float(os.environ.get("MIRRORSCAN_CATALOG_FINAL_WAIT_S", OUTCOME_WAIT_S)) if wait_s is None else wait_s
     deadline, delay = time.monotonic() + wait_s, 0.5
     while True:
@@ -129,7 +130,7 @@ def record_outcome(run, status: str, counts: dict, *, wait_s: float | None = Non
     message = (f"the catalog stayed unreachable for {wait_s:.0f} s at the end of invocation {invocation_id}, so its "
                f"final status ({status}: {counts.get('ok', 0)}/{counts.get('cells', 0)} cells ok) is kept in "
                f"{store.display(path)}; the traces are all stored. Once the catalog is back, "
-               f"`mirrorscan scan {Path(run.spec.config_path).parent} --resume` records it (nothing stored is rerun)")
+               f"`mirrorscan scan {Path(recording.config_path).parent} --resume` records it (nothing stored is rerun)")
     if raise_on_failure:
         raise CatalogError(f"catalog: {message}") from None
     print(f"warning: {message}", file=sys.stderr)

@@ -11,6 +11,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mirrorscan.cluster.scan.records import Recording
 from mirrorscan.grid.errors import CatalogError
 from mirrorscan.grid.records import ModelVariant
 
@@ -83,22 +84,23 @@ class ModelProgress:
 
 
 class RunProgress:
-    """The progress of one stage of a run (``cluster.scan.run.ScanRun``): its ``on_model`` and ``on_part`` are
-    the sweep's callbacks (``cluster.scan.sweep.run_grid``)."""
+    """The progress of one stage of a run: its ``on_model`` and ``on_part`` are the sweep's callbacks
+    (``cluster.scan.sweep.run_grid``)."""
 
-    def __init__(self, run, todo: pa.Table, stage: str = ""):
-        """A bar over ``todo``'s cells (none with the run's ``quiet`` or without its ``progress``), titled by the
-        run's experiment and ``stage``; it says what it waits for until cells land, and its clock moves every
-        ``TICK_S`` while it waits (in a log: a line at most every ``LOG_TICK_S``)."""
+    def __init__(self, recording: Recording, todo: pa.Table, stage: str = "", *, show: bool = True):
+        """A bar over ``todo``'s cells (none unless ``show``), titled by the experiment of ``recording`` and
+        ``stage``; it says what it waits for until cells land, and its clock moves every ``TICK_S`` while it
+        waits (in a log: a line at most every ``LOG_TICK_S``). Counts go to the catalog of ``recording`` and
+        its lease is checked as each part lands."""
         from tqdm import tqdm
 
-        self.run, self.cells = run, todo.num_rows
-        title = f"scan {run.spec.experiment}" + (f" ({stage})" if stage else "")
+        self.recording, self.cells = recording, todo.num_rows
+        title = f"scan {recording.experiment}" + (f" ({stage})" if stage else "")
         self.per_model = ModelProgress(todo, title)
         columns = terminal_columns(sys.stderr)   # None: a log; 0: a terminal of no size
         self.tick_s = TICK_S if columns is not None else LOG_TICK_S
         self.bar = tqdm(total=todo.num_rows, unit="cell", desc=f"{title} · starting Ray", file=sys.stderr,
-                        disable=run.options.quiet or not run.options.progress, smoothing=0.1,
+                        disable=not show, smoothing=0.1,
                         dynamic_ncols=bool(columns), ncols=FALLBACK_COLUMNS if columns == 0 else None,
                         nrows=FALLBACK_ROWS if columns == 0 else None,
                         mininterval=0.1 if columns is not None else LOG_TICK_S)
@@ -121,21 +123,21 @@ class RunProgress:
     def on_part(self, rows: int, errors: int, label: str) -> None:
         """A part of ``rows`` rows (``errors`` of them errors) of ``label`` landed. A driver whose lease lapsed
         stops here (LeaseLost): another may have taken the invocation over."""
-        if self.run.driver is not None:
-            self.run.driver.check()
+        if self.recording.driver is not None:
+            self.recording.driver.check()
         self.per_model.landed(label, rows)
         self.done["rows"] += rows
         self.done["errors"] += errors
         self.bar.set_description(self.per_model.description(), refresh=False)
         self.bar.update(rows)
         self.bar.set_postfix(errors=self.done["errors"], refresh=False)
-        catalog = self.run.catalog
+        catalog = self.recording.catalog
         if time.monotonic() - self.last_update > (CATALOG_EVERY_S if catalog.connected else RECONNECT_EVERY_S):
             self.last_update = time.monotonic()
             try:
                 if not catalog.connected:
                     catalog.reconnect()
-                catalog.update_progress(self.run.invocation_id, "running", {"cells_this_run": self.cells, **self.done})
+                catalog.update_progress(self.recording.invocation_id, "running", {"cells_this_run": self.cells, **self.done})
             except CatalogError:
                 pass   # progress is advisory; the final status is written at the end (cluster.scan.outcome)
 

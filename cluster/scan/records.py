@@ -1,5 +1,6 @@
 """What a run of a scan is made from and what it returns (``cluster.scan.run.ScanRun``): the options of one
-start of the driver, what makes it a reproduction, and the result the command line summarises."""
+start of the driver, what makes it a reproduction, where its invocation is recorded (the one record the
+parts that record while cells land and at the end are handed), and the result the command line summarises."""
 
 from __future__ import annotations
 
@@ -67,6 +68,25 @@ class ScanOptions:
             raise ConfigError("", "--max-attempts", f"is {self.max_attempts}", "use 1 or more")
         if self.resource_wait_s is not None and not self.resource_wait_s >= 0:
             raise ConfigError("", "resource_wait_s", f"is {self.resource_wait_s}", "use a number of seconds, 0 or more")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Where a started run records its invocation: what the progress (``cluster.scan.progress.RunProgress``)
+    and the outcome (``cluster.scan.outcome.record_outcome``) are handed instead of the run itself."""
+
+    experiment: str
+    """The experiment's name (the store's folder; the progress bar's title)."""
+    invocation_id: str
+    """The invocation the counts and the final status belong to."""
+    catalog: object
+    """The run's open catalog (``cluster.catalog.client.Catalog``); a lost one is reconnected."""
+    store: object = None
+    """The opened trace store (``cluster.store.traces``) where an outcome is kept while the catalog is lost."""
+    driver: object | None = None
+    """This driver start's lease (``cluster.catalog.runs``), checked as each part lands; None: no lease."""
+    config_path: str = ""
+    """The config file the run was made from (the ``--resume`` a lost catalog's note suggests)."""
 
 
 @dataclass

@@ -34,7 +34,7 @@ from mirrorscan.cluster.scan.inputs import (changed_inputs, changed_inputs_detai
 from mirrorscan.cluster.scan.outcome import (LOG_SETTLE_S, await_inference_log, cell_counts, index_rows,
                                              loggable_rows, logged_rows, record_outcome)
 from mirrorscan.cluster.scan.plan import PlanScope, StagePlan, existing_store, plan_model_sources, scan_plan
-from mirrorscan.cluster.scan.records import Reproduction, ScanOptions, ScanResult
+from mirrorscan.cluster.scan.records import Recording, Reproduction, ScanOptions, ScanResult
 from mirrorscan.cluster.scan.stages import StageScope, grid_cells, instrument_ref, stage_grids
 from mirrorscan.grid.cells import add_seeds, plan_attempts
 from mirrorscan.grid.records import ModelVariant, RunContext
@@ -299,7 +299,8 @@ class ScanRun:
         finally:
             if status != "running":
                 index_rows(store, experiment, invocation_id, settings)
-                record_outcome(self, status, counts, raise_on_failure=status in ("complete", "incomplete"))
+                record_outcome(self.recording(), status, counts,
+                               raise_on_failure=status in ("complete", "incomplete"))
         return ScanResult(invocation_id, experiment, status, store.display(store.traces_dir(experiment, invocation_id)),
                           counts, instrument=settings.instrument)
 
@@ -326,7 +327,7 @@ class ScanRun:
         from mirrorscan.cluster.scan.log import attach_ray_output
         from mirrorscan.cluster.scan.sweep import run_grid
 
-        progress = RunProgress(self, todo, stage)
+        progress = RunProgress(self.recording(), todo, stage, show=not self.options.quiet and self.options.progress)
         watch = watch_waits(self, progress)   # models only an autoscaler can make room for
         try:
             ensure_ray(self.options.ray_address)
@@ -340,6 +341,12 @@ class ScanRun:
             if watch is not None:
                 watch.stop()
             progress.close()
+
+    def recording(self) -> Recording:
+        """Where this run records its invocation (once ``execute`` started or took it up): what its progress
+        and its outcome are handed."""
+        return Recording(self.spec.experiment, self.invocation_id, self.catalog, self.trace_store, self.driver,
+                         self.spec.config_path)
 
     def sweep(self, variants: list[ModelVariant]):
         """What every model's pool of this run shares (``cluster.scan.sweep.Sweep``): the invocation as the engines get

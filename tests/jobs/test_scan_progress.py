@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
+from mirrorscan.cluster.scan.records import Recording
 from mirrorscan.cluster.scan.progress import FALLBACK_COLUMNS, LOG_TICK_S, RunProgress, bar_wanted, terminal_columns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,10 +126,8 @@ def test_a_real_terminal_counts_as_one():
 
 def stage_progress(experiment: str = "x") -> RunProgress:
     """A RunProgress over three cells of label ``a``, for a run that holds no lease and has no catalog."""
-    run = SimpleNamespace(spec=SimpleNamespace(experiment=experiment), driver=None,
-                          options=SimpleNamespace(quiet=False, progress=True),
-                          catalog=SimpleNamespace(connected=True, update_progress=lambda *a: None))
-    return RunProgress(run, pa.table({"label": ["a"] * 3}))
+    recording = Recording(experiment, "", catalog=SimpleNamespace(connected=True, update_progress=lambda *a: None))
+    return RunProgress(recording, pa.table({"label": ["a"] * 3}))
 
 
 def drain(master: int) -> str:
@@ -168,7 +167,7 @@ def test_in_a_log_the_bar_writes_a_line_at_most_every_log_tick(monkeypatch, tmp_
     write the first and the last state, not ten lines."""
     with open(tmp_path / "job.log", "w") as log:
         monkeypatch.setattr(sys, "stderr", log)
-        progress = RunProgress(stage_progress().run, pa.table({"label": ["a"] * 10}))
+        progress = RunProgress(stage_progress().recording, pa.table({"label": ["a"] * 10}))
         assert progress.tick_s == LOG_TICK_S
         for _ in range(10):
             time.sleep(0.15)
