@@ -1,6 +1,6 @@
 """The in-flight journal: which cells an engine actor was answering when it died, and the driver loop
-that turns those batches into error rows (``settle``); ``cluster.scan.sweep`` runs the rounds that retry their cells
-one per batch.
+that turns those batches into error rows (``settle``), and the rounds that retry their cells one per batch
+(``run_rounds``, which ``cluster.scan.sweep`` runs over each model's pool).
 
 Why it exists. An engine actor can die in the middle of a batch: a CUDA fault or an out-of-memory kill
 on one prompt, a segfault in a kernel, a preempted node. Ray Data 2.60 restarts pool actors forever
@@ -17,7 +17,7 @@ keys and where it runs; after the batch's part is stored the marker is deleted. 
 rewrites the marker with the error text (and is re-raised). A marker left at the end of a round is a
 batch that did not finish.
 
-What the driver does (``cluster.scan.sweep.run_model_journaled``, one model, in rounds):
+What the driver does (``run_rounds``, one model, in rounds):
 
 1. run the cells (round 1: as planned; later rounds: cells that never started in normal batches, and
    the cells of batches that died, one per batch, each as its next attempt);
@@ -37,18 +37,21 @@ write; a store read of the invocation's keys only in a round where something did
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from mirrorscan.cluster.store.traces import TraceStore
+from mirrorscan.cluster.store.traces import TraceStore, open_store
 from mirrorscan.grid.cells import remove_done
 
 log = logging.getLogger(__name__)
@@ -228,6 +231,69 @@ def _clear(store: TraceStore, folder: str, markers: list[tuple[str, dict | None]
 
 
 def _with_attempt(cells: pa.Table) -> pa.Table:
+    """``cells`` with an ``attempt`` column (1 where it has none)."""
     if "attempt" in cells.column_names:
         return cells
     return cells.append_column("attempt", pa.array([1] * cells.num_rows, pa.int32()))
+
+
+def run_rounds(cells: pa.Table, pool, run_model: Callable[..., Iterator[tuple[int, int]]], max_attempts: int = 3,
+               summary: dict | None = None) -> Iterator[tuple[int, int]]:
+    """``run_model(cells, pool, journal=folder)`` (``cluster.scan.pipeline.run_model``, handed in by the sweep)
+    over ``pool`` (a ``cluster.scan.pipeline.Pool``) in rounds under the in-flight journal (see the module
+    docstring).
+
+    Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
+    yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
+    (a retried cell is counted when its retry lands). The journal's error rows name the variant, run and
+    model source of the pool's ``engine_kwargs`` (the engine interface). ``summary``, when given, is filled
+    with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
+    variant, experiment, invocation_id = pool.variant, pool.experiment, pool.invocation_id
+    _detach_error_tracebacks()
+    store = open_store(pool.store_uri)
+    stats = summary if summary is not None else {}
+    stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
+    todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
+    while todo.num_rows or alone.num_rows:
+        if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
+            stats["left_missing"] = todo.num_rows + alone.num_rows
+            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant.label,
+                        stats["left_missing"], stats["rounds"])
+            break
+        stats["rounds"] += 1
+        folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
+        landed = 0
+        for part, size in ((todo, pool.batch_size), (alone, 1)):
+            if part.num_rows == 0:
+                continue
+            for rows, errors in run_model(part, replace(pool, batch_size=size), journal=folder):
+                landed += rows
+                yield rows, errors
+            gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
+        ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
+        batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
+        died = settle(store, folder, ran, pool)
+        if landed + died.num_rows == ran.num_rows:
+            not_started = ran.slice(0, 0)
+        else:
+            not_started = remove_done(ran, stored_keys(store, experiment, invocation_id), _KEYS)
+        attempts = died.column("attempt")
+        retry = died.filter(pc.less(attempts, max_attempts))
+        given_up = died.num_rows - retry.num_rows
+        stats["died_batches"] += batches
+        stats["died_cells"] += died.num_rows
+        stats["given_up"] += given_up
+        if died.num_rows:
+            log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
+                        "%d given up after %d attempts", variant.label, batches, died.num_rows, retry.num_rows,
+                        given_up, max_attempts)
+            yield given_up, died.num_rows
+        if landed + died.num_rows == 0:
+            stats["left_missing"] = not_started.num_rows
+            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant.label,
+                        not_started.num_rows)
+            break
+        retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
+                                 pc.add(retry.column("attempt"), 1).cast(pa.int32()))
+        stats["retried_alone"] += retry.num_rows
+        todo, alone = not_started, retry

@@ -1,35 +1,30 @@
 """One sweep: every model's cells through its own actor pool, in journaled rounds, pools side by side.
 
 ``run_grid`` runs each model's cells through ``run_model_journaled``: the cells go through
-``cluster.scan.pipeline.run_model`` under the in-flight journal (``cluster.scan.journal``), batches whose actor
-died become error rows, and their cells are retried one per batch, up to ``max_attempts``. Up to
+``cluster.scan.pipeline.run_model`` in the in-flight journal's rounds (``cluster.scan.journal.run_rounds``):
+batches whose actor died become error rows, and their cells are retried one per batch, up to ``max_attempts``. Up to
 ``max_concurrent_models`` models' pools run at once, each driven by a thread of the driver (Ray Data runs
 one streaming executor per pool); the parts they report reach the caller's callback in the calling thread.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import queue
 import threading
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.cluster.scan.journal import (EXTRA_ROUNDS, _KEYS, _detach_error_tracebacks, _with_attempt, leftover_markers,
-                                   round_folder, settle, stored_keys)
+from mirrorscan.cluster.scan.journal import run_rounds
 from mirrorscan.cluster.scan.pipeline import Pool, engine_resources, release_engine_resources, run_model
 from mirrorscan.actors.placement import NoRoom
-from mirrorscan.cluster.store.traces import open_store
-from mirrorscan.grid.cells import remove_done
 from mirrorscan.grid.instrument import InstrumentRef
 from mirrorscan.grid.records import ModelVariant, RunContext
 
-log = logging.getLogger("mirrorscan.cluster.scan.journal")   # one logger for the journal and its rounds
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,63 +49,9 @@ class Sweep:
 
 def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
                         summary: dict | None = None) -> Iterator[tuple[int, int]]:
-    """``cluster.scan.pipeline.run_model`` over ``pool`` in rounds under the in-flight journal (see the module
-    docstring).
-
-    Yields (rows, error rows) as parts land, like run_model; after a round with died batches it also
-    yields (cells given up, error rows the journal wrote), so that a progress bar counts every cell once
-    (a retried cell is counted when its retry lands). The journal's error rows name the variant, run and
-    model source of the pool's ``engine_kwargs`` (the engine interface). ``summary``, when given, is filled
-    with rounds, died_batches, died_cells, retried_alone, given_up and left_missing (cells)."""
-    variant, experiment, invocation_id = pool.variant, pool.experiment, pool.invocation_id
-    _detach_error_tracebacks()
-    store = open_store(pool.store_uri)
-    stats = summary if summary is not None else {}
-    stats.update(rounds=0, died_batches=0, died_cells=0, retried_alone=0, given_up=0, left_missing=0)
-    todo, alone = _with_attempt(cells), _with_attempt(cells).slice(0, 0)
-    while todo.num_rows or alone.num_rows:
-        if stats["rounds"] >= max_attempts + EXTRA_ROUNDS:
-            stats["left_missing"] = todo.num_rows + alone.num_rows
-            log.warning("%s: %d cell(s) left after %d rounds; scan --resume runs them", variant.label,
-                        stats["left_missing"], stats["rounds"])
-            break
-        stats["rounds"] += 1
-        folder = round_folder(store, experiment, invocation_id, uuid.uuid4().hex[:12])
-        landed = 0
-        for part, size in ((todo, pool.batch_size), (alone, 1)):
-            if part.num_rows == 0:
-                continue
-            for rows, errors in run_model(part, replace(pool, batch_size=size), journal=folder):
-                landed += rows
-                yield rows, errors
-            gc.collect()   # the pool's actors must go before the next pool asks for their GPUs: RELEASE_NOTE
-        ran = pa.concat_tables([todo, alone.select(todo.column_names).cast(todo.schema)]) if alone.num_rows else todo
-        batches = len([r for _, r in leftover_markers(store, folder) if r is not None])
-        died = settle(store, folder, ran, pool)
-        if landed + died.num_rows == ran.num_rows:
-            not_started = ran.slice(0, 0)
-        else:
-            not_started = remove_done(ran, stored_keys(store, experiment, invocation_id), _KEYS)
-        attempts = died.column("attempt")
-        retry = died.filter(pc.less(attempts, max_attempts))
-        given_up = died.num_rows - retry.num_rows
-        stats["died_batches"] += batches
-        stats["died_cells"] += died.num_rows
-        stats["given_up"] += given_up
-        if died.num_rows:
-            log.warning("%s: an engine actor died in %d batch(es) (%d cells); %d cell(s) retried one per batch, "
-                        "%d given up after %d attempts", variant.label, batches, died.num_rows, retry.num_rows,
-                        given_up, max_attempts)
-            yield given_up, died.num_rows
-        if landed + died.num_rows == 0:
-            stats["left_missing"] = not_started.num_rows
-            log.warning("%s: a round wrote nothing; %d cell(s) left for scan --resume", variant.label,
-                        not_started.num_rows)
-            break
-        retry = retry.set_column(retry.schema.get_field_index("attempt"), "attempt",
-                                 pc.add(retry.column("attempt"), 1).cast(pa.int32()))
-        stats["retried_alone"] += retry.num_rows
-        todo, alone = not_started, retry
+    """``cluster.scan.pipeline.run_model`` over ``pool`` in the in-flight journal's rounds
+    (``cluster.scan.journal.run_rounds``, which says what is yielded and what ``summary`` is filled with)."""
+    return run_rounds(cells, pool, run_model, max_attempts, summary)
 
 
 def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[str, str], sweep: Sweep,
