@@ -1,9 +1,9 @@
 """What a scan would run, stage by stage and model by model, computed as the scan computes it.
 
-``scan_plan`` walks the same hooks the driver walks (``cluster.scan.run.ScanRun`` through ``cluster.scan.stages``):
-the instrument's ``cells`` (the first stage), each later ``Stage.cells``, its ``done_cells`` (cells earlier
-invocations of the experiment hold, read from the store's row indexes), ``grid.cells.plan_attempts``
-against the rows an unfinished invocation already stored, and ``render`` for the request columns each cell
+``scan_plan`` builds the stages as the driver does (``cluster.scan.run.ScanRun``), through
+``cluster.scan.stages.stage_grids``: the instrument's ``cells`` (the first stage), each later ``Stage.cells``,
+its ``done_cells`` (cells earlier invocations of the experiment hold, read from the store's row indexes),
+``grid.cells.plan_attempts`` against the rows an unfinished invocation already stored, and ``render`` for the request columns each cell
 carries (its own ``temperature``/``top_p``/``max_tokens`` where the instrument sets them, else the
 model's). A later stage is built from rows that do not exist yet: the previous stage's planned cells stand
 in for them, each taken as answered (``response`` and any other column the stage reads are empty text),
@@ -223,9 +223,8 @@ class PlanScope:
 def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StagePlan]:
     """The plan (see the module docstring) of frozen ``settings``: a new invocation, or the resume of
     ``scope.invocation_id``, in ``scope.store``, as ``scope`` says (``PlanScope``)."""
-    from mirrorscan.cluster.scan.stages import (NO_INVOCATION, StageScope, earlier_rows, grid_cells, held_elsewhere,
-                                           instrument_ref, later_stage_cells, stage_names)
-    from mirrorscan.grid.cells import plain, plan_attempts, remove_done
+    from mirrorscan.cluster.scan.stages import NO_INVOCATION, StageScope, grid_cells, instrument_ref, stage_grids
+    from mirrorscan.grid.cells import plain, plan_attempts
 
     store, invocation_id, max_attempts, count_tokens = (scope.store, scope.invocation_id, scope.max_attempts,
                                                         scope.count_tokens)
@@ -235,25 +234,23 @@ def scan_plan(settings: Settings, scope: PlanScope = PlanScope()) -> list[StageP
     model_sources = dict(scope.model_sources or {})
     exists = store is not None
     own = invocation_id or NO_INVOCATION
-    held = None
     experiment = settings.experiment
-    if scope.hold and exists and instrument.appends:
-        holders = StageScope(store, experiment, own, ref, model_sources or None)
-        held = held_elsewhere(holders, earlier_rows(holders))
     prior = (store.read(experiment, own, columns=["probe_id", "sample", "error"])
              if exists and invocation_id and store.list_parts(experiment, own) else EMPTY_PRIOR.empty_table())
     tokenizers = {label: _tokenizer(model_sources.get(label)) for label in models} if count_tokens else {}
-    stages = list(instrument.stages)
     # the grid the scan expands, its text columns left dictionary-encoded (each text held once): a chunk is
     # decoded to the scan's plain columns just before render
-    cells = grid_cells(settings, compact=True) if scope.first is None else scope.first
+    first = grid_cells(settings, compact=True) if scope.first is None else scope.first
     pool = pa.default_memory_pool()
     pool.release_unused()   # the expansion's temporaries
     out: list[StagePlan] = []
-    for index, name in enumerate(stage_names(ref)):
-        if index:
-            cells = later_stage_cells(ref, index, _stand_in_rows(plain(cells), stages[index - 1].reads))
-        kept = cells if held is None else remove_done(cells, held)
+    # the stages as the scan builds them, with held cells only where the store exists; a later stage from the
+    # previous stage's planned cells, each taken as answered
+    grids = stage_grids(StageScope(store, experiment, own, ref, model_sources or None), first,
+                        hold=scope.hold and exists,
+                        previous=lambda stage, cells: _stand_in_rows(plain(cells), stage.reads))
+    for stage in grids:
+        name, cells, kept = stage.name, stage.grid, stage.cells
         todo, gave_up = plan_attempts(kept, prior, max_attempts)
         for label, model in models.items():
             all_cells, kept_n, todo_m, gave_n = (_mine(cells, label), _count(kept, label), _mine(todo, label),

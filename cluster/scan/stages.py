@@ -15,7 +15,7 @@ cells leave this invocation's grid.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -75,6 +75,8 @@ class StageGrid:
     """Its cells with probe ids, minus those held by earlier invocations."""
     held_elsewhere: int
     """Cells of the stage that an earlier invocation already holds (left out of ``cells``)."""
+    grid: pa.Table | None = None
+    """The stage's every cell, those held elsewhere included (what ``cells`` was taken from)."""
 
 
 def stage_names(ref: InstrumentRef) -> list[str]:
@@ -209,13 +211,15 @@ def _first_per_cell(rows: pa.Table) -> pa.Table:
     return rows.take(pa.array(keep, pa.int64()))
 
 
-def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = None,
-                hold: bool = True) -> Iterator[StageGrid]:
+def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = None, hold: bool = True,
+                previous: Callable[[Stage, pa.Table], pa.Table] | None = None) -> Iterator[StageGrid]:
     """Each stage's grid in order, the first from ``first``; a later one is built (lazily) from the previous
     stage's stored rows — this invocation's and, for held cells, the earlier invocation's that holds them — so
     the caller runs a stage before asking for the next. ``scope.model_sources`` limits held cells to rows of the same
     model; ``earlier``: ``earlier_rows`` already read with those model sources. ``hold`` False (a reproduction): no
-    cell counts as held by another invocation, every stage is the full grid."""
+    cell counts as held by another invocation, every stage is the full grid. ``previous(stage, cells)``, when
+    given, stands in for the stored rows: the rows the stage after ``stage`` is built from, given ``stage``'s
+    every cell (a plan's rows that do not exist yet, ``cluster.scan.plan``)."""
     ref = scope.ref
     if not hold:
         held = None
@@ -227,11 +231,15 @@ def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = N
     for index, name in enumerate(stage_names(ref)):
         skipped = 0   # held later-stage cells whose previous rows were not even read
         if index:
-            columns = stage_columns(ref, ref.instrument.stages[index - 1])
-            previous = successful_rows(scope, cells, columns)
-            if held is not None and held.num_rows:
-                earlier_held, skipped = held_rows(scope, cells, held, earlier, name, columns)
-                previous = pa.concat_tables([previous, earlier_held.select(previous.column_names).cast(previous.schema)])
-            cells = later_stage_cells(ref, index, previous)
+            before = ref.instrument.stages[index - 1]
+            if previous is not None:
+                rows = previous(before, cells)
+            else:
+                columns = stage_columns(ref, before)
+                rows = successful_rows(scope, cells, columns)
+                if held is not None and held.num_rows:
+                    earlier_held, skipped = held_rows(scope, cells, held, earlier, name, columns)
+                    rows = pa.concat_tables([rows, earlier_held.select(rows.column_names).cast(rows.schema)])
+            cells = later_stage_cells(ref, index, rows)
         kept = cells if held is None else remove_done(cells, held)
-        yield StageGrid(name, kept, cells.num_rows - kept.num_rows + skipped)
+        yield StageGrid(name, kept, cells.num_rows - kept.num_rows + skipped, cells)
