@@ -1,12 +1,7 @@
 """The open_scan instrument as the grid engine sees it: one fixed probe set replayed verbatim to every model,
 sampled answers, and two self-reports.
 
-Config section (all keys optional)::
-
-    "open_scan": {"probes": "probes.csv" | {"path": …, "id": "query_id", "query": "query"},
-                  "templates": "packaged:v1" | folder, "template_files": {"system"|"user"|"cold"|"posthoc": path},
-                  "locale": "en-AU", "sampling": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768},
-                  "report_max_tokens": 16}
+The config section and its frozen form are ``spec`` (``OpenScanSpec``).
 
 Cells, for every model label and probe (item_key ``query_id@hash8``):
 
@@ -24,7 +19,7 @@ A self-report's rating is read in the actor (``templates.parse_rating``): the fi
 the template's scale, else null — never 0.
 
 Appending: a new scan of the experiment runs only the cells that no earlier invocation holds in the same
-*series* — the same model source for the label (checked by the engine) and the same ``series`` (a hash of
+*series* — the same model source for the label (checked by the grid engine) and the same ``series`` (a hash of
 everything else that shapes an answer: templates, locale, sampling, self-report length, the HF sampler
 version). A probe whose text changed under its id gets a new item_key; the scan refuses it unless
 ``--accept-changed-probes`` is given (``check_append``).
@@ -33,31 +28,20 @@ version). A probe whose text changed under its id gets a new item_key; the scan 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.grid.files import file_sha256, packaged_path
 from mirrorscan.grid.instrument import Analysis, Instrument, SpecContext, Stage
 from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
-from mirrorscan.grid.settings import SAMPLER_VERSION, Settings
+from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.trace_schema import doc_field
-from mirrorscan.instruments.open_scan.probes import PACKAGED as PACKAGED_PROBES
-from mirrorscan.instruments.open_scan.probes import DATA, load_probes
-from mirrorscan.instruments.open_scan.spec import IMPORTED_PREFIX, OpenScanSpec, spec_from_frozen
+from mirrorscan.instruments.open_scan.spec import IMPORTED_PREFIX, OpenScanSpec, load_section
 from mirrorscan.instruments.open_scan.templates import load_templates, parse_rating
 
 ANSWER, COLD, POSTHOC = "answer", "cold", "posthoc"
 """The three kinds of cell, stored in the envelope coordinate."""
-DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}
-"""The method's answer sampling."""
-SECTION_KEYS = {"probes": "packaged:demo", "templates": "packaged:v1", "template_files": {}, "locale": "en-AU",
-                "sampling": DEFAULT_SAMPLING, "report_max_tokens": 16}
-"""The section's keys and their defaults."""
 COORDINATES = (
     doc_field("query_id", pa.string(), "the probe's stable id in its CSV (open_scan)"),
     doc_field("query_hash", pa.string(), "SHA-256 (hex) of the probe's query, its UTF-8 bytes as read (open_scan)"),
@@ -93,21 +77,7 @@ def self_report_values(rows: pa.Table) -> pa.Array:
     return pa.array(out, pa.string())
 
 
-def series_of(templates: dict, locale: str, sampling: dict, report_max_tokens: int) -> str:
-    """12 hex digits of SHA-256 over what shapes an answer besides the model (see ``COORDINATES``)."""
-    shaping = {"templates": {k: v for k, v in templates.items()}, "locale": locale, "sampling": sampling,
-               "report_max_tokens": report_max_tokens, "sampler_version": SAMPLER_VERSION}
-    return hashlib.sha256(json.dumps(shaping, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:12]
-
-
-def _number(ctx: SpecContext, path: str, value, low: float, high: float, integer: bool = False):
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
-        raise ctx.error(path, f"is {value!r}", f"use {'an integer' if integer else 'a number'} in [{low}, {high}]")
-    return value
-
-
-class OpenScan(Instrument):
+class OpenScan(Instrument[OpenScanSpec]):
     """The open_scan instrument (module docstring)."""
 
     name = "open_scan"
@@ -132,61 +102,9 @@ class OpenScan(Instrument):
     # ---- config ---------------------------------------------------------------------------------------
 
     def load_spec(self, section: dict, ctx: SpecContext) -> OpenScanSpec:
-        """Validate the section: the probe CSV (read verbatim), the templates, locale, sampling."""
-        ctx.refuse_unknown(section, SECTION_KEYS)
-        values = {k: section.get(k, default) for k, default in SECTION_KEYS.items()}
-        probes_value = values["probes"]
-        if isinstance(probes_value, str):
-            probes_value = {"path": probes_value}
-        if not isinstance(probes_value, dict) or not isinstance(probes_value.get("path"), str):
-            raise ctx.error("probes", "must be a CSV file name or {\"path\", \"id\", \"query\"}",
-                            'give e.g. "probes.csv" or {"path": "probes.csv", "id": "qid", "query": "text"}')
-        ctx.refuse_unknown(probes_value, ("path", "id", "query"), "probes")
-        path = self._resolve(probes_value["path"], ctx, PACKAGED_PROBES)
-        id_column, query_column = probes_value.get("id", "query_id"), probes_value.get("query", "query")
-        probes = load_probes(path, id_column=id_column, query_column=query_column)
-        files = values["template_files"]
-        if not isinstance(files, dict):
-            raise ctx.error("template_files", "must be an object", 'give e.g. {"cold": "my_cold.json"}')
-        ctx.refuse_unknown(files, ("system", "user", "cold", "posthoc"), "template_files")
-        templates = load_templates(self._resolve(values["templates"], ctx, {"packaged:v1": ""}),
-                                   {k: self._resolve(v, ctx, {}) for k, v in files.items()},
-                                   file=ctx.file, field=f"{ctx.section}.templates")
-        locale = values["locale"]
-        if not isinstance(locale, str) or not locale.strip() or "\n" in locale:
-            raise ctx.error("locale", f"is {locale!r}", 'give a locale tag such as "en-AU"')
-        sampling = values["sampling"]
-        if not isinstance(sampling, dict):
-            raise ctx.error("sampling", "must be an object", 'give {"temperature": 0.7, "top_p": 0.95, "max_tokens": 768}')
-        ctx.refuse_unknown(sampling, DEFAULT_SAMPLING, "sampling")
-        sampling = {**DEFAULT_SAMPLING, **sampling}
-        sampling = {"temperature": float(_number(ctx, "sampling.temperature", sampling["temperature"], 0, 5)),
-                    "top_p": float(_number(ctx, "sampling.top_p", sampling["top_p"], 1e-6, 1)),
-                    "max_tokens": _number(ctx, "sampling.max_tokens", sampling["max_tokens"], 1, 1_000_000, True)}
-        report_max = _number(ctx, "report_max_tokens", values["report_max_tokens"], 1, 4096, True)
-        frozen_templates = templates.frozen()
-        return spec_from_frozen({
-            "probes": {"path": path, "id_column": id_column, "query_column": query_column,
-                       "sha256": file_sha256(packaged_path(path, PACKAGED_PROBES, DATA)), "n": len(probes),
-                       "items": [[p.query_id, p.query_hash] for p in probes]},
-            "templates": frozen_templates, "locale": locale, "sampling": sampling, "report_max_tokens": report_max,
-            "series": series_of(frozen_templates, locale, sampling, report_max)})
-
-    @staticmethod
-    def _resolve(name: str, ctx: SpecContext, packaged) -> str:
-        if not isinstance(name, str) or not name:
-            raise ctx.error("probes", f"{name!r} is not a file name", "give a path relative to config.json")
-        if name in packaged or name.startswith("packaged:") or Path(name).is_absolute():
-            return name
-        return str((Path(ctx.config_dir) / name).resolve())
-
-    def frozen(self, spec: OpenScanSpec) -> dict:
-        """Probe file (path, SHA-256, ids and hashes), templates (texts, scales, hashes), locale, sampling, series."""
-        return spec.frozen
-
-    def from_frozen(self, frozen: dict) -> OpenScanSpec:
-        """The spec again, from its frozen section (``spec.spec_from_frozen``)."""
-        return spec_from_frozen(frozen)
+        """Validate the section: the probe CSV (read verbatim), the templates, locale, sampling
+        (``spec.load_section``)."""
+        return load_section(section, ctx)
 
     def content_hashes(self, spec: OpenScanSpec) -> dict:
         """SHA-256 of the probe file and of each template file (catalog ``content_hashes``)."""
@@ -285,7 +203,7 @@ class OpenScan(Instrument):
     # ---- appending ----------------------------------------------------------------------------------------
 
     def done_cells(self, spec: OpenScanSpec, earlier: pa.Table) -> pa.Table:
-        """Cells that earlier invocations hold in this series (their rows: same model source, checked by the
+        """Cells that earlier invocations hold in this series (their rows: same model source, checked by the grid
         engine): never asked again in this experiment."""
         same = earlier.filter(pc.equal(earlier.column("series"), spec.series))
         return same.select(["probe_id", "sample"])
@@ -327,7 +245,7 @@ class OpenScan(Instrument):
         from mirrorscan.instruments.open_scan.intervals import by_object, intervals_text, rating_intervals
         from mirrorscan.instruments.open_scan.numbers import latest_rows, model_summaries, summary_text, triples
 
-        spec = self.from_frozen(settings.instrument_settings)
+        spec = OpenScanSpec.from_frozen(settings.instrument_settings)
         if reannotate:
             traces = self.annotate(traces, spec)
         rows = latest_rows(traces)
@@ -372,11 +290,8 @@ class OpenScan(Instrument):
         """Models down, probes across."""
         return ("label", "query_id")
 
-    tools = "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)"
-    """What ``cli`` offers, in one line (``jobs.cli``'s list of instrument tools is checked against it)."""
-
     def cli(self, argv: list[str], prog: str, reader: Reader) -> int:
-        """``mirrorscan open_scan …``: the tools of ``tools`` (``instruments.open_scan.cli``)."""
+        """``mirrorscan open_scan …``: the tools of ``tools``, its registry entry's line (``instruments.open_scan.cli``)."""
         from mirrorscan.instruments.open_scan.cli import main
 
         return main(argv, prog, reader)
