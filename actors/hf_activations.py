@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from mirrorscan.actors.activation_prompt import RenderingError, cell_options, rendered_ids
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.grid.engine_kinds import ACTIVATION_COLUMNS, LAYER_VECTORS
@@ -71,8 +72,11 @@ def pool(states: np.ndarray, positions: list[int], pooling: str) -> np.ndarray:
     raise ExtractionError(f"unknown pooling {pooling!r}")
 
 
-class HFActivations:
+class HFActivations(Engine):
     """One transformers model held for the run; ``__call__`` extracts a batch of cells, one row per cell."""
+
+    kind, backend = "activations", "hf"
+    model_keys = frozenset({"device_map"})
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from mirrorscan.actors.chat import render_chat, template_kwargs
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import DTYPES, prepare_transformers
 from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from mirrorscan.grid.errors import ConfigError
@@ -128,8 +129,11 @@ class _StepClock:
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
-class HFSampler:
+class HFSampler(Engine):
     """One transformers model held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    kind, backend = "generate", "hf"
+    model_keys = frozenset({"device_map", "chat_template_kwargs"})
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""

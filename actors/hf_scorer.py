@@ -27,6 +27,7 @@ import json
 import time
 from datetime import datetime, timezone
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.actors.score_tokens import LocalScorer, score_fields
@@ -59,8 +60,11 @@ def length_groups(lengths: list[int], pass_cost: int | None) -> list[list[int]]:
     return groups[::-1]
 
 
-class HFScorer(LocalScorer):
+class HFScorer(LocalScorer, Engine):
     """One transformers model held for the run; ``__call__`` scores a batch of cells, one row per cell."""
+
+    kind, backend = "score", "hf"
+    model_keys = frozenset({"device_map", "add_bos"})
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""

@@ -47,7 +47,8 @@ STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "leng
 class AnthropicSampler(HTTPSampler):
     """Engine for backend "anthropic": the Messages API, streamed."""
 
-    backend = "anthropic"
+    kind, backend = "generate", "anthropic"
+    model_keys = frozenset({"endpoint", "extra_body"})
     default_key_env = "ANTHROPIC_API_KEY"
     effort_path = ("output_config", "effort")
 

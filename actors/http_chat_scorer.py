@@ -53,6 +53,9 @@ CANNOT_SCORE = ("the chat API cannot continue an assistant message, so the targe
 class OpenAIChatScorer(OpenAICompletionsScorer):
     """Engine for backend "openai", kind ``score``, ``score_api`` "chat" (module docstring)."""
 
+    model_keys = frozenset({"endpoint", "extra_body", "score_api"})
+    """Text messages are sent and the server tokenizes them: ``add_bos`` and ``tokenizer`` are not read."""
+
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
         """Ask the server once which route it supports (``probe``)."""
         for key in CHAT_BODY_KEYS & set(variant.extra_body):

@@ -45,6 +45,7 @@ import httpx
 import pyarrow as pa
 
 from mirrorscan.actors.chat import FOLD_SEPARATOR
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
@@ -170,7 +171,7 @@ class Answer:
     finish_reason: str | None = None
 
 
-class HTTPSampler:
+class HTTPSampler(Engine):
     """Base of the HTTP engines; subclasses say where to post, what to send and how to read the stream."""
 
     backend = "http"

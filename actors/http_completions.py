@@ -41,7 +41,8 @@ SCORER_BODY_KEYS = frozenset({"prompt", "echo", "logprobs", "max_tokens", "tempe
 class OpenAICompletionsScorer(HTTPSampler):
     """Engine for backend "openai", kind ``score``: one OpenAI-compatible completions endpoint."""
 
-    backend = "openai"
+    kind, backend = "score", "openai"
+    model_keys = frozenset({"endpoint", "extra_body", "add_bos", "tokenizer", "score_api"})
     schema = trace_schema(SCORE_COLUMNS)
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):

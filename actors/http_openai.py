@@ -35,7 +35,8 @@ from mirrorscan.actors.streaming import StreamClock
 class OpenAISampler(HTTPSampler):
     """Engine for backend "openai": one OpenAI-compatible endpoint, streamed chat completions."""
 
-    backend = "openai"
+    kind, backend = "generate", "openai"
+    model_keys = frozenset({"endpoint", "extra_body", "chat_template_kwargs"})
     effort_path = ("reasoning_effort",)
 
     def post_url(self, base: str) -> str:

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.secrets import strip_userinfo
@@ -40,9 +41,11 @@ TEMPLATE_SHA256 = hashlib.sha256(json.dumps([PROXY_SYSTEM, PROXY_USER]).encode()
 _SCHEMA = trace_schema(SCORE_COLUMNS)
 
 
-class AnthropicProxyScorer:
+class AnthropicProxyScorer(Engine):
     """N sampled continuations per cell through the Anthropic sampler; one row per cell."""
 
+    kind, backend = "score", "anthropic"
+    model_keys = frozenset({"endpoint", "extra_body"})
     CONCURRENT_BATCHES = 2
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):

@@ -58,6 +58,7 @@ import uuid
 import pyarrow as pa
 
 from mirrorscan.actors.chat import render_chat, template_kwargs
+from mirrorscan.actors.engine import VLLM, Engine
 from mirrorscan.actors.placement import tensor_parallel_group
 from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.streaming import StreamClock
@@ -163,8 +164,12 @@ def config_file(run: RunContext) -> str:
     return f"experiments/{run.experiment}/config.json"
 
 
-class VLLMSampler:
+class VLLMSampler(Engine):
     """One vLLM engine held for the whole run; ``__call__`` turns a batch of cells into trace rows."""
+
+    kind, backend = "generate", "vllm"
+    model_keys = frozenset({"tensor_parallel_size", "engine_args", "extra_body", "chat_template_kwargs"})
+    requires = (VLLM,)
 
     CONCURRENT_BATCHES = 2
     """Batches the pipeline may hand this actor at once: the next batch's requests join the engine while

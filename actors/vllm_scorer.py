@@ -24,13 +24,18 @@ import os
 import time
 from datetime import datetime, timezone
 
+from mirrorscan.actors.engine import VLLM, Engine
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.score_tokens import LocalScorer, score_fields
 from mirrorscan.grid.records import ModelVariant, RunContext
 
 
-class VLLMScorer(LocalScorer):
+class VLLMScorer(LocalScorer, Engine):
     """One vLLM engine held for the run; ``__call__`` scores a batch of cells, one row per cell."""
+
+    kind, backend = "score", "vllm"
+    model_keys = frozenset({"tensor_parallel_size", "engine_args", "add_bos"})
+    requires = (VLLM,)
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``."""
