@@ -67,10 +67,10 @@ def package_view(repo: Path, folder: Path) -> Path:
     for name, path in mapping.items():
         if name != "mirrorscan":
             (root / name.split(".", 1)[1]).symlink_to(repo / path)
-    found = subprocess.run([sys.executable, "-P", "-c", "import mirrorscan.cluster.scan.plan as m; print(m.__file__)"],
+    found = subprocess.run([sys.executable, "-P", "-c", "import mirrorscan.grid.ids as m; print(m.__file__)"],
                            cwd=repo, env={**os.environ, "PYTHONPATH": str(folder)}, capture_output=True, text=True,
                            check=True).stdout.strip()
-    if Path(found).resolve() != (repo / mapping["mirrorscan.cluster"] / "scan_plan.py").resolve():
+    if Path(found).resolve() != (repo / mapping["mirrorscan.grid"] / "ids.py").resolve():
         raise RuntimeError(f"the view of {repo} imports {found}")
     return folder
 
