@@ -1,7 +1,7 @@
 """``mirrorscan analyze <experiment or invocation>``: an invocation's numbers, as its instrument defines them.
 
-Reads the invocation's frozen settings from the catalog and its traces from the store, asks the
-invocation's instrument for its analysis (``Instrument.analyze``: numbers, tables, charts and text, no
+Reads the invocation's frozen settings from the catalog and its traces from the store
+(``results.analyses.analyze_invocation``), asks the invocation's instrument for its analysis (``Instrument.analyze``: numbers, tables, charts and text, no
 I/O), prints the text and writes the outputs to
 ``<store>/<experiment>/<invocation>/analysis/<instrument>/<stamp>/`` (summary.json, one Parquet file per
 table, one PNG per chart), never overwriting an earlier analysis. ``--reannotate`` (or ``--reclassify``) asks the instrument to
@@ -17,81 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
 
-from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.formatting import printable
-from mirrorscan.grid.instrument import Analysis
 from mirrorscan.grid.spec import RESERVED_NAMES
 from mirrorscan.jobs.errors import reports_user_errors
+from mirrorscan.results.analyses import AnalysisReport, analyze_invocation
 
 STATS_COMMANDS = ("gstudy", "kendall", "auroc", "null")
 """The statistics verbs that ``analyze`` still forwards to ``mirrorscan stats``."""
-
-
-@dataclass
-class AnalysisReport:
-    """What one analysis found and where it wrote it."""
-
-    invocation_id: str
-    experiment: str
-    instrument: str
-    analysis: Analysis
-    outputs: list = field(default_factory=list)
-
-
-def load_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None):
-    """(catalog row, frozen settings (``grid.settings.Settings``), traces, store) of ``target`` (an invocation id
-    or an experiment → its newest invocation); ConfigError when it has no traces in the store."""
-    from mirrorscan.results.invocations import load
-
-    inv = load(target, store=store, dsn=catalog_dsn)
-    return inv.row, inv.settings, inv.traces, inv.store
-
-
-def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       reannotate: bool = False, write: bool = True, waiting=None) -> AnalysisReport:
-    """Compute (and with ``write`` store) the instrument's analysis of an invocation; see the module docstring.
-    ``waiting(line)`` is called once the invocation is found, before the computation (seconds for lens's nulls
-    and bootstraps, with nothing else to show)."""
-    from mirrorscan.results.analyses import analyze, write_analysis
-    from mirrorscan.results.invocations import load
-
-    inv = load(target, store=store, dsn=catalog_dsn)
-    if waiting is not None:
-        waiting(f"analysing {inv.invocation_id} ({inv.instrument.name}, experiment {inv.experiment})")
-    analysis = with_design_plans(analyze(inv, reannotate=reannotate), inv.invocation_id, catalog_dsn)
-    report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
-    if write:
-        report.outputs = write_analysis(inv, analysis, reannotate=reannotate)
-    return report
-
-
-def with_design_plans(analysis, invocation_id: str, catalog_dsn: str | None):
-    """The analysis with, where its headline numbers carry intervals, the cheapest design reaching Eρ² 0.8 under
-    each one's G-study (``analysis.headline_intervals.headline_plans``), costed by the engine seconds per row this
-    invocation's inference log measured (rows where it has none): in the text after the intervals, and in
-    ``numbers["intervals"]["plans"]``."""
-    import dataclasses
-
-    from mirrorscan.analysis.headline_intervals import format_plans, headline_plans
-
-    result = analysis.numbers.get("intervals") if isinstance(analysis.numbers, dict) else None
-    if not result or not result.get("headlines"):
-        return analysis
-    try:
-        from mirrorscan.jobs.stats_intervals import costs_from
-
-        measured = costs_from(invocation_id, catalog_dsn)["labels"]
-        cost_per_row = {label: v["engine_seconds_per_cell"] for label, v in measured.items()}
-    except ConfigError:
-        cost_per_row = None                       # nothing logged (an imported or older invocation): rows
-    plans = headline_plans(result, cost_per_row)
-    text = format_plans(plans, {k: h.get("title", k) for k, h in result["headlines"].items()})
-    if not text:
-        return analysis
-    result["plans"] = plans
-    return dataclasses.replace(analysis, text=f"{analysis.text}\n{text}")
 
 
 def format_report(report: AnalysisReport) -> str:

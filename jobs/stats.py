@@ -10,10 +10,12 @@ exit code 2.
   kendall  Kendall's W (tie-corrected) of object rankings across raters, χ² and permutation p
   auroc    AUROC (mid-ranks, ties ½) per layer for an explicit positive class, best layer both ways
   null     label-permutation null of max-over-layers AUROC: p, z, layer-selection floor
-  intervals, plan  (jobs/stats_intervals.py) intervals over random facets, paired differences, cheapest design
+  intervals, plan  intervals over random facets, paired differences, cheapest design (their options and help:
+                   jobs/stats_intervals.py)
 
-The computations live in :mod:`analysis` (arrays in, dataclasses out); this module parses the command line
-and runs them: ``stats_table`` reads and reshapes the input, ``stats_output`` writes the JSON. About a third
+The computations live in :mod:`analysis` (arrays in, dataclasses out), run over the table by
+``results.long_stats``; this module parses the command line, reads the input (``results.long_table``), calls
+them and writes the JSON (``stats_output``). About a third
 of it is the ``--help`` text of the four parsers, kept beside the options it explains.
 """
 
@@ -48,13 +50,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 
-from mirrorscan.analysis.errors import AnalysisError
+from mirrorscan.analysis.long_table import numeric_scores, split_facets, split_names
 from mirrorscan.jobs.errors import reports_user_errors
 from mirrorscan.jobs.stats_output import emit, write_beside
-from mirrorscan.jobs.stats_table import (column, first_appearance, invocation_source, items_by_layer, naming,
-                                         numeric_scores, parse_nested, plain, read_input)
+from mirrorscan.results import long_stats
+from mirrorscan.results.long_table import invocation_source, read_input
 
 COMMANDS = ("gstudy", "kendall", "auroc", "null", "intervals", "plan")
 
@@ -63,36 +64,25 @@ _EPILOG = ("Input: a long-format .csv or .parquet file (one row per observation)
            "invocation's analysis (<invocation>/analysis/<command>/). Errors exit 2 with one line.")
 
 
-# ---- commands -----------------------------------------------------------------------------------------
+# ---- commands: the options to results.long_stats, the table read first --------------------------------
 
-def _split(specs: list[str]) -> list[str]:
-    return [s.strip() for spec in specs for s in spec.split(",") if s.strip()]
+def _table(args):
+    """The input table (``results.long_table.read_input``) with a text score column parsed as numbers."""
+    return numeric_scores(read_input(args.invocation, args.input), args.score)
+
+
+def _design(args) -> dict:
+    """The options naming a long table's design, the facets checked before the input is read."""
+    facets = split_facets(args.facets)
+    return {"path": args.input, "score": args.score, "object": args.object, "facets": facets,
+            "nested": args.nested, "fixed": split_names(args.fixed)}
 
 
 def gstudy(args) -> dict:
-    """Run ``stats gstudy``: G-study, D-studies and (with --plots) the PNG charts."""
-    from mirrorscan.analysis.design import pivot_long
-    from mirrorscan.analysis.gtheory import g_study
-    from mirrorscan.analysis.gtheory_report import gtheory_report, parse_sizes
-
-    from mirrorscan.jobs.stats_intervals import gstudy_with_missing_cells, read_design
-
-    long, dropped, table = read_design(args)
-    if long.single_object:
-        raise AnalysisError(args.object, "has 1 level; a G-study needs at least 2 objects to measure their variance",
-                            "give a table with two or more objects (stats intervals gives one object's interval)",
-                            file=args.input)
-    d_studies = [parse_sizes(s) for s in args.d_study]
-    with naming(args.input):
-        if long.complete:
-            design = pivot_long(table, args.score, args.object, _split(args.facets), parse_nested(args.nested))
-            g = g_study(design, fixed=_split(args.fixed))
-            report = gtheory_report(g, d_studies, args.target, args.object_variance)
-            how = {"components_method": "anova", "missing_cells": 0, "replicate_rows": 0}
-        else:
-            report, how = gstudy_with_missing_cells(args, long, d_studies, args.target, args.object_variance)
-    result = {"command": "gstudy", "input": args.input, "score": args.score, **report.to_json(), **how,
-              "rows_without_score": dropped}
+    """Run ``stats gstudy`` (``results.long_stats.gstudy``) and with --plots write its PNG charts."""
+    design = _design(args)
+    result, report = long_stats.gstudy(_table(args), **design, d_study=args.d_study, target=args.target,
+                                       object_variance=args.object_variance)
     if args.plots:
         from mirrorscan.analysis.plotting import gstudy_charts
 
@@ -106,83 +96,39 @@ def gstudy(args) -> dict:
 
 
 def kendall(args) -> dict:
-    """Run ``stats kendall``: W, W_t, χ², permutation p, and optionally a reference distribution."""
-    from mirrorscan.analysis.concordance import kendall_w, kendall_w_permutation_test, simulate_w_reference
-    from mirrorscan.analysis.design import pivot_long
-
-    table = numeric_scores(read_input(args), args.score)
-    with naming(args.input):
-        design = pivot_long(table, args.score, args.object, [args.rater])
-    ratings = design.scores                                  # (objects, raters)
-    w = kendall_w(ratings)
-    perm = kendall_w_permutation_test(ratings, args.permutations, args.seed)
-    result = {"command": "kendall", "input": args.input, "score": args.score,
-              "objects": [plain(v) for v in design.levels[args.object]], "n_raters": int(ratings.shape[1]),
-              "kendall_w": w.to_json(), "permutation": {**perm.to_json(), "seed": args.seed}}
-    if args.reference_effect is not None:
-        ref = simulate_w_reference(ratings.shape[0], ratings.shape[1], args.reference_effect, 1.0,
-                                   args.reference_sims, args.seed)
-        result["reference"] = {**ref.to_json(), "observed_w_fraction_at_or_below":
-                               ref.fraction_at_or_below(w.w), "note": "W of simulated designs of this shape "
-                               "whose objects differ with object_sd/noise_sd = the stated effect"}
-    return result
+    """Run ``stats kendall`` (``results.long_stats.kendall``)."""
+    return long_stats.kendall(_table(args), path=args.input, score=args.score, object=args.object, rater=args.rater,
+                              permutations=args.permutations, seed=args.seed, reference_effect=args.reference_effect,
+                              reference_sims=args.reference_sims)
 
 
 def auroc(args) -> dict:
-    """Run ``stats auroc``: AUROC per layer (per model with --model) and the best layer both ways."""
-    from mirrorscan.analysis.auroc import auroc as auroc_fn, max_deviation
-
-    table = numeric_scores(read_input(args), args.score)
-    with naming(args.input):
-        if args.model is None:
-            groups = {None: table}
-        else:
-            import pyarrow as pa
-
-            models = column(table, args.model)
-            key = models.astype(str) if models.dtype == object else models
-            groups = {plain(m): table.filter(pa.array(key == m)) for m in first_appearance(key)}
-        prepared = {m: items_by_layer(t, args.score, args.label, args.layer, args.item) for m, t in groups.items()}
-        if args.ray and args.model is not None:
-            from mirrorscan.cluster.runtime.stats_drivers import auroc_per_model_ray
-
-            curves = auroc_per_model_ray({m: (s, lab) for m, (s, lab, _) in prepared.items()}, args.positive)
-        else:
-            curves = {m: auroc_fn(s, lab, args.positive) for m, (s, lab, _) in prepared.items()}
-    per_model = {}
-    for m, (s, lab, layers) in prepared.items():
-        auc = np.atleast_1d(curves[m])
-        best = max_deviation(auc)
-        per_model[m] = {"n_items": int(s.shape[0]), "n_positive": int(np.sum(lab == args.positive)),
-                        "n_negative": int(np.sum(lab != args.positive)), "n_layers": len(layers),
-                        "auroc_by_layer": {str(l): float(a) for l, a in zip(layers, auc)},
-                        "best": {**best.to_json(), "max_auroc_minus_half_layer": layers[best.signed_layer],
-                                 "max_abs_auroc_minus_half_layer": layers[best.absolute_layer]}}
-    head = {"command": "auroc", "input": args.input, "score": args.score, "positive_class": args.positive,
-            "auroc": "Mann-Whitney U / (n1 n0) by mid-ranks, ties count 1/2"}
-    if args.model is None:
-        return {**head, **per_model[None]}
-    return {**head, "models": {str(m): v for m, v in per_model.items()}}
+    """Run ``stats auroc`` (``results.long_stats.auroc``)."""
+    return long_stats.auroc(_table(args), path=args.input, score=args.score, label=args.label, positive=args.positive,
+                            layer=args.layer, item=args.item, model=args.model, ray=args.ray)
 
 
 def null(args) -> dict:
-    """Run ``stats null``: the label-permutation null of max-over-layers AUROC (locally or on Ray)."""
-    from mirrorscan.analysis.nulls import label_permutation_null
+    """Run ``stats null`` (``results.long_stats.null``), locally or with --ray as Ray tasks."""
+    return long_stats.null(_table(args), path=args.input, score=args.score, label=args.label, positive=args.positive,
+                           layer=args.layer, item=args.item, permutations=args.permutations, seed=args.seed,
+                           shard_size=args.shard_size, ray=args.ray)
 
-    table = numeric_scores(read_input(args), args.score)
-    with naming(args.input):
-        scores, labels, layers = items_by_layer(table, args.score, args.label, args.layer, args.item)
-        if args.ray:
-            from mirrorscan.cluster.runtime.stats_drivers import label_permutation_null_ray
 
-            res = label_permutation_null_ray(scores, labels, args.positive, args.permutations, args.seed,
-                                             args.shard_size, layers)
-        else:
-            res = label_permutation_null(scores, labels, args.positive, args.permutations, args.seed,
-                                         args.shard_size, layers)
-    return {"command": "null", "input": args.input, "score": args.score, "n_items": int(scores.shape[0]),
-            "n_permutations": args.permutations, "seed": args.seed, "shard_size": args.shard_size,
-            "driver": "ray" if args.ray else "local", **res.to_json()}
+def intervals(args) -> dict:
+    """Run ``stats intervals`` (``results.long_stats.intervals``)."""
+    design = _design(args)
+    return long_stats.intervals(_table(args), **design, method=args.method, level=args.level, draws=args.draws,
+                                seed=args.seed)
+
+
+def plan(args) -> dict:
+    """Run ``stats plan`` (``results.long_stats.plan``); the costs are checked before the input is read."""
+    long_stats.check_costs(args.cost_per_cell, args.costs_from)
+    design = _design(args)
+    return long_stats.plan(_table(args), **design, cost_per_cell=args.cost_per_cell, costs_from=args.costs_from,
+                           cost_unit=args.cost_unit, coefficient=args.coefficient, target=args.target,
+                           budget=args.budget, level=args.level, max=args.max)
 
 
 # ---- parser -------------------------------------------------------------------------------------------
@@ -280,19 +226,7 @@ def build_parser(prog: str = "mirrorscan stats") -> argparse.ArgumentParser:
     return p
 
 
-def _intervals(args) -> dict:
-    from mirrorscan.jobs.stats_intervals import intervals
-
-    return intervals(args)
-
-
-def _plan(args) -> dict:
-    from mirrorscan.jobs.stats_intervals import plan
-
-    return plan(args)
-
-
-RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null, "intervals": _intervals, "plan": _plan}
+RUN = {"gstudy": gstudy, "kendall": kendall, "auroc": auroc, "null": null, "intervals": intervals, "plan": plan}
 
 
 @reports_user_errors

@@ -39,14 +39,8 @@ def emit(result: dict, out: str | None) -> None:
 
 
 def write_beside(inv: dict, command: str, result: dict) -> None:
-    """Store the JSON under ``<invocation>/analysis/<command>/<stamp>/result.json`` (never overwritten)."""
-    import time
-    import uuid
-
-    from mirrorscan.cluster.store.traces import open_store
+    """Store the JSON beside the invocation's analysis (``results.long_table.write_beside``) and say where."""
+    from mirrorscan.results.long_table import write_beside as store_beside
 
     text = json.dumps(jsonable(result), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    path = open_store(inv["store_uri"]).write_analysis(
-        inv["experiment"], str(inv["invocation_id"]),
-        f"{command}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}/result.json", text.encode())
-    print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {store_beside(inv, command, text)}", file=sys.stderr)

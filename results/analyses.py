@@ -1,7 +1,8 @@
 """An invocation's instrument analysis, computed and written beside it, and found again.
 
 ``analyze`` runs the instrument's ``analyze(traces, settings)`` (no I/O) on an invocation read by
-``results.invocations.load``, and ``write_analysis`` stores what it produced under
+``results.invocations.load`` (``analyze_invocation``: found by id or experiment, with the design plans of its
+headline intervals costed from its inference log, for ``mirrorscan analyze``), and ``write_analysis`` stores what it produced under
 ``<store>/<experiment>/<invocation>/analysis/<instrument>/<stamp>/`` (summary.json, one Parquet file per
 table, one PNG per chart, one JSON per document), never overwriting an earlier analysis.
 
@@ -24,9 +25,11 @@ import json
 import os
 import time
 import uuid
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.instrument import Analysis
 from mirrorscan.results.invocations import Invocation
 
@@ -179,3 +182,64 @@ def read_analysis(inv: Invocation, folder: str) -> Analysis:
             documents[stem] = json.loads(data)
     return Analysis(text=provenance.get("text", ""), numbers=summary, tables=tables, charts=charts,
                     documents=documents, notes=tuple(provenance.get("notes", ())))
+
+
+@dataclass
+class AnalysisReport:
+    """What one analysis found and where it wrote it."""
+
+    invocation_id: str
+    """The invocation analysed."""
+    experiment: str
+    """Its experiment."""
+    instrument: str
+    """Its instrument's registry name or import path."""
+    analysis: Analysis
+    """What the instrument's analysis produced (text, numbers, tables, charts)."""
+    outputs: list = field(default_factory=list)
+    """The files written (empty when nothing was written)."""
+
+
+def analyze_invocation(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
+                       reannotate: bool = False, write: bool = True, waiting=None) -> AnalysisReport:
+    """Compute (and with ``write`` store) the instrument's analysis of ``target`` (an invocation id or an
+    experiment → its newest invocation), with its headline design plans (``with_design_plans``).
+    ``waiting(line)`` is called once the invocation is found, before the computation (seconds for lens's nulls
+    and bootstraps, with nothing else to show)."""
+    from mirrorscan.results.invocations import load
+
+    inv = load(target, store=store, dsn=catalog_dsn)
+    if waiting is not None:
+        waiting(f"analysing {inv.invocation_id} ({inv.instrument.name}, experiment {inv.experiment})")
+    analysis = with_design_plans(analyze(inv, reannotate=reannotate), inv.invocation_id, catalog_dsn)
+    report = AnalysisReport(inv.invocation_id, inv.experiment, inv.instrument.name, analysis)
+    if write:
+        report.outputs = write_analysis(inv, analysis, reannotate=reannotate)
+    return report
+
+
+def with_design_plans(analysis, invocation_id: str, catalog_dsn: str | None):
+    """The analysis with, where its headline numbers carry intervals, the cheapest design reaching Eρ² 0.8 under
+    each one's G-study (``analysis.headline_intervals.headline_plans``), costed by the engine seconds per row this
+    invocation's inference log measured (rows where it has none): in the text after the intervals, and in
+    ``numbers["intervals"]["plans"]``."""
+    import dataclasses
+
+    from mirrorscan.analysis.headline_intervals import format_plans, headline_plans
+
+    result = analysis.numbers.get("intervals") if isinstance(analysis.numbers, dict) else None
+    if not result or not result.get("headlines"):
+        return analysis
+    try:
+        from mirrorscan.results.long_table import costs_from
+
+        measured = costs_from(invocation_id, catalog_dsn)["labels"]
+        cost_per_row = {label: v["engine_seconds_per_cell"] for label, v in measured.items()}
+    except ConfigError:   # AnalysisError is one
+        cost_per_row = None                       # nothing logged (an imported or older invocation): rows
+    plans = headline_plans(result, cost_per_row)
+    text = format_plans(plans, {k: h.get("title", k) for k, h in result["headlines"].items()})
+    if not text:
+        return analysis
+    result["plans"] = plans
+    return dataclasses.replace(analysis, text=f"{analysis.text}\n{text}")

@@ -1,71 +1,18 @@
-"""The long table a ``mirrorscan stats`` command reads: a CSV or Parquet file, or an invocation's stored traces,
-and its columns as numpy arrays (scores, labels, items × layers); input a user can fix raises AnalysisError
-naming the column (``naming`` adds the file)."""
+"""A long table (one row per observation, as ``mirrorscan stats`` reads it) as numpy arrays: a column, text
+scores parsed, labels as text, the scores of items × layers (``items_by_layer``), and a design's nesting
+written ``CHILD:PARENT``. Input a user can fix raises ``AnalysisError`` naming the column (``naming`` adds the
+file). Tables are pyarrow Tables already read (``results.long_table`` reads them); nothing here does I/O."""
 
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
 from mirrorscan.analysis.errors import AnalysisError
-from mirrorscan.grid.errors import excerpt, read_problem
-
-
-def read_table(path: str):
-    """A CSV or Parquet file as a pyarrow Table; unreadable input → AnalysisError naming the file."""
-    import pyarrow as pa
-
-    p = Path(path)
-    if not p.is_file():
-        raise AnalysisError("--input", f"no such file {path!r}", "give the path of a .csv or .parquet file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            return pq.read_table(p)
-        if suffix in (".csv", ".tsv", ".txt"):
-            import pyarrow.csv as pcsv
-
-            parse = pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
-            return pcsv.read_csv(p, parse_options=parse)
-    except (pa.ArrowException, OSError) as exc:
-        raise AnalysisError("--input", f"cannot be read: {read_problem(exc)}",
-                            "give a well-formed CSV (header row) or Parquet file", file=str(path)) from None
-    raise AnalysisError("--input", f"unknown file type {suffix or '(none)'!r}",
-                        "give a .csv, .tsv or .parquet file", file=str(path))
-
-
-def invocation_source(target: str) -> dict | None:
-    """The catalog row of ``target`` when it names an invocation id or an experiment (folder or name) that
-    has been scanned; None when it is meant as a file. The experiment's traces then are the input table."""
-    from mirrorscan.cluster.catalog.client import ID_PREFIX_PATTERN, Catalog, resolve_dsn, resolve_invocation
-
-    is_id = ID_PREFIX_PATTERN.match(target.strip().lower())   # a whole id or its start, as every verb reads ids
-    if Path(target).is_file() or not (is_id or Path(target, "config.json").is_file()):
-        return None
-
-    with Catalog(resolve_dsn()) as catalog:
-        return resolve_invocation(target, catalog)
-
-
-def read_input(args):
-    """The input table: the traces of an invocation (see invocation_source) or a CSV/Parquet file."""
-    if getattr(args, "invocation", None):
-        from mirrorscan.cluster.store.traces import open_store
-        from mirrorscan.grid.instrument import resolve
-        from mirrorscan.grid.settings import Settings
-        from mirrorscan.grid.trace_schema import trace_schema
-
-        inv = args.invocation
-        columns = resolve(Settings.from_json(inv["settings"]).instrument).columns
-        return open_store(inv["store_uri"]).read(inv["experiment"], str(inv["invocation_id"]),
-                                                 schema=trace_schema(columns))
-    return read_table(args.input)
+from mirrorscan.grid.errors import excerpt
 
 
 def column(table, name: str) -> np.ndarray:
@@ -188,3 +135,16 @@ def parse_nested(specs: list[str]) -> dict[str, list[str]]:
                 raise AnalysisError("--nested", f"{part!r} is not CHILD:PARENT", "write e.g. --nested item:model")
             out.setdefault(child.strip(), []).append(parent.strip())
     return out
+
+
+def split_names(specs) -> list[str]:
+    """Names given comma-separated in a repeatable option (``["a,b", "c"]`` → ``["a", "b", "c"]``; None → [])."""
+    return [s.strip() for spec in (specs or []) for s in spec.split(",") if s.strip()]
+
+
+def split_facets(specs) -> list[str]:
+    """The facet columns of ``--facets`` (``split_names``); AnalysisError when none is given."""
+    facets = split_names(specs)
+    if not facets:
+        raise AnalysisError("--facets", "no facet given", "name the facet columns, e.g. --facets wrapper,item")
+    return facets
