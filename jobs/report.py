@@ -1,4 +1,5 @@
-"""``mirrorscan report <invocation or experiment>``: one self-contained HTML file per invocation.
+"""``mirrorscan report <invocation or experiment>``: one self-contained HTML file per invocation
+(``results.report_writer.report_invocations`` writes them; this module parses and prints).
 
 The page holds the invocation's settings and provenance (catalog row and invocation.json; secrets and
 DSN passwords never appear), its counts and errors, its instrument's headline numbers with their
@@ -24,53 +25,7 @@ import argparse
 import sys
 
 from mirrorscan.jobs.errors import reports_user_errors
-
-
-def report_invocations(target: str, *, store: str | None = None, catalog_dsn: str | None = None,
-                       every: bool = False, reannotate: bool = False, progress=None, say=None,
-                       waiting=None) -> list[str]:
-    """Write the report of each invocation ``target`` names (see the module docstring); returns the paths
-    written, in order. ``progress(i, n, invocation_id)`` is called before each one, ``say(line)`` with the
-    analysis each one reuses, ``waiting(line)`` before one is computed (seconds with nothing else to show)."""
-    from mirrorscan.results.analyses import analyze, read_analysis, reusable, write_analysis
-    from mirrorscan.results.invocations import load, resolve_rows
-    from mirrorscan.results.report import build, write_report
-    from mirrorscan.results.report_html import render
-
-    rows = resolve_rows(target, dsn=catalog_dsn, every=every)
-    paths = []
-    for i, row in enumerate(rows):
-        if progress is not None:
-            progress(i, len(rows), str(row["invocation_id"]))
-        inv = load(row, store=store)
-        found = reusable(inv, reannotate=reannotate)
-        if found is not None:
-            analysis, folder = read_analysis(inv, found), inv.store.display(found)
-            if say is not None:
-                say(f"reusing analysis {folder} (same code and inputs)")
-        else:
-            if waiting is not None:   # before the wait: an analysis takes seconds (lens: its nulls)
-                waiting(f"analysing {row['invocation_id']}: no analysis of the same code and inputs yet")
-            analysis = analyze(inv, reannotate=reannotate)
-            outputs = write_analysis(inv, analysis, reannotate=reannotate)
-            folder = outputs[0].rsplit("/", 1)[0] if outputs else None
-        paths.append(write_report(inv, render(build(inv, analysis, folder))))
-    return paths
-
-
-def build_parser(prog: str = "mirrorscan report") -> argparse.ArgumentParser:
-    """The report command's parser."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", help="an invocation id (or its unique start), or an experiment folder or name "
-                                  "(its newest invocation; --all: every one)")
-    p.add_argument("--all", dest="every", action="store_true",
-                   help="with an experiment: one report per invocation of it, oldest first")
-    p.add_argument("--reannotate", action="store_true",
-                   help="derive again from the stored text what the instrument wrote at scan time (as analyze "
-                        "--reannotate); the report then says which queries read the stored values")
-    p.add_argument("--store", help="trace store URI (default: the one recorded for the invocation)")
-    p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
-    return p
+from mirrorscan.results.report_writer import report_invocations
 
 
 @reports_user_errors
