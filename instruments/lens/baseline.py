@@ -55,8 +55,8 @@ def surface_numbers(traces: pa.Table, spec) -> dict:
         labels = [i["label"] for i in chosen]
         if len(set(labels)) < 2 or min(labels.count(c) for c in set(labels)) < 2:
             continue
-        out[name or "all"] = surface_baseline([i["text"] for i in chosen], labels, spec.settings.positive,
-                                              groups=[i["group"] for i in chosen], seed=spec.settings.seed)
+        out[name or "all"] = surface_baseline([i["text"] for i in chosen], labels, spec.config.positive,
+                                              groups=[i["group"] for i in chosen], seed=spec.config.seed)
     return out
 
 

@@ -26,7 +26,7 @@ from mirrorscan.analysis.claims import MeanDifference, wrapper_bootstrap, wrappe
 from mirrorscan.analysis.resampling import percentile_interval
 from mirrorscan.analysis.scaling import scaling_by_wrapper
 from mirrorscan.instruments.lens.directions import layer_curve
-from mirrorscan.instruments.lens.settings import LensSettings
+from mirrorscan.instruments.lens.spec import LensConfig
 
 
 def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed: int, variant: str,
@@ -106,7 +106,7 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     return out
 
 
-def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings, headlines: dict,
+def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings: LensConfig, headlines: dict,
                       floors: dict | None = None, intervals: dict | None = None) -> dict:
     """variant → {"comparisons": [...], "scaling": {...}} over the models that ran it (≥ 2 models; scaling also
     needs every model's parameter count and ≥ 3 models). ``headlines[(label, variant, wrapper)]`` is each

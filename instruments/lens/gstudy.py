@@ -27,7 +27,7 @@ from mirrorscan.analysis.gtheory_report import gtheory_report
 from mirrorscan.analysis.plotting import gstudy_charts
 from mirrorscan.instruments.lens.design import TARGET, design_numbers, implementation_shares, published_object_variance
 from mirrorscan.instruments.lens.directions import framing_projections, layer_curve, layers_in_max, wrapper_projections
-from mirrorscan.instruments.lens.settings import LensSettings
+from mirrorscan.instruments.lens.spec import LensConfig
 
 WRAPPER_FACETS = {"pair": ("wrapper",), "crossed": ("evaluation", "deployment")}
 
@@ -80,7 +80,7 @@ def _study(scores: np.ndarray, facets: tuple[str, ...], wrapper_facets: tuple[st
              "report": report.to_json()}, gstudy_charts(report) if charts else {})
 
 
-def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings
+def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: LensConfig
                      ) -> tuple[dict, dict, list]:
     """(study name → numbers or ``missing``, chart name → PNG, the long table's rows): per variant the headline
     study (key: the variant) and the per-item projection study (``<variant> items``), and one across variants
@@ -177,7 +177,7 @@ def concordance(rows: list[dict], variants: list[str], permutations: int, seed: 
     return out
 
 
-def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensSettings, variant: str
+def item_gstudy(by_model: dict, wrappers: list[tuple[str, str]], settings: LensConfig, variant: str
                 ) -> tuple[dict, dict, list]:
     """The second, separately named study of one variant: per-item projections at a fixed layer. The score of
     a cell is scoring item i projected onto the unit direction of (model, wrapper) at the layer (activation
@@ -243,7 +243,7 @@ def on_shared_items(exs: list) -> tuple[list, int | None]:
     return out, len(every) - len(shared)
 
 
-def _median_best_layer(ex, wrappers, settings: LensSettings, variant: str) -> int:
+def _median_best_layer(ex, wrappers, settings: LensConfig, variant: str) -> int:
     layers = layers_in_max(ex.n_layers, settings.variants[variant].layers)
     projected = framing_projections(ex.scoring, ex.framing_means())
     best = [layer_curve(wrapper_projections(projected, e, d)[:, layers], ex.labels, settings.positive, layers,

@@ -299,36 +299,36 @@ def analyze(traces: pa.Table, spec) -> Analysis:
     from mirrorscan.instruments.lens.report import (claim_lines, direction_words, gstudy_lines, interval_lines,
                                                     model_lines)
 
-    settings = spec.settings
-    positive = settings.positive
-    wrappers = settings.framings.wrappers()
+    config = spec.config
+    positive = config.positive
+    wrappers = config.framings.wrappers()
     by_model = extracted(traces)
     models, table_rows, curves, documents, directions = {}, [], {}, {}, []
     for (label, variant), ex in by_model.items():
         key = f"{label}/{variant}"
         numbers, rows, model_curves = model_numbers(
-            ex, wrappers, key, positive=positive, layer_set=settings.variants[variant].layers,
-            permutations=settings.null_permutations, seed=settings.seed, swaps=settings.contrastive_permutations,
-            boots=settings.bootstrap_draws)
+            ex, wrappers, key, positive=positive, layer_set=config.variants[variant].layers,
+            permutations=config.null_permutations, seed=config.seed, swaps=config.contrastive_permutations,
+            boots=config.bootstrap_draws)
         layer = numbers["cosines"]["across_wrappers_layer"]
         basis, units = prediction_basis(ex, list(model_curves), layer, positive)
         documents[f"predict-{_safe(label)}-{_safe(variant)}"] = {
-            "label": label, "variant": variant, "extraction": settings.variants[variant].as_dict(), **basis,
+            "label": label, "variant": variant, "extraction": config.variants[variant].as_dict(), **basis,
             "layer_choice": "the median over wrappers of the best layer"}
         directions += [{"label": label, "variant": variant, **u} for u in units]
         models[key] = {"label": label, "variant": variant, **numbers}
         table_rows += [{"label": label, "variant": variant, **r} for r in rows]
         curves[(label, variant)] = model_curves
-    intervals = lens_intervals(by_model, table_rows, models, positive, list(settings.variants))   # over framings, items
-    gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, settings)
-    concord = concordance(table_rows, list(settings.variants), settings.null_permutations, settings.seed)
+    intervals = lens_intervals(by_model, table_rows, models, positive, list(config.variants))   # over framings, items
+    gstudies, gstudy_charts, gstudy_rows = wrapper_gstudies(by_model, wrappers, config)
+    concord = concordance(table_rows, list(config.variants), config.null_permutations, config.seed)
     cell = lambda r: (r["label"], r["variant"], r["wrapper"])
-    claims = claims_by_variant(by_model, wrappers, settings, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
+    claims = claims_by_variant(by_model, wrappers, config, {cell(r): r["max_auroc_minus_half"] for r in table_rows},
                                {cell(r): r["label_floor"] for r in table_rows if r.get("label_floor") is not None},
                                intervals)
     surface = surface_numbers(traces, spec)   # bag-of-words, out of fold, groups kept whole (``baseline``)
-    other = next((c for c in settings.scoring_set.classes if c != positive), None)
-    lines = [f"lens: {len(wrappers)} wrappers (framings {settings.framings.version}), "
+    other = next((c for c in config.scoring_set.classes if c != positive), None)
+    lines = [f"lens: {len(wrappers)} wrappers (framings {config.framings.version}), "
              f"{len(models)} (model, variant) pair{'' if len(models) == 1 else 's'}", *direction_words(positive, other), *model_lines(models),
              *interval_lines(intervals), *gstudy_lines(gstudies), *claim_lines(concord, claims, len(wrappers))]
     lines += surface_lines(surface)

@@ -14,7 +14,7 @@ import shlex
 
 from mirrorscan.grid.headline import HeadlineSource, sql_text
 from mirrorscan.grid.settings import Settings
-from mirrorscan.instruments.lens.settings import LensSettings
+from mirrorscan.instruments.lens.spec import LensConfig
 
 SUGGESTED = ("SELECT label, variant, rendering, pooling, arm, count(*) AS cells, min(n_layers) AS layers, "
              "min(pooled_tokens) AS min_tokens, max(pooled_tokens) AS max_tokens FROM traces_lens "
@@ -40,7 +40,7 @@ def vectors_sql(invocation_id: str) -> str:
             "ORDER BY label, variant, arm, framing, item_id")
 
 
-def headline_command(lens: LensSettings, input_file: str = VECTORS_CSV) -> str:
+def headline_command(lens: LensConfig, input_file: str = VECTORS_CSV) -> str:
     """The ``mirrorscan lens headline`` command line that computes the headline, its spread and the floor of
     an invocation whose lens settings are ``lens`` from ``input_file`` (``vectors_sql``'s rows)."""
     layer_sets = {v: options.layers for v, options in sorted(lens.variants.items())}
@@ -54,7 +54,7 @@ def headline_command(lens: LensSettings, input_file: str = VECTORS_CSV) -> str:
 
 def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Lens.headline``'s numbers."""
-    lens = LensSettings.from_frozen(settings.instrument_settings)
+    lens = LensConfig.from_frozen(settings.instrument_settings)
     positive, seed = lens.positive, lens.seed
     command = headline_command(lens)
     from_vectors = ("the command's <label>/<variant>.{name} is this number; the per-wrapper values are also in "

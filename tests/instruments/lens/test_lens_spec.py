@@ -271,7 +271,7 @@ def test_the_typed_settings_hold_what_the_frozen_section_holds_and_cannot_be_cha
     folder = write_experiment(tmp_path)
     ref = load(folder, variants={"base": {}, "last": {"pooling": "last_token", "layers": "all"}}, seed=5,
                object_variance=[0.6, 0.7, 0.65], wrapper_facets="crossed")
-    s, frozen = ref.spec.settings, ref.frozen
+    s, frozen = ref.spec.config, ref.frozen
     assert (s.positive, s.seed, s.item_samples, s.wrapper_facets) == ("deployment", 5, 2, "crossed")
     assert s.object_variance == (0.6, 0.7, 0.65) and s.null_permutations == frozen["null_permutations"]
     assert s.framings.evaluation == ("e1", "e2") and s.framings.wrappers()[1] == ("e1", "d2")
@@ -284,7 +284,7 @@ def test_the_typed_settings_hold_what_the_frozen_section_holds_and_cannot_be_cha
     with pytest.raises(TypeError):
         s.variants["other"] = s.variants["base"]
     again = from_frozen(frozen)                       # read back: same JSON, same record
-    assert again == ref.spec and again.frozen_json == ref.spec.frozen_json and again.settings == s
+    assert again == ref.spec and again.frozen_json == ref.spec.frozen_json and again.config == s
 
 
 def test_render_puts_the_task_text_into_the_slot_byte_for_byte(tmp_path):
