@@ -174,6 +174,7 @@ ENGINE_MODEL_KEYS: dict[tuple[str, str], frozenset[str]] = {
     ("score", "openai"): frozenset({"endpoint", "extra_body", "add_bos", "tokenizer", "score_api"}),
     ("score", "anthropic"): frozenset({"endpoint", "extra_body"}),
     ("activations", "hf"): frozenset({"device_map"}),
+    ("activations", "vllm"): frozenset({"tensor_parallel_size", "engine_args"}),
 }
 """(engine kind, backend) → the ``SELECTIVE_KEYS`` its engine reads. The keys of this table are the engines
 there are: ``actors.registry.ENGINES`` has the same keys, and each engine class's ``model_keys`` is its row
