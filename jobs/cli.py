@@ -61,19 +61,17 @@ INSTRUMENT_ALIASES = {
 """Top-level verbs that are an instrument's own tool: ``mirrorscan matrix …`` = ``mirrorscan open_scan matrix …``."""
 
 
-INSTRUMENT_TOOLS = {
-    "flinch": "flinch's own tools: `compare` results side by side, the `reference` table, a `corpus` file",
-    "lens": "lens's own tools: `predict` new texts on an invocation's directions, `headline` again from a report",
-    "open_scan": "open_scan's own tools: matrix, remeasure, and the method's JSONL (import, export)",
-}
-"""Registered instruments that bring their own tools (a ``cli`` hook), by name → one line of help. Listed
-here by name so that the verb list imports no instrument; the instrument is imported when its tools run
-(tests check this table against the instruments' own ``cli`` hooks)."""
+def instrument_tools() -> dict[str, str]:
+    """Registered instruments that bring their own tools → the one line of help their registry entry gives
+    (``grid.instrument_registry``; read without importing any instrument, so the verb list stays light)."""
+    from mirrorscan.grid.instrument_registry import tool_lines
+
+    return tool_lines()
 
 
 def instrument_verbs() -> dict[str, str]:
-    """Registered instruments that bring their own tools (``Instrument.tools``) → that line. Imports every
-    instrument: for checks, not for the verb list (that reads INSTRUMENT_TOOLS)."""
+    """Registered instruments whose imported object offers tools (``Instrument.tools``) → that line. Imports every
+    instrument: for checks, not for the verb list (that reads ``instrument_tools``)."""
     from mirrorscan.grid.instrument import REGISTRY, resolve
 
     return {name: resolve(name).tools for name in REGISTRY if resolve(name).tools}
@@ -128,7 +126,8 @@ def dispatch(argv: list[str] | None = None) -> int:
         from mirrorscan.results.reader import StoreReader
 
         return resolve(INSTRUMENT_ALIASES[argv[0]][0]).cli(argv, "mirrorscan", StoreReader())
-    if argv and argv[0] not in VERBS and argv[0] in INSTRUMENT_TOOLS:
+    tools = instrument_tools()
+    if argv and argv[0] not in VERBS and argv[0] in tools:
         from mirrorscan.grid.instrument import resolve
         from mirrorscan.results.reader import StoreReader
 
@@ -140,7 +139,7 @@ def dispatch(argv: list[str] | None = None) -> int:
         print("\nverbs:", file=stream)
         for verb, (_, text) in [*VERBS.items(), *INSTRUMENT_ALIASES.items()]:
             print(f"  {verb:<14}{text}", file=stream)
-        for name, text in INSTRUMENT_TOOLS.items():
+        for name, text in tools.items():
             print(f"  {name:<14}{text}", file=stream)
         return 0 if asked else 2
     module = importlib.import_module(VERBS[argv[0]][0])

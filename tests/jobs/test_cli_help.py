@@ -55,7 +55,11 @@ def test_a_verb_imports_its_module_when_it_runs():
 
 
 def test_the_instrument_tools_listed_by_name_are_the_instruments_with_a_cli_hook():
-    # the verb list names them without importing them; importing them all must find the same set
-    assert set(cli.INSTRUMENT_TOOLS) == set(cli.instrument_verbs())
-    for name, text in cli.INSTRUMENT_TOOLS.items():
+    # the verb list names them without importing them; importing them all must find the same set, and each
+    # instrument with tools overrides the cli hook (the line is written once, in its registry entry)
+    from mirrorscan.grid.instrument import Instrument, resolve
+
+    assert set(cli.instrument_tools()) == set(cli.instrument_verbs())
+    for name, text in cli.instrument_tools().items():
         assert text.startswith(f"{name}'s own tools") and "\n" not in text
+        assert type(resolve(name)).cli is not Instrument.cli and resolve(name).tools == text
