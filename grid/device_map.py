@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from mirrorscan.grid.engine_kinds import backend_reads
 from mirrorscan.grid.errors import ConfigError
 
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -42,7 +43,7 @@ def check_device_map(file: str, where: str, v: dict) -> None:
                           f"use {int(gpus)} or {int(gpus) + 1}, or a fraction below 1")
     if value is None:
         return
-    if v["backend"] != "hf":
+    if not backend_reads(v["backend"], "device_map"):   # hf only
         raise ConfigError(file, field, f"is only read by the hf backend, not {v['backend']!r}",
                           'remove it (vLLM spans GPUs with "tensor_parallel_size")')
     if isinstance(value, str):

@@ -5,6 +5,12 @@ id components, secrets), resolves defaults, and hands the instrument's own secti
 to the instrument named by ``instrument`` (``grid.instrument``). Any problem is a ``ConfigError`` whose
 one-line message names the file, the field and the fix; nothing has been written.
 
+Which backends exist and which model keys each engine reads are engine facts, read from
+``grid.engine_kinds`` (``ENGINE_MODEL_KEYS``, which a test holds against every registered engine's
+declarations): a model entry that sets a key its engine would drop is refused here. The rules left in this
+module are about values and combinations (an endpoint's shape, Anthropic's effort levels, ``add_bos`` behind
+an API without a tokenizer).
+
 ``Spec.settings()`` is the frozen record of a run (``grid.settings``): what shapes a result (resolved
 models, sampling, seeds, the instrument's frozen section with its item hashes) and, apart, how it executes;
 secrets removed. It is what the catalog stores and what ``scan --resume`` rebuilds the grid from.
@@ -22,6 +28,8 @@ from typing import Any
 from mirrorscan.grid.config_keys import (INHERITED_MODEL_KEYS, MODEL_KEYS, TOP_LEVEL, check_range, check_type,
                                          default_of, type_ok)
 from mirrorscan.grid.device_map import check_device_map, default_num_gpus
+from mirrorscan.grid.engine_kinds import (API_BACKENDS, BACKENDS, backend_reads, backends_reading,  # noqa: F401 - re-exported
+                                          engine_reads, kind_reads)
 from mirrorscan.grid.input_paths import experiment_folder, relative_inputs
 from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
 from mirrorscan.grid.names import RESERVED_NAMES, check_experiment_name, check_name  # noqa: F401 - RESERVED_NAMES re-exported
@@ -32,10 +40,6 @@ from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
 from mirrorscan.grid.settings import SAMPLER_VERSION, Execution, Settings
 from mirrorscan.grid.vllm_extraction import check_vllm_extraction
 
-BACKENDS = ("hf", "vllm", "openai", "anthropic")
-"""Model backends: in-process engines (hf, vllm) and online streaming HTTP APIs (openai-compatible, anthropic)."""
-API_BACKENDS = ("openai", "anthropic")
-"""Backends reached over HTTP: the model is an API name, not a local folder."""
 DEFAULT_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 BATCH_API_BACKENDS = ("openai_batch", "anthropic_batch", "batch")
 """Refused on purpose: a batch API is a different serving path (queued for hours, no streaming, no timing)."""
@@ -193,11 +197,12 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
     check_range(file, f"{where}.max_retries", v["max_retries"] >= 0, f"is {v['max_retries']}", "use 0 or more")
     check_range(file, f"{where}.timeout_s", v["timeout_s"] > 0, f"is {v['timeout_s']}", "use a positive number of seconds")
     v["timeout_s"] = float(v["timeout_s"])
-    if v["tensor_parallel_size"] > 1 and backend != "vllm":
+    if v["tensor_parallel_size"] > 1 and not backend_reads(backend, "tensor_parallel_size"):
         raise ConfigError(file, f"{where}.tensor_parallel_size", f"is {v['tensor_parallel_size']} but backend is {backend!r}",
-                          'tensor parallelism needs backend "vllm"; remove the key or set it to 1')
-    if v["engine_args"] and backend != "vllm":
-        raise ConfigError(file, f"{where}.engine_args", f"is only read by the vllm backend, not {backend!r}",
+                          f"tensor parallelism needs backend {_quoted('tensor_parallel_size')}; remove the key or set it to 1")
+    if v["engine_args"] and not backend_reads(backend, "engine_args"):
+        raise ConfigError(file, f"{where}.engine_args", f"is only read by the {' or '.join(backends_reading('engine_args'))} "
+                          f"backend, not {backend!r}",
                           "remove it, or pass provider extras in extra_body")
     _check_overrides(file, where, v)
     if v["num_gpus"] is None:
@@ -208,10 +213,16 @@ def _resolve_engine(file: str, where: str, v: dict) -> None:
         v["score_api"] = None
     check_range(file, f"{where}.score_api", v["score_api"] in (None, "chat"), f"is {v['score_api']!r}",
                  'use "completions" (/v1/completions with echo) or "chat" (/v1/chat/completions)')
-    check_range(file, f"{where}.score_api", v["score_api"] is None or backend == "openai",
-                 f"is set but backend is {backend!r}", 'remove it, or use backend "openai"')
+    check_range(file, f"{where}.score_api", v["score_api"] is None or backend_reads(backend, "score_api"),
+                 f"is set but backend is {backend!r}", f"remove it, or use backend {_quoted('score_api')}")
     check_range(file, f"{where}.memory_gb", v["memory_gb"] is None or v["memory_gb"] > 0, f"is {v['memory_gb']}",
                  "use a positive number of GiB, or leave it out")
+
+
+def _quoted(key: str) -> str:
+    """The backends whose engines read the selective model key ``key``, quoted as a config writes them
+    (``"vllm"``; several joined by "or")."""
+    return " or ".join(f'"{b}"' for b in backends_reading(key))
 
 
 def _check_overrides(file: str, where: str, v: dict) -> None:
@@ -219,21 +230,20 @@ def _check_overrides(file: str, where: str, v: dict) -> None:
     override counts only when it changes what is sent. (Whether a local model's chat template reads a kwarg
     needs its tokenizer; ``scan`` checks that before anything is written.)"""
     backend, extra = v["backend"], v["extra_body"]
-    if backend == "hf" and extra:
+    if extra and not backend_reads(backend, "extra_body"):   # hf
         raise ConfigError(file, f"{where}.extra_body", "the hf backend runs transformers in-process and sends no "
                           "request, so extra_body would be dropped", "remove it; pass template options in "
                           'chat_template_kwargs, or use backend "vllm" for sampling parameters (e.g. structured_outputs)')
     if "chat_template_kwargs" in extra:
         check_type(file, f"{where}.extra_body.chat_template_kwargs", extra["chat_template_kwargs"], (dict,))
-    if backend != "anthropic":
-        return
-    for name, value in (("chat_template_kwargs", v["chat_template_kwargs"]),
-                        ("extra_body.chat_template_kwargs", extra.get("chat_template_kwargs"))):
-        if value:
-            raise ConfigError(file, f"{where}.{name}", "the Anthropic Messages API renders its own prompt, so "
-                              "chat-template kwargs cannot be sent", "remove it (effort and extra_body.thinking "
-                              "ask for reasoning)")
-    if v["effort"] is None:
+    if not backend_reads(backend, "chat_template_kwargs"):   # anthropic
+        for name, value in (("chat_template_kwargs", v["chat_template_kwargs"]),
+                            ("extra_body.chat_template_kwargs", extra.get("chat_template_kwargs"))):
+            if value:
+                raise ConfigError(file, f"{where}.{name}", "the Anthropic Messages API renders its own prompt, so "
+                                  "chat-template kwargs cannot be sent", "remove it (effort and extra_body.thinking "
+                                  "ask for reasoning)")
+    if backend != "anthropic" or v["effort"] is None:   # a value rule of the Messages API
         return
     check_range(file, f"{where}.effort", v["effort"] in ANTHROPIC_EFFORTS, f"is {v['effort']!r}, not an effort "
                  "level of the Messages API (sent as output_config.effort)",
@@ -314,15 +324,15 @@ def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
     config_dir = config_path.parent.resolve()
     models = _load_models(file, values["models"], values)
     for i, m in enumerate(models):
-        if m.add_bos is not None and instrument.engine_kind != "score":
+        if m.add_bos is not None and not kind_reads(instrument.engine_kind, "add_bos"):
             raise ConfigError(file, f"models[{i}].add_bos", f"is only read by score engines, and {instrument.name!r} "
                               f"uses {instrument.engine_kind!r} engines", "remove it")
-        if m.tokenizer is not None and (instrument.engine_kind != "score" or m.backend != "openai"):
+        if m.tokenizer is not None and not engine_reads(instrument.engine_kind, m.backend, "tokenizer"):
             raise ConfigError(file, f"models[{i}].tokenizer", "is only read by the openai backend's score engine "
                               f"(here: backend {m.backend!r}, {instrument.engine_kind!r} engines)", "remove it")
         if instrument.engine_kind == "activations" and m.backend == "vllm":
             check_vllm_extraction(file, f"models[{i}].model", m.model, str(config_path.parent.resolve()))
-        if m.score_api is not None and instrument.engine_kind != "score":
+        if m.score_api is not None and not kind_reads(instrument.engine_kind, "score_api"):
             raise ConfigError(file, f"models[{i}].score_api", f"is only read by score engines, and {instrument.name!r} "
                               f"uses {instrument.engine_kind!r} engines", "remove it")
         for key in ("add_bos", "tokenizer"):
