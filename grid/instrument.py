@@ -188,7 +188,9 @@ class Items(Generic[S]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Read ``spec_type`` from a base written ``Instrument[SpecType]`` (or any part's)."""
         super().__init_subclass__(**kwargs)
-        for base in getattr(cls, "__orig_bases__", ()):
+        if "spec_type" in vars(cls):   # written out by the class itself
+            return
+        for base in vars(cls).get("__orig_bases__", ()):
             args = get_args(base)
             if isinstance(get_origin(base), type) and issubclass(get_origin(base), Items) and args \
                     and isinstance(args[0], type):

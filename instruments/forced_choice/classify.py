@@ -40,6 +40,10 @@ The response text itself is never changed; classification reads a normalised cop
 CLASSIFIER_VERSION bump rules (``fc-MAJOR.MINOR.PATCH``): MAJOR when the class vocabulary or the meaning of
 a class changes; MINOR when any response may get a different class (rules, matching, lexicon edits);
 PATCH for changes that provably keep every class (refactors, docs). Rows store the version that wrote them.
+
+One module, though longer than most: these rules are one versioned whole (``CLASSIFIER_VERSION``), each idiom
+reads the leading answer through the same matching and refusal steps, and a reader checking a version bump
+reads them together.
 """
 
 from __future__ import annotations

@@ -56,9 +56,8 @@ SECTION_KEYS: dict[str, tuple[object, tuple[type, ...]]] = {k: (d, SECTION_TYPES
 
 @dataclass(frozen=True)
 class EnvelopeFile:
-    """The envelopes file a run froze (its ``envelope_set`` entry, less the texts: those are
-    ``ForcedChoiceSpec.envelopes``); a key the section does not record is None (a section written to analyse
-    stored rows may hold only the texts)."""
+    """The envelopes file a run froze (its ``envelope_set`` entry); a key the section does not record is None (a
+    section written to analyse stored rows may hold only the texts). Equal when file, version and hash are."""
 
     file: str | None = None
     """The file as loaded: an absolute path or the packaged file's path."""
@@ -66,6 +65,9 @@ class EnvelopeFile:
     """The file's own version string, stored on every row as ``envelope_version``."""
     sha256: str | None = None
     """Hex SHA-256 of the file's bytes when the run was frozen (catalog ``content_hashes``)."""
+    texts: Mapping[str, Envelope] = frozen_field(read=lambda texts: MappingProxyType(envelopes_from_settings(texts)),
+                                                 default_factory=lambda: MappingProxyType({}))
+    """Envelope id → Envelope (the frozen texts: system, user template, idiom, language), read-only."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,8 +78,6 @@ class ForcedChoiceSpec(FrozenSpec):
     """Envelopes asked, in grid order."""
     orderings: tuple[str, ...] = frozen_field(read=tuple)
     """Orderings asked: AB puts word_a into {a}; BA swaps the words."""
-    envelopes: Mapping[str, Envelope] = frozen_field(derived=True)
-    """Envelope id → Envelope (the frozen texts: system, user template, idiom, language), read-only."""
     probe_set: str = frozen_field()
     """Where the pair CSV is (absolute path, or the packaged starter set)."""
     probe_set_sha256: str = frozen_field()
@@ -91,10 +91,10 @@ class ForcedChoiceSpec(FrozenSpec):
     envelope_file: EnvelopeFile = frozen_field("envelope_set", read=lambda entry: read_record(EnvelopeFile, entry))
     """The envelopes file as loaded: path, version and SHA-256."""
 
-    @classmethod
-    def derived_fields(cls, frozen: Mapping) -> dict:
-        """``envelopes``: the frozen texts of the envelope set, as read-only ``Envelope`` records."""
-        return {"envelopes": MappingProxyType(envelopes_from_settings(frozen["envelope_set"]["texts"]))}
+    @property
+    def envelopes(self) -> Mapping[str, Envelope]:
+        """Envelope id → Envelope (the frozen texts: system, user template, idiom, language), read-only."""
+        return self.envelope_file.texts
 
     def pairs(self) -> PairSet:
         """The pair set, read again; a file whose bytes changed since the run was frozen is refused."""
