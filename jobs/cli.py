@@ -15,6 +15,7 @@
   mirrorscan status [JOB_ID] [--address URL]  the cluster's jobs, or one job
   mirrorscan logs JOB_ID [--follow]           a job's output
   mirrorscan tap --upstream URL [--port P]    time any client's requests to an OpenAI-compatible server
+  mirrorscan engines up|list|down             engines that outlive a scan: load a model once, every scan uses it
   mirrorscan browse [--port P] [--host H]    a read-only web app: matrices, traces, comparisons, timing
   mirrorscan matrix EXPERIMENT                an open_scan experiment's models × probes, coverage, summaries
   mirrorscan remeasure EXPERIMENT [--models]  its per-model summaries, recomputed from stored rows
@@ -50,6 +51,7 @@ VERBS = {
     "status": ("mirrorscan.jobs.submit", "a cluster's submitted jobs, or one job in detail"),
     "logs": ("mirrorscan.jobs.submit", "a submitted job's output (--follow to stream it)"),
     "tap": ("mirrorscan.jobs.tap", "relay an OpenAI-compatible server and log each request's timing (inference_log)"),
+    "engines": ("mirrorscan.jobs.engines", "warm engines on Ray Serve: load a model once for every scan (up, list, down)"),
     "browse": ("mirrorscan.jobs.browse", "a read-only web app over the store and catalog: matrices, traces, comparisons, timing"),
 }
 

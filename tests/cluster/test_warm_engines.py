@@ -58,14 +58,21 @@ def rows_of(store: str, experiment_name: str, invocation_id: str) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
-def serve_session(ray_local):
-    """Serve on the shared Ray for this module; every warm engine stopped and Serve shut down afterwards."""
+def serve_module(ray_local):
+    """Serve on the shared Ray for this module, shut down afterwards unless another application runs."""
     yield
     from ray import serve
 
     we.stop_engines()
     if not serve.status().applications:
         serve.shutdown()
+
+
+@pytest.fixture
+def serve_session(serve_module):
+    """Every warm engine a test started is stopped after it (each test starts from none)."""
+    yield
+    we.stop_engines()
 
 
 @pytest.mark.timeout(900)
@@ -150,23 +157,38 @@ def test_two_drivers_scanning_two_experiments_share_one_engine(tmp_path, tiny_di
 
 
 @pytest.mark.timeout(600)
-def test_engines_down_stops_them_and_scans_are_cold_again(tmp_path, tiny_dir, catalog_dsn, serve_session):
+def test_the_engines_verb_starts_lists_and_stops_them_and_scans_are_cold_again(tmp_path, tiny_dir, catalog_dsn,
+                                                                              serve_session, capsys, monkeypatch):
+    import ray
+
+    from mirrorscan.grid.errors import EXIT_CONFIG
+    from mirrorscan.jobs.engines import main
+
     exp = experiment(tmp_path, "down_fc", tiny_dir, "vw,vodka,whiskey\n")
     [target] = we.engine_targets(load_spec(exp))
-    name = we.start_engines([target], "down_fc", we.Scaling(min_replicas=1))[0][0]
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["list"]) == EXIT_CONFIG   # no cluster named: an engine would die with the command
+    assert "no Ray cluster named" in capsys.readouterr().err
+    address = ["--address", ray.get_runtime_context().gcs_address]
+    assert main(["up", str(exp), "--min-replicas", "1", "--max-replicas", "2", *address]) == 0
+    said = capsys.readouterr().out
+    name = target.name
+    assert f"engines: {name}  tiny (" in said and "started in" in said
+    assert main(["list", *address]) == 0
+    [header, line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith(("NAME", name))]
+    assert "generate" in line and "hf/float32" in line and " 1 [1-2] on " in line and "0 (0 cells)" in line
     listed = we.running_engines()[name]
-    assert listed["kind"] == "generate" and listed["model"] == str(tiny_dir) and listed["backend"] == "hf"
-    assert listed["replica_states"].get("RUNNING") == 1 and len(listed["replicas"]) == 1
+    assert listed["model"] == str(tiny_dir) and listed["replica_states"].get("RUNNING") == 1
+    assert len(listed["replicas"]) == 1
     with pytest.raises(Exception, match="no warm engine named"):
         we.stop_engines(["mirrorscan-engine-nope"])
-    assert we.stop_engines([name]) == [name]
+    assert main(["down", name, *address]) == 0 and f"{name} stopped" in capsys.readouterr().out
     assert name not in we.running_engines()
     assert we.running_engine(target.engine_cls, target.variant, target.model_source) is None
     result = scan(exp, str(tmp_path / "store"), catalog_dsn)
     assert result.status == "complete"
-    actors = set(open_store(str(tmp_path / "store")).read("down_fc", result.invocation_id)
-                 .column("actor_id").to_pylist())
-    assert name not in we.running_engines() and len(actors) == 1   # its own engine actor answered
+    rows = open_store(str(tmp_path / "store")).read("down_fc", result.invocation_id)
+    assert not set(rows.column("actor_id").to_pylist()) & {r["actor_id"] for r in listed["replicas"].values()}
 
 
 def test_the_key_is_what_shapes_answers_and_nothing_else(tiny_dir):
