@@ -49,6 +49,7 @@ from pathlib import Path  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 
+from mirrorscan.actors.engine import Engine  # noqa: E402
 from mirrorscan.actors.rows import trace_row, where_am_i  # noqa: E402
 from mirrorscan.grid.instrument import InstrumentRef  # noqa: E402
 from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
@@ -63,11 +64,13 @@ LABEL = "standin"
 FAKE_GPU = "fake_gpu"
 
 
-class SleepEngine:
+class SleepEngine(Engine):
     """Stand-in engine: sleeps per batch, answers "A", appends each batch's start, end and own CPU to a file.
 
     Built as the pipeline builds engines (``SleepEngine(variant, model_source, run)``, sleep and timing
     folder from ``variant.engine_args``) or with them given directly."""
+
+    kind, backend = "generate", "standin"
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, sleep_s: float | None = None,
                  timing_dir: str | None = None):

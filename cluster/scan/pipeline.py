@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.cluster.scan.journal import in_flight
 from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
 from mirrorscan.cluster.catalog.inference_rows import log_rows_from_traces
@@ -59,8 +60,9 @@ is done, so the end of a run is not delayed."""
 class Pool:
     """One model's actor pool: the engine its actors build, where their rows go, and its size."""
 
-    engine_cls: type
-    """The engine class (``actors.registry``): built once per actor as ``engine_cls(**engine_kwargs)``."""
+    engine_cls: type[Engine]
+    """The engine class (``actors.registry``; an ``actors.engine.Engine``): built once per actor as
+    ``engine_cls(**engine_kwargs)``; its declarations give the actor's resources, concurrency and shutdown."""
     engine_kwargs: dict
     """The engine's arguments: ``variant``, ``model_source`` and ``run`` (the engine interface), and any more
     the class takes."""
@@ -128,8 +130,8 @@ class StoringEngine:
     def __del__(self):
         """Write or spill the log rows still queued. Ray Data 2.60 calls this on graceful actor-pool
         teardown (``_MapWorker.__ray_shutdown__`` drops the UDF), not after ``ray.kill``."""
-        engine = getattr(self, "engine", None)
-        if hasattr(engine, "shutdown"):   # vLLM: stop the engine core before the process goes (no EngineDeadError noise)
+        engine = self.__dict__.get("engine")   # None when __init__ failed before the engine was built
+        if engine is not None:   # vLLM: stop the engine core before the process goes (no EngineDeadError noise)
             try:
                 engine.shutdown()
             except Exception:
@@ -171,15 +173,11 @@ def input_blocks(cells: pa.Table, batch_size: int, pool_size: int) -> list[pa.Ta
     return [cells.slice(i, rows) for i in range(0, cells.num_rows, rows)]
 
 
-def engine_resources(engine_cls: type, variant: ModelVariant) -> dict:
-    """Ray resources of one engine actor of ``variant``: the engine class's own ``ray_resources`` when it
-    has one (vLLM: GPUs, placement groups), else one CPU; plus the model's memory request."""
-    if hasattr(engine_cls, "ray_resources"):
-        resources = dict(engine_cls.ray_resources(variant))
-    else:
-        resources = {"num_cpus": 1}
-        if variant.num_gpus:
-            resources["num_gpus"] = variant.num_gpus
+def engine_resources(engine_cls: type[Engine], variant: ModelVariant) -> dict:
+    """Ray resources of one engine actor of ``variant``: the engine class's ``ray_resources`` (``actors.engine``:
+    one CPU and the variant's GPUs unless the engine says otherwise, as vLLM does with placement groups and HTTP
+    engines with a quarter CPU), plus the model's memory request."""
+    resources = dict(engine_cls.ray_resources(variant))
     if variant.memory_gb:
         resources["memory"] = int(variant.memory_gb * 2**30)
     return resources
@@ -228,7 +226,7 @@ def run_model(cells: pa.Table, pool: Pool, journal: str | None = None) -> Iterat
     max_pool_size = max(pool.pool_size, pool.max_pool_size or pool.pool_size)
     # Engines that serve requests concurrently (vLLM, HTTP) take the next batch while the last one's tail
     # is still streaming, so the engine never idles between batches; HF generates one batch at a time.
-    calls = int(getattr(pool.engine_cls, "CONCURRENT_BATCHES", 1))
+    calls = pool.engine_cls.CONCURRENT_BATCHES
     overlap = {"max_concurrent_calls_per_actor": calls, "enable_true_multi_threading": True} if calls > 1 else {}
     strategy = (ray.data.ActorPoolStrategy(size=pool.pool_size, **overlap) if max_pool_size == pool.pool_size
                 else ray.data.ActorPoolStrategy(min_size=pool.pool_size, max_size=max_pool_size, **overlap))

@@ -87,10 +87,8 @@ def actor_demand(variant: ModelVariant, engine_kind: str) -> dict[str, float]:
     engine_cls = engine_class(variant.backend, engine_kind)
     if variant.tensor_parallel_size > 1:   # one actor bundle and tp GPU bundles, packed on one node
         args = {"num_cpus": 1, "num_gpus": variant.tensor_parallel_size}
-    elif hasattr(engine_cls, "ray_resources"):
-        args = dict(engine_cls.ray_resources(variant))
     else:
-        args = {"num_cpus": 1, "num_gpus": variant.num_gpus or 0}
+        args = dict(engine_cls.ray_resources(variant))
     demand = {"CPU": float(args.get("num_cpus", 1)), "GPU": float(args.get("num_gpus") or 0),
               **{k: float(v) for k, v in (args.get("resources") or {}).items()}, **memory}
     return {k: v for k, v in demand.items() if v > 0}

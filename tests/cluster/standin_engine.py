@@ -18,6 +18,7 @@ import time
 import pyarrow as pa
 import ray.cloudpickle
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.placement import tensor_parallel_group
 from mirrorscan.actors.rows import trace_row, where_am_i
 from fc_grid import fc_cells, fc_ref
@@ -35,8 +36,10 @@ TP_GROUP_TIMEOUT_S = 45.0
 """How long a tensor-parallel stand-in waits for its placement group (s)."""
 
 
-class SleepEngine:
+class SleepEngine(Engine):
     """Answers every cell "A" after sleeping ``sleep_s`` per batch; dies on a batch holding the poison probe."""
+
+    kind, backend = "generate", "standin"
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         """No model: remember the run identity and where this actor runs."""

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.cluster.catalog import embedded_pg
 from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
@@ -292,8 +293,10 @@ def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_
     assert len(set(log.column("row_uid").to_pylist())) == 12
 
 
-class StandInEngine:
+class StandInEngine(Engine):
     """Answers every cell with a fixed trace row (no model): the engine interface, for StoringEngine."""
+
+    kind, backend = "generate", "standin"
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
         self.run = run
