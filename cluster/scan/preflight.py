@@ -1,5 +1,5 @@
-"""What ``scan`` checks and resolves before anything is written: engines for the instrument's kind, overrides
-that would change nothing, and where the store is.
+"""What ``scan`` checks and resolves before anything is written: engines for the instrument's kind and the
+packages they need, overrides that would change nothing, and where the store is.
 
 Every problem is a ConfigError naming the file, the field and the fix (exit 2), raised before the
 invocation is recorded, so a refused config leaves no catalog row and no file behind.
@@ -15,11 +15,23 @@ from mirrorscan.grid.spec import API_BACKENDS, Spec
 
 
 def check_engines(spec: Spec) -> None:
-    """ConfigError unless every model's backend has an engine of the kind the instrument asks for."""
-    from mirrorscan.actors.registry import check_engine
+    """ConfigError unless every model's backend has an engine of the kind the instrument asks for, and this
+    Python can import the optional packages that engine needs (its ``requires``, ``actors.engine``): the error
+    names the model, the missing package and the extra that installs it (``pip install 'mirrorscan[gpu]'``).
 
+    Whether a package is there is asked of ``importlib.util.find_spec`` only (vLLM is not imported to tell). It is
+    asked in the driver's Python: a local Ray's engine actors run in it, and a cluster's nodes install the same
+    extras as its head (cluster.yaml's setup_commands, the KubeRay image), so an engine would fail the same way
+    in its actor, after the invocation had been recorded."""
+    from mirrorscan.actors.registry import check_engine, engine_class
+
+    kind = spec.instrument.engine_kind
     for i, m in enumerate(spec.models):
-        check_engine(spec.instrument.engine_kind, m.backend, spec.config_path, f"models[{i}].backend")
+        check_engine(kind, m.backend, spec.config_path, f"models[{i}].backend")
+        for need in engine_class(m.backend, kind).missing():
+            raise ConfigError(spec.config_path, f"models[{i}].backend", f"{m.label}'s {kind} engine (backend "
+                              f"{m.backend!r}) needs {need.package}, and module {need.module!r} is not installed "
+                              "in this Python", f"install it with {need.install_hint(m)}")
 
 
 def check_context(spec: Spec, model_sources: dict[str, str]) -> None:
