@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import re
-import shlex
 import sys
 import tempfile
 import uuid
@@ -26,9 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mirrorscan.cluster.runtime.job_submission import (
-    EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, cluster_address, connect, experiment_in_working_dir,
-    find_invocation, follow_logs, job_exit_code, job_info, load_runtime_env, refuse_secret_dsn,
-    scan_entrypoint, ship_package, submit_when_ready, wait_terminal, warn_if_exposed)
+    EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, analysis_entrypoint, cluster_address, connect,
+    experiment_in_working_dir, find_invocation, follow_logs, follow_to_end, job_info, load_runtime_env,
+    refuse_secret_dsn, scan_entrypoint, ship_package, submit_when_ready, warn_if_exposed)
 from mirrorscan.cluster.runtime.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
@@ -162,26 +161,33 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
         raise ConfigError(env_file, "working_dir", "is missing", "set working_dir: . (the checkout)")
     rel = experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
     home_prefix = _place(runtime_env, env_file, address, store=args.store, catalog_dsn=args.catalog_dsn,
-                         config={"store": spec.store, "catalog_dsn": spec.catalog_dsn})
+                         config_store=spec.store, config_catalog_dsn=spec.catalog_dsn)
     entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
                                                store=args.store, catalog_dsn=args.catalog_dsn,
                                                progress=job_progress(args.progress, args.no_wait, out),
                                                python=job_python(home_prefix))
     runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **job_scan_env(spec)}
+    job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
+    return _submit_job(address, home_prefix, entrypoint, runtime_env, job_id, args.no_wait, out,
+                       {"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
+
+
+def _submit_job(address: str, home_prefix: str, entrypoint: str, runtime_env: dict, job_id: str, no_wait: bool,
+                out, metadata: dict, invocation_hint: str | None = None) -> int:
+    """Ship the package, connect (warning once about an exposed cluster), submit ``entrypoint`` as ``job_id``
+    and, unless ``no_wait``, follow it to its end; returns the exit code ``submit`` returns."""
     staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
     ship_package(runtime_env, Path(staging.name))
     client = connect(address)
     if warn_if_exposed(client):   # said here: the job, which joins the same cluster, does not say it again
         runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), EXPOSURE_WARNED_ENV: "1"}
     _say_where(home_prefix)
-    job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
-    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
-                      metadata={"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
+    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id, metadata=metadata)
     print(f"submit: job {job_id} on {address}: {entrypoint}", file=sys.stderr)
-    if args.no_wait:
+    if no_wait:
         print(f"job {job_id}", file=out)
         return 0
-    return _follow_to_end(client, job_id, address, out)
+    return follow_to_end(client, job_id, address, out, invocation_hint=invocation_hint)
 
 
 ANALYZE_HELP = """\
@@ -198,16 +204,6 @@ Options of this verb (--address, --catalog-dsn, --runtime-env, --working-dir, --
 anywhere; everything else is the statistics command, checked here before anything is submitted.
 Without an address it runs in this process.
 """
-
-
-def analysis_entrypoint(stats_argv: list[str], python: str = "python") -> str:
-    """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted; ``python``
-    as ``cluster.runtime.job_env.job_python`` names it), with ``--ray`` added to ``null`` and to ``auroc --model`` so
-    their work spreads over the cluster as Ray tasks."""
-    args = list(stats_argv)
-    if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:
-        args.append("--ray")
-    return " ".join([python, *(shlex.quote(a) for a in ["-m", "mirrorscan.jobs.stats", *args])])
 
 
 def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", out=None) -> int:
@@ -244,44 +240,10 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
         runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
     home_prefix = _place(runtime_env, env_file, address, catalog_dsn=args.catalog_dsn, needs_store=False)
     entrypoint = home_prefix + analysis_entrypoint(stats_argv, python=job_python(home_prefix))
-    staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
-    ship_package(runtime_env, Path(staging.name))
-    client = connect(address)
-    if warn_if_exposed(client):   # said here: the job, which joins the same cluster, does not say it again
-        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), EXPOSURE_WARNED_ENV: "1"}
-    _say_where(home_prefix)
     job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
-    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id,
-                      metadata={"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input})
-    print(f"submit: job {job_id} on {address}: {entrypoint}", file=sys.stderr)
-    if args.no_wait:
-        print(f"job {job_id}", file=out)
-        return 0
     hint = parsed.input if re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", parsed.input.strip()) else None
-    return _follow_to_end(client, job_id, address, out, invocation_hint=hint)
-
-
-def _follow_to_end(client, job_id: str, address: str, out, invocation_hint: str | None = None) -> int:
-    """Stream a submitted job's output to ``out`` until it ends, print its last line
-    (``invocation <uuid>  job <id>  status <STATUS>``; the uuid the job printed, else ``invocation_hint``)
-    and return its exit code."""
-    try:
-        streamed = asyncio.run(follow_logs(client, job_id, out))
-    except KeyboardInterrupt:
-        print(f"\nsubmit: stopped following; job {job_id} keeps running — follow it with "
-              f"`mirrorscan logs {job_id} --follow --address {address}`, stop it with `ray job stop {job_id}`", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    info = wait_terminal(client, job_id)
-    invocation = find_invocation(streamed) or find_invocation(client.get_job_logs(job_id)) or invocation_hint
-    code = job_exit_code(info)
-    print(f"invocation {invocation or '-'}  job {job_id}  status {info.status}", file=out)
-    if not info.status.is_terminal():
-        print(f"submit: job {job_id} is still {info.status} after its log stream ended; "
-              f"check `mirrorscan status {job_id} --address {address}`", file=sys.stderr)
-        return 1
-    if code != 0 and info.message:
-        print(f"submit: job {job_id} {info.status}: {info.message.strip().splitlines()[-1]}", file=sys.stderr)
-    return code
+    return _submit_job(address, home_prefix, entrypoint, runtime_env, job_id, args.no_wait, out,
+                       {"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input}, hint)
 
 
 def _when(ms) -> str:

@@ -91,7 +91,8 @@ def _loopback_host(dsn: str) -> bool:
 
 
 def place_job(runtime_env: dict, env_file: str | Path, address: str, *, store: str | None = None,
-              catalog_dsn: str | None = None, config: dict | None = None, needs_store: bool = True) -> str:
+              catalog_dsn: str | None = None, config_store: str | None = None, config_catalog_dsn: str | None = None,
+              needs_store: bool = True) -> str:
     """Where a job's traces and invocation record go; returns a prefix for its entrypoint ("" or
     ``MIRRORSCAN_HOME=… ``).
 
@@ -99,13 +100,12 @@ def place_job(runtime_env: dict, env_file: str | Path, address: str, *, store: s
     and the config may still name others), unless the runtime env names a store: then it is a cluster's
     profile, the address a port-forward to it (KubeRay), and nothing is added. For a head elsewhere, the store and the catalog
     must be named and the catalog must not be this machine's loopback: ConfigError naming the runtime env's
-    setting to change otherwise. ``config``: the experiment's config values (``store``, ``catalog_dsn``);
+    setting to change otherwise. ``config_store``, ``config_catalog_dsn``: the experiment's config values;
     ``needs_store=False`` for a job that finds the store in the catalog (an analysis of a stored invocation).
     """
     env_vars = runtime_env.get("env_vars") or {}
-    config = config or {}
-    store = store or config.get("store") or env_vars.get("MIRRORSCAN_STORE")
-    catalog_dsn = catalog_dsn or config.get("catalog_dsn") or env_vars.get("MIRRORSCAN_CATALOG_DSN")
+    store = store or config_store or env_vars.get("MIRRORSCAN_STORE")
+    catalog_dsn = catalog_dsn or config_catalog_dsn or env_vars.get("MIRRORSCAN_CATALOG_DSN")
     if "MIRRORSCAN_STORE" in env_vars and on_this_machine(address):
         return ""   # a profile for a cluster, reached through a loopback port-forward (KubeRay)
     if on_this_machine(address):

@@ -9,6 +9,7 @@ themselves (argument parsing and printing) are ``jobs/submit.py``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -164,6 +165,16 @@ def scan_entrypoint(experiment_rel: str, *, resume: bool, max_attempts: int, sto
         args += ["--catalog-dsn", catalog_dsn]
     args.append("--progress" if progress else "--quiet")   # a job's log is no terminal: the bar only when asked
     return " ".join([python, *(shlex.quote(a) for a in args)])
+
+
+def analysis_entrypoint(stats_argv: list[str], python: str = "python") -> str:
+    """The shell command an analysis job runs: ``python -m mirrorscan.jobs.stats <command> …`` (quoted; ``python``
+    as ``cluster.runtime.job_env.job_python`` names it), with ``--ray`` added to ``null`` and to ``auroc --model`` so
+    their work spreads over the cluster as Ray tasks."""
+    args = list(stats_argv)
+    if args and (args[0] == "null" or (args[0] == "auroc" and "--model" in args)) and "--ray" not in args:
+        args.append("--ray")
+    return " ".join([python, *(shlex.quote(a) for a in ["-m", "mirrorscan.jobs.stats", *args])])
 
 
 # ---- the job server -------------------------------------------------------------------------------
@@ -329,3 +340,26 @@ def job_exit_code(info) -> int:
     if info.driver_exit_code is not None:
         return int(info.driver_exit_code)
     return 0 if str(info.status) == "SUCCEEDED" else 1
+
+
+def follow_to_end(client, job_id: str, address: str, out, invocation_hint: str | None = None) -> int:
+    """Stream a submitted job's output to ``out`` until it ends (``follow_logs``), print its last line
+    (``invocation <uuid>  job <id>  status <STATUS>``; the uuid the job printed, else ``invocation_hint``)
+    and return its exit code."""
+    try:
+        streamed = asyncio.run(follow_logs(client, job_id, out))
+    except KeyboardInterrupt:
+        print(f"\nsubmit: stopped following; job {job_id} keeps running — follow it with "
+              f"`mirrorscan logs {job_id} --follow --address {address}`, stop it with `ray job stop {job_id}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    info = wait_terminal(client, job_id)
+    invocation = find_invocation(streamed) or find_invocation(client.get_job_logs(job_id)) or invocation_hint
+    code = job_exit_code(info)
+    print(f"invocation {invocation or '-'}  job {job_id}  status {info.status}", file=out)
+    if not info.status.is_terminal():
+        print(f"submit: job {job_id} is still {info.status} after its log stream ended; "
+              f"check `mirrorscan status {job_id} --address {address}`", file=sys.stderr)
+        return 1
+    if code != 0 and info.message:
+        print(f"submit: job {job_id} {info.status}: {info.message.strip().splitlines()[-1]}", file=sys.stderr)
+    return code
