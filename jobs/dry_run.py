@@ -6,7 +6,9 @@ stage, ``cluster.scan.plan``): per model and stage the cells, those
 earlier invocations hold, the cells to run, the engine kind and the sampling the cells carry, the input
 tokens (model's tokenizer, where a local one is found) and an upper bound of generated tokens (Σ of the
 cells' own max_tokens: a bound, since most answers stop earlier; none for score or activations engines);
-then what ``--resume`` would run of an unfinished invocation (cells it already holds left out). It starts
+then, per model, the warm engine it would send its batches to or that it starts engine actors of its own
+(``cluster.runtime.warm_engines.dry_run_lines``: it joins the cluster ``RAY_ADDRESS`` names to look); then what
+``--resume`` would run of an unfinished invocation (cells it already holds left out). It starts
 neither Ray nor an engine, never starts the embedded catalog, and writes nothing: the catalog is read only
 when it is already running (or named by a DSN), through a read-only transaction, and the store only when
 it exists.
@@ -81,6 +83,10 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
         print_plan(mine, out)
     print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: Σ max_tokens "
           f"of the cells to run{'; some unknown' if unknown else ''})", file=out)
+    from mirrorscan.cluster.runtime.warm_engines import dry_run_lines
+
+    for line in dry_run_lines(spec):   # the warm engines the scan would use, or the engine actors it starts
+        print(line, file=out)
     print(f"store: {spec.store}", file=out)
     dsn = scan.catalog_dsn(start=False)
     if dsn is None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from mirrorscan.actors.engine import Engine
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.records import ModelVariant, RunContext
 from mirrorscan.grid.settings import EXECUTION_MODEL_KEYS
@@ -101,7 +102,7 @@ class Scaling:
 
 # ---- which engine a model variant needs ------------------------------------------------------------------------
 
-def class_path(engine_cls: type) -> str:
+def class_path(engine_cls: type[Engine]) -> str:
     """``module:Class`` of an engine class (how it travels to a replica and enters the key)."""
     return f"{engine_cls.__module__}:{engine_cls.__qualname__}"
 
@@ -111,7 +112,7 @@ def engine_settings(variant: ModelVariant) -> dict:
     return {k: v for k, v in variant.as_dict().items() if k != "label" and k not in EXECUTION_MODEL_KEYS}
 
 
-def engine_key(engine_cls: type, variant: ModelVariant, model_source: str) -> str:
+def engine_key(engine_cls: type[Engine], variant: ModelVariant, model_source: str) -> str:
     """SHA-256 (hex) over the engine class, the model source and ``engine_settings(variant)``: equal keys
     mean engines that answer a batch alike, whatever the experiment, label or pool sizes."""
     payload = {"engine": class_path(engine_cls), "model_source": model_source, "variant": engine_settings(variant)}
@@ -134,10 +135,9 @@ def warmable(variant: ModelVariant, field: str = "") -> None:
                           "GPU at most", f"leave --label {variant.label} out: its scans start their own engine")
 
 
-def replica_resources(engine_cls: type, variant: ModelVariant) -> dict:
+def replica_resources(engine_cls: type[Engine], variant: ModelVariant) -> dict:
     """Ray actor options of one replica: what one engine actor of a scan would ask for."""
-    resources = dict(engine_cls.ray_resources(variant)) if hasattr(engine_cls, "ray_resources") else \
-        {"num_cpus": 1, **({"num_gpus": variant.num_gpus} if variant.num_gpus else {})}
+    resources = dict(engine_cls.ray_resources(variant))
     if variant.memory_gb:
         resources["memory"] = int(variant.memory_gb * 2**30)
     return resources
@@ -173,8 +173,8 @@ class EngineReplica:
 
     def __del__(self):
         """Serve's graceful shutdown: stop the engine (vLLM's core) and leave the registry."""
-        engine = getattr(self, "engine", None)
-        if hasattr(engine, "shutdown"):
+        engine = self.__dict__.get("engine")   # None when the model failed to load
+        if engine is not None:
             try:
                 engine.shutdown()
             except Exception:
@@ -245,7 +245,7 @@ def registry(create: bool = True):
 class EngineTarget:
     """One engine a model variant needs: its class, the variant as engines get it, and the weights it loads."""
 
-    engine_cls: type
+    engine_cls: type[Engine]
     """The engine class (``actors.registry.engine_class``)."""
     variant: ModelVariant
     """The model variant as its engines are given it (``cluster.models.resolve.engine_variant``)."""
@@ -343,7 +343,7 @@ def start_engines(targets: list[EngineTarget], experiment: str, scaling: Scaling
         if t.name in running:
             out.append((t.name, False))
             continue
-        calls = int(getattr(t.engine_cls, "CONCURRENT_BATCHES", 1))
+        calls = t.engine_cls.CONCURRENT_BATCHES
         options = {**replica_resources(t.engine_cls, t.variant), "runtime_env": {"env_vars": env}}
         deployment = serve.deployment(EngineReplica, name=DEPLOYMENT, ray_actor_options=options,
                                       max_ongoing_requests=calls, graceful_shutdown_timeout_s=30,
@@ -412,7 +412,7 @@ def warm_engines_on() -> bool:
     return os.environ.get(SWITCH_ENV, "1") != "0"
 
 
-def running_engine(engine_cls: type, variant: ModelVariant, model_source: str) -> str | None:
+def running_engine(engine_cls: type[Engine], variant: ModelVariant, model_source: str) -> str | None:
     """The name of the running warm engine that answers like ``engine_cls`` built for ``variant`` and
     ``model_source`` would, or None (none runs, the switch is off, or no registry: no engine was ever started)."""
     if not warm_engines_on() or registry(create=False) is None:
@@ -435,7 +435,7 @@ def hosted_pool(pool):
     if name is None:
         return pool
     return dataclasses.replace(pool, engine_cls=WarmEngineClient, engine_kwargs={**kwargs, "deployment": name},
-                               engine_resources={"num_cpus": CLIENT_CPUS})
+                               engine_resources=WarmEngineClient.ray_resources(kwargs["variant"]))
 
 
 def restamp(rows: pa.Table, variant: ModelVariant, run: RunContext) -> pa.Table:
@@ -449,12 +449,17 @@ def restamp(rows: pa.Table, variant: ModelVariant, run: RunContext) -> pa.Table:
     return rows
 
 
-class WarmEngineClient:
+class WarmEngineClient(Engine):
     """What a scan's engine actor builds instead of its engine when a warm engine matches: the same call,
-    answered by the deployment."""
+    answered by the deployment. It holds no model, so it is in no registry and declares no kind of its own."""
 
     CONCURRENT_BATCHES = 2
     """Batches an engine actor hands over at once: the next one waits at the replica, never on the actor."""
+
+    @staticmethod
+    def ray_resources(variant: ModelVariant) -> dict:
+        """``CLIENT_CPUS`` and nothing else: the model's GPUs and memory belong to the replica."""
+        return {"num_cpus": CLIENT_CPUS}
 
     def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, deployment: str):
         """A handle to warm engine ``deployment``, for rows of ``variant`` in ``run``."""
@@ -466,3 +471,38 @@ class WarmEngineClient:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The warm engine's rows for ``batch``, carrying this scan's identity (``restamp``)."""
         return restamp(self.handle.answer.remote(batch).result(), self.variant, self.run)
+
+
+# ---- what a scan would use (its dry run) ----------------------------------------------------------------------
+
+def dry_run_lines(spec, address: str | None = None) -> list[str]:
+    """What a scan of ``spec`` would do about engines, one line per model: the warm engine it would send its
+    batches to, or that it starts its own engine actors (and the engine ``engines up`` would start). Joins the
+    cluster ``address`` or ``RAY_ADDRESS`` names to look (starting no Ray of its own); without one, no warm
+    engine can serve the scan."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not warm_engines_on():
+        return [f"engines: each model starts its own engine actors (warm engines off: {SWITCH_ENV}=0)"]
+    if not address:
+        return ["engines: each model starts its own engine actors (no Ray cluster named by RAY_ADDRESS: the scan "
+                "starts a local Ray of its own, where no warm engine runs)"]
+    from mirrorscan.cluster.runtime.ray_session import ensure_ray
+
+    ensure_ray(address)
+    running = running_engines() if registry(create=False) is not None else {}
+    targets = {t.variant.label: t for t in engine_targets(spec, resolve=False)}
+    lines = []
+    for m in spec.models:
+        target = targets.get(m.label)
+        if target is None:
+            why = (f"backend {m.backend} holds no model" if m.backend not in WARM_BACKENDS
+                   else "tensor parallel" if m.tensor_parallel_size > 1 else "its model is not prepared yet")
+            lines.append(f"engines: {m.label}: starts its own engine actors ({why}: no warm engine)")
+        elif target.name in running and running[target.name]["status"].endswith("RUNNING"):
+            states = running[target.name]["replica_states"]
+            lines.append(f"engines: {m.label}: uses warm engine {target.name} ({states.get('RUNNING', 0)} replica(s) "
+                         f"running{'' if states.get('RUNNING') else '; the first batch starts one'})")
+        else:
+            lines.append(f"engines: {m.label}: starts its own engine actors (`mirrorscan engines up` would start "
+                         f"warm engine {target.name})")
+    return lines

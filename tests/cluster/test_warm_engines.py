@@ -77,20 +77,31 @@ def serve_session(serve_module):
 
 @pytest.mark.timeout(900)
 def test_a_warm_scan_stores_the_rows_of_a_cold_one_and_never_loads_the_model(tmp_path, tiny_dir, catalog_dsn,
-                                                                            serve_session, monkeypatch):
+                                                                            serve_session, monkeypatch, capsys):
     exp = experiment(tmp_path, "warm_fc", tiny_dir, "vw,vodka,whiskey\ncd,cat,dog\nsr,sun,rain\n")
     store = str(tmp_path / "store")
     spec = load_spec(exp)
     targets = we.engine_targets(spec)
     assert [t.kind for t in targets] == ["generate"] and targets[0].variant.label == "tiny"
 
+    import ray
+
+    from mirrorscan.jobs.dry_run import dry_run
+
     monkeypatch.setenv(we.SWITCH_ENV, "0")
     cold = scan(exp, store, catalog_dsn)
     monkeypatch.delenv(we.SWITCH_ENV)
     assert we.running_engine(targets[0].engine_cls, targets[0].variant, targets[0].model_source) is None
+    name = targets[0].name
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert "no Ray cluster named by RAY_ADDRESS" in we.dry_run_lines(spec)[0]
+    monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+    assert we.dry_run_lines(spec) == [f"engines: tiny: starts its own engine actors (`mirrorscan engines up` would "
+                                      f"start warm engine {name})"]
 
-    [(name, started)] = we.start_engines(targets, spec.experiment, we.Scaling(min_replicas=1))
-    assert started and name == targets[0].name
+    assert we.start_engines(targets, spec.experiment, we.Scaling(min_replicas=1)) == [(name, True)]
+    dry_run(str(exp), store=store, catalog_dsn=catalog_dsn)
+    assert f"engines: tiny: uses warm engine {name} (1 replica(s) running)" in capsys.readouterr().out
     assert we.start_engines(targets, spec.experiment) == [(name, False)]   # already up: left as it is
     warm = scan(exp, store, catalog_dsn)
     assert cold.status == warm.status == "complete" and cold.counts["cells"] == warm.counts["cells"] == 24
