@@ -295,7 +295,7 @@ TIMED = {
     "reading held answers (for post-hoc cells)": [("mirrorscan.cluster.scan.stages", None, "held_rows")],
     "reading this invocation's rows": [("mirrorscan.cluster.scan.stages", None, "successful_rows")],
     "source filter (of_model_sources join)": [("mirrorscan.cluster.scan.stages", None, "of_model_sources")],
-    "anti-joins (remove_done)": [("mirrorscan.cluster.scan.stages", None, "remove_done")],
+    "anti-joins (remove_held)": [("mirrorscan.cluster.scan.stages", None, "remove_held")],
     "grid expansion (cells, probe ids)": [("mirrorscan.cluster.scan.stages", None, "grid_cells"), ("mirrorscan.cluster.scan.stages", None, "with_probe_ids")],
     "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],
     "instrument: done_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "done_cells"),

@@ -142,13 +142,13 @@ CELL_KEY_TYPES = pa.schema([("probe_id", pa.string()), ("sample", pa.int32())])
 """The columns of ``CELL_KEY`` with the types a join compares them as."""
 
 
-def remove_done(cells: pa.Table, done: pa.Table, key: pa.Schema = CELL_KEY_TYPES) -> pa.Table:
-    """Cells whose ``key`` columns (default: (probe_id, sample)) are not among ``done``'s (a left anti-join),
-    in the original order; both sides' key columns are compared as ``key``'s types (the cells' are returned
-    so cast)."""
-    if done.num_rows == 0 or cells.num_rows == 0:
+def remove_held(cells: pa.Table, held: pa.Table, key: pa.Schema = CELL_KEY_TYPES) -> pa.Table:
+    """Cells whose ``key`` columns (default: (probe_id, sample)) are not among ``held``'s — the keys of cells
+    already stored — (a left anti-join), in the original order; both sides' key columns are compared as
+    ``key``'s types (the cells' are returned so cast)."""
+    if held.num_rows == 0 or cells.num_rows == 0:
         return cells
-    keys = done.select(key.names).cast(key)
+    keys = held.select(key.names).cast(key)
     for field in key:
         cells = cells.set_column(cells.schema.get_field_index(field.name), field.name,
                                  cells.column(field.name).cast(field.type))
@@ -168,7 +168,7 @@ def plan_attempts(cells: pa.Table, prior: pa.Table, max_attempts: int) -> tuple[
     """Split a grid against the rows already stored for it.
 
     ``prior`` has columns probe_id, sample, error (one row per earlier attempt). Cells with a successful
-    row are done. Cells whose rows are all errors are retried while they have had fewer than
+    row are held (stored already). Cells whose rows are all errors are retried while they have had fewer than
     ``max_attempts`` attempts. Returns (cells to run, with an ``attempt`` column = earlier attempts + 1;
     cells given up, with their attempt count).
     """
@@ -180,7 +180,7 @@ def plan_attempts(cells: pa.Table, prior: pa.Table, max_attempts: int) -> tuple[
     succeeded = prior.filter(ok).select(list(CELL_KEY))
     failed = prior.filter(pc.invert(ok)).group_by(list(CELL_KEY)).aggregate([("error", "count")])
     failed = failed.select(["probe_id", "sample", "error_count"]).rename_columns(["probe_id", "sample", "attempts"])
-    todo = remove_done(cells, succeeded)
+    todo = remove_held(cells, succeeded)
     with_pos = todo.append_column("_pos", pa.array(np.arange(todo.num_rows, dtype=np.int64)))
     joined = with_pos.join(failed, keys=list(CELL_KEY), join_type="left outer").sort_by("_pos")
     attempts = pc.fill_null(joined.column("attempts"), 0).cast(pa.int32())

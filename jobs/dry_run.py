@@ -41,7 +41,7 @@ def print_plan(plans: list, out, indent: str = "    ") -> None:
 
     for p in plans:
         held = f", {p.held_elsewhere} held by earlier invocations" if p.held_elsewhere else ""
-        here = f", {p.held_here} stored already" if p.held_here else ""
+        here = f", {p.held_here} held by this invocation" if p.held_here else ""
         gave = f", {p.given_up} given up" if p.given_up else ""
         tokens_in = ("input tokens unknown (no local tokenizer)" if p.tokens_in is None
                      else f"≥ {p.tokens_in} input tokens (earlier answers not counted)" if p.stage and p.run

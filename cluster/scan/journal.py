@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from mirrorscan.cluster.store.traces import TraceStore, open_store
-from mirrorscan.grid.cells import remove_done
+from mirrorscan.grid.cells import remove_held
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def settle(store: TraceStore, folder: str, cells: pa.Table, pool) -> pa.Table:
             keyed[(p, int(s), int(a))] = record
     marked = pa.table({"probe_id": [k[0] for k in keyed], "sample": [k[1] for k in keyed],
                        "attempt": [k[2] for k in keyed]}, schema=_KEYS)
-    died = remove_done(_semi(cells, marked), stored_keys(store, experiment, invocation_id), _KEYS)
+    died = remove_held(_semi(cells, marked), stored_keys(store, experiment, invocation_id), _KEYS)
     if died.num_rows:
         rendered = instrument.instrument.render(died, instrument.spec)
         rows = []
@@ -276,7 +276,7 @@ def run_rounds(cells: pa.Table, pool, run_model: Callable[..., Iterator[tuple[in
         if landed + died.num_rows == ran.num_rows:
             not_started = ran.slice(0, 0)
         else:
-            not_started = remove_done(ran, stored_keys(store, experiment, invocation_id), _KEYS)
+            not_started = remove_held(ran, stored_keys(store, experiment, invocation_id), _KEYS)
         attempts = died.column("attempt")
         retry = died.filter(pc.less(attempts, max_attempts))
         given_up = died.num_rows - retry.num_rows

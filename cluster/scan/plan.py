@@ -55,7 +55,7 @@ class StagePlan:
     held_elsewhere: int
     """Of those, cells earlier invocations of the experiment hold (not run again)."""
     held_here: int
-    """Cells the invocation being resumed stored already (0 for a new invocation)."""
+    """Cells the invocation being resumed holds already (0 for a new invocation)."""
     given_up: int
     """Cells that failed ``max_attempts`` times in the invocation being resumed (not run again)."""
     run: int

@@ -8,7 +8,7 @@ so every stage's cells have their own probe_ids and go through the same pool, jo
 rebuilds each stage from what is stored and runs only what is missing.
 
 A cell is *held* when a successful row stores it: in this invocation (``grid.cells.plan_attempts``), or,
-where the instrument widens "done" with its ``done_cells`` hook, in an earlier invocation of the same
+where the instrument widens "held" with its ``done_cells`` hook, in an earlier invocation of the same
 experiment in the same store (open_scan appends only what no earlier invocation holds). Held-elsewhere
 cells leave this invocation's grid.
 """
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from mirrorscan.grid.cells import CELL_KEY, remove_done, with_probe_ids
+from mirrorscan.grid.cells import CELL_KEY, remove_held, with_probe_ids
 from mirrorscan.grid.ids import SEP
 from mirrorscan.grid.instrument import InstrumentRef, Stage
 from mirrorscan.grid.settings import Settings
@@ -150,7 +150,7 @@ def of_model_sources(rows: pa.Table, model_sources: dict[str, str]) -> pa.Table:
 
 
 def held_elsewhere(scope: StageScope, earlier: pa.Table | None = None) -> pa.Table | None:
-    """(probe_id, sample) keys the instrument counts as done by earlier invocations of the experiment (its
+    """(probe_id, sample) keys the instrument counts as held by earlier invocations of the experiment (its
     ``done_cells``, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when it
     keeps no grid across invocations (``appends`` false)."""
     ref = scope.ref
@@ -164,7 +164,7 @@ def held_elsewhere(scope: StageScope, earlier: pa.Table | None = None) -> pa.Tab
 def held_rows(scope: StageScope, cells: pa.Table, held: pa.Table, earlier: pa.Table, stage: str,
               columns: list[str] | None = None) -> tuple[pa.Table, int]:
     """(earlier invocations' successful rows (``columns``, default all) of the ``cells`` that ``held`` counts
-    as done there and whose cell in the later stage ``stage`` is not held yet; how many of those cells' later
+    as held there and whose cell in the later stage ``stage`` is not held yet; how many of those cells' later
     cells are held already). A later stage is built from these rows too, so an earlier invocation's
     unfinished later stage finishes here. Only the parts holding them are read (``earlier``'s ``part``)."""
     schema = trace_schema(scope.ref.instrument.columns)
@@ -175,12 +175,12 @@ def held_rows(scope: StageScope, cells: pa.Table, held: pa.Table, earlier: pa.Ta
         held, keys=list(CELL_KEY), join_type="inner")
     # a previous cell whose (label, item_key~stage, sample) is held already builds nothing new: never read it
     parts = pc.split_pattern(held.column("probe_id"), SEP, max_splits=2)
-    done_next = pc.binary_join_element_wise(pc.list_element(parts, 0), pc.list_element(parts, 1),
+    held_next = pc.binary_join_element_wise(pc.list_element(parts, 0), pc.list_element(parts, 1),
                                             held.column("sample").cast(pa.string()), "\x1f")
     next_key = pc.binary_join_element_wise(
         wanted.column("label"), pc.binary_join_element_wise(wanted.column("item_key"), pa.scalar(stage), STAGE_SEP),
         wanted.column("sample").cast(pa.string()), "\x1f")
-    later_held = pc.is_in(next_key, done_next)
+    later_held = pc.is_in(next_key, held_next)
     skipped = len(next_key.filter(later_held).unique())   # held later cells (two previous rows may share one)
     wanted = wanted.filter(pc.invert(later_held)).select(list(CELL_KEY))
     if wanted.num_rows == 0:
@@ -241,5 +241,5 @@ def stage_grids(scope: StageScope, first: pa.Table, earlier: pa.Table | None = N
                     earlier_held, skipped = held_rows(scope, cells, held, earlier, name, columns)
                     rows = pa.concat_tables([rows, earlier_held.select(rows.column_names).cast(rows.schema)])
             cells = later_stage_cells(ref, index, rows)
-        kept = cells if held is None else remove_done(cells, held)
+        kept = cells if held is None else remove_held(cells, held)
         yield StageGrid(name, kept, cells.num_rows - kept.num_rows + skipped, cells)

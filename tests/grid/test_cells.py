@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from mirrorscan.grid.cells import add_seeds, plan_attempts, remove_done, with_probe_ids
+from mirrorscan.grid.cells import add_seeds, plan_attempts, remove_held, with_probe_ids
 from mirrorscan.grid.ids import cell_seed
 
 
@@ -32,10 +32,10 @@ def test_probe_ids_refuse_cells_that_share_a_key_or_lack_a_core_column():
         with_probe_ids(pa.table({"label": ["m"], "sample": pa.array([0], pa.int32())}), instrument="thin")
 
 
-def test_remove_done_is_an_anti_join_keeping_order():
+def test_remove_held_is_an_anti_join_keeping_order():
     cells = cells_of(6, samples=2)
-    done = cells.take([0, 3, 5]).select(["probe_id", "sample"])
-    left = remove_done(cells, done)
+    held = cells.take([0, 3, 5]).select(["probe_id", "sample"])
+    left = remove_held(cells, held)
     assert left.num_rows == cells.num_rows - 3
     assert left["probe_id"].to_pylist() == cells.take([1, 2, 4, 6, 7, 8, 9, 10, 11])["probe_id"].to_pylist()
 
