@@ -33,6 +33,7 @@ CONNECT_TIMEOUT_S = 10  # used when the DSN does not set connect_timeout itself
 STATUSES = ("running", "complete", "incomplete", "failed", "interrupted")
 _MIGRATION_LOCK = 0x6D69_7272_6F72  # pg_advisory_xact_lock key for migrations ("mirror")
 _JSONB = {"settings", "package_versions", "content_hashes", "counts", "model_weights"}
+_UUIDS = {"invocation_id", "reproduces"}
 _REQUIRED = {"invocation_id", "experiment", "instrument", "settings", "settings_hash", "status"}
 _COLUMNS = (  # scan_invocations, in table order
     "invocation_id", "experiment", "instrument", "settings", "settings_hash", "git_sha", "git_dirty",
@@ -198,11 +199,8 @@ class Catalog:
             raise CatalogError(f"catalog refused: invocation record: {problem}; "
                                f"columns are {', '.join(_COLUMNS)}")
         _check_status(record["status"])
-        values = {key: Jsonb(value) if key in _JSONB else value
+        values = {key: Jsonb(value) if key in _JSONB else _uuid(value) if key in _UUIDS else value
                   for key, value in record.items() if value is not None}
-        values["invocation_id"] = _uuid(record["invocation_id"])
-        if values.get("reproduces") is not None:
-            values["reproduces"] = _uuid(values["reproduces"])
         query = sql.SQL("INSERT INTO scan_invocations ({}) VALUES ({})").format(
             sql.SQL(", ").join(map(sql.Identifier, values)),
             sql.SQL(", ").join(sql.Placeholder() * len(values)))

@@ -46,10 +46,8 @@ def submitted_config(spec: Spec) -> dict:
     password removed (every other secret was refused when the config was validated)."""
     from mirrorscan.cluster.catalog.client import redact_dsn
 
-    config = dict(spec.raw)
-    if isinstance(config.get("catalog_dsn"), str):
-        config["catalog_dsn"] = redact_dsn(config["catalog_dsn"])
-    return {"file": config_origin(spec), "config": config}
+    redacted = {"catalog_dsn": redact_dsn(spec.catalog_dsn)} if spec.catalog_dsn else {}
+    return {"file": config_origin(spec), "config": {**spec.raw, **redacted}}
 
 
 def content_hashes(spec: Spec) -> dict:
