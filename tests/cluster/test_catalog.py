@@ -379,7 +379,7 @@ def test_concurrent_first_start_then_stale_restart():
     base = Path(tempfile.mkdtemp(prefix="mirrorscan-pg-"))
     base.chmod(0o755)
     root = base / "catalog"
-    code = ("import sys; from pathlib import Path; from mirrorscan.cluster import embedded_pg; "
+    code = ("import sys; from pathlib import Path; from mirrorscan.cluster.catalog import embedded_pg; "
             "print(embedded_pg.ensure_running(Path(sys.argv[1]), durable=False))")
     try:
         procs = [subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE,
