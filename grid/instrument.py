@@ -309,6 +309,10 @@ class Presenter:
     headline_units: Mapping[str, int | str] = MappingProxyType({})
     """Headline number name (or ``prefix*``) → how report and diff write it as ``analyze`` prints it (decimals
     as an int, or percent / points / ms / s / fixed; ``grid.formatting.headline``)."""
+    sources: str = ""
+    """Import path of the instrument's sources module, imported on first use: its ``headline_sources(analysis,
+    settings, invocation_id)`` and ``suggested_sql(invocation_id)`` answer ``headline_sources`` and
+    ``suggested_query``. Empty: the defaults (no sources, ``DEFAULT_QUERY``)."""
 
     def same_answer(self, left: dict, right: dict) -> bool:
         """Whether two rows of one cell (two runs) agree, for diff and reproduce. Default: the same response."""
@@ -321,14 +325,19 @@ class Presenter:
 
     def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
         """A ``grid.headline.HeadlineSource`` per headline number: its definition and the ``mirrorscan sql``
-        query (or the query and ``mirrorscan stats`` command) that gets it again. Default: none."""
+        query (or the query and ``mirrorscan stats`` command) that gets it again. Default: the ``sources``
+        module's, else none."""
+        if self.sources:
+            return importlib.import_module(self.sources).headline_sources(analysis, settings, invocation_id)
         return ()
 
     def suggested_query(self, invocation_id: str) -> str:
         """The one ``mirrorscan sql`` query (DuckDB text) a scan's summary prints to look at what it stored.
-        Default: ``DEFAULT_QUERY`` (probe ids and responses)."""
+        Default: the ``sources`` module's ``suggested_sql``, else ``DEFAULT_QUERY`` (probe ids and responses)."""
         from mirrorscan.grid.headline import sql_text
 
+        if self.sources:
+            return importlib.import_module(self.sources).suggested_sql(invocation_id)
         return DEFAULT_QUERY.format(invocation=sql_text(invocation_id))
 
     def matrix_coordinates(self) -> tuple[str, str]:

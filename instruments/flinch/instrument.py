@@ -46,6 +46,8 @@ class Flinch(Instrument[FlinchSpec]):
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    sources = "mirrorscan.instruments.flinch.sources"
+    """Its headline numbers' definitions and queries, and the scan summary's query (``sources``)."""
     cell_value = ("lp_mean", "score")
     """A cell's answer, for the browser: the target's mean token log-prob (nats), averaged."""
 
@@ -217,21 +219,8 @@ class Flinch(Instrument[FlinchSpec]):
                              **{f"flinch_{k}": a["flinch"] for k, a in m["axes"].items()}, **g}
                 for m in analysis.numbers["models"]}
 
-    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
-        """Each headline number's definition and its ``mirrorscan sql`` query, or for the carrier G-study the
-        query selecting its input and the ``mirrorscan stats gstudy`` command (``sources``)."""
-        from mirrorscan.instruments.flinch.sources import headline_sources
-
-        return headline_sources(analysis, from_frozen(settings.instrument_settings), invocation_id)
-
     headline_units = {"total_flinch": 1, "partial_total_flinch": 1, "flinch_*": 1, "carrier_g_*": 2}
     """Headline numbers as analyze prints them: flinch scores with one decimal, Eρ² with two."""
-
-    def suggested_query(self, invocation_id: str) -> str:
-        """The scan summary's ``mirrorscan sql`` query: mean log-prob per model, axis and term (``sources``)."""
-        from mirrorscan.instruments.flinch.sources import suggested_sql
-
-        return suggested_sql(invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, carriers across."""

@@ -11,6 +11,7 @@ is null).
 from __future__ import annotations
 
 from mirrorscan.grid.headline import HeadlineSource, sql_text
+from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.flinch.scale import LP_AT_HUNDRED, LP_AT_ZERO
 
 SCALE = "least(100, greatest(0, 100 * ({zero} - {lp}) / {span}))"
@@ -91,10 +92,13 @@ def suggested_sql(invocation_id: str) -> str:
             "GROUP BY label, axis, term ORDER BY label, axis, term LIMIT 20")
 
 
-def headline_sources(analysis, spec, invocation_id: str) -> tuple[HeadlineSource, ...]:
+def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[HeadlineSource, ...]:
     """The sources of ``Flinch.headline``'s numbers: total, the aggregation, each axis, each axis's carrier
-    G-study Eρ², for an invocation whose flinch section is ``spec`` (``instrument.FlinchSpec``: its axes and
-    aggregation)."""
+    G-study Eρ², for an invocation whose frozen settings are ``settings`` (its flinch section's axes and
+    aggregation, read as a ``spec.FlinchSpec``)."""
+    from mirrorscan.instruments.flinch.spec import FlinchSpec
+
+    spec = FlinchSpec.from_frozen(settings.instrument_settings)
     aggregation = spec.aggregation
     how = ("the mean lp of the axis's terms mapped to the scale (axis_lp_mean)" if aggregation == "axis_lp_mean"
            else "the mean of its terms' clipped flinch values (clipped_term_mean)")

@@ -37,6 +37,8 @@ class ForcedChoice(Instrument[ForcedChoiceSpec]):
     columns = COLUMNS
     coordinates = ("pair_id", "word_a", "word_b")
     legacy_keys = ("probe_set", "envelopes_file", "envelopes", "orderings")
+    sources = "mirrorscan.instruments.forced_choice.sources"
+    """Its headline numbers' definitions and queries, and the scan summary's query (``sources``)."""
     cell_value = ("class", "class")
     """A cell's answer, for the browser: its class (A, B, UNCLEAR, REF), counted per value."""
 
@@ -101,18 +103,6 @@ class ForcedChoice(Instrument[ForcedChoiceSpec]):
                                "mean_sharpness": m["sharpness"]["mean_sharpness"],
                                "position_bias_pp": m["position_bias"]["overall"]["position_bias_pp"]}
         return out
-
-    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
-        """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
-        from mirrorscan.instruments.forced_choice.sources import headline_sources
-
-        return headline_sources(analysis, settings, invocation_id)
-
-    def suggested_query(self, invocation_id: str) -> str:
-        """The scan summary's ``mirrorscan sql`` query: answered cells with their stored class (``sources``)."""
-        from mirrorscan.instruments.forced_choice.sources import suggested_sql
-
-        return suggested_sql(invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, pairs across."""

@@ -50,6 +50,8 @@ class Lens(Instrument[LensSpec]):
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    sources = "mirrorscan.instruments.lens.sources"
+    """Its headline numbers' definitions and queries, and the scan summary's query (``sources``)."""
     cell_value = CellValue("pooled_norm", "score", reads=("layer_vectors",), derive=pooled_norm, doc=NORM_DOC)
     """The browser matrix's value of a cell: its pooled vectors' mean norm over the blocks (``norms``)."""
 
@@ -157,18 +159,6 @@ class Lens(Instrument[LensSpec]):
                       "label_floor_median": (m.get("label_floor") or {}).get("median"),
                       "kendall_w": concordance.get(m["variant"], {}).get("w")}
                 for key, m in analysis.numbers["models"].items()}
-
-    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
-        """Each headline number's definition and how to get it again (``sources``)."""
-        from mirrorscan.instruments.lens.sources import headline_sources
-
-        return headline_sources(analysis, settings, invocation_id)
-
-    def suggested_query(self, invocation_id: str) -> str:
-        """The scan summary's ``mirrorscan sql`` query: cells and layers per model, variant and rendering."""
-        from mirrorscan.instruments.lens.sources import suggested_sql
-
-        return suggested_sql(invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, rendered items across."""

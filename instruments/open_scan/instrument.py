@@ -85,6 +85,8 @@ class OpenScan(Instrument[OpenScanSpec]):
     columns = COLUMNS
     coordinates = tuple(f.name for f in COORDINATES)
     legacy_keys = ()
+    sources = "mirrorscan.instruments.open_scan.sources"
+    """Its headline numbers' definitions and queries, and the scan summary's query (``sources``)."""
     cell_value = CellValue("self_report", "class", reads=("envelope", "rating", "error"), derive=self_report_values,
                            doc="each self-report apart, never averaged together: cold (the question, before any "
                            "answer) and post-hoc (the model's own answer), with the rating read from the reply, or "
@@ -271,20 +273,8 @@ class OpenScan(Instrument[OpenScanSpec]):
         return {m["label"]: {k: m[k] for k in ("answers", "answer_chars_mean", "cold_mean", "posthoc_mean")}
                 for m in analysis.numbers["models"]}
 
-    def headline_sources(self, analysis: Analysis, settings: Settings, invocation_id: str) -> tuple:
-        """Each headline number's definition and the ``mirrorscan sql`` query that computes it (``sources``)."""
-        from mirrorscan.instruments.open_scan.sources import headline_sources
-
-        return headline_sources(analysis, settings, invocation_id)
-
     headline_units = {"answer_chars_mean": 0, "cold_mean": 2, "posthoc_mean": 2}
     """Headline numbers as analyze prints them: characters whole, ratings with two decimals."""
-
-    def suggested_query(self, invocation_id: str) -> str:
-        """The scan summary's ``mirrorscan sql`` query: answers with their cold and post-hoc ratings."""
-        from mirrorscan.instruments.open_scan.sources import suggested_sql
-
-        return suggested_sql(invocation_id)
 
     def matrix_coordinates(self) -> tuple[str, str]:
         """Models down, probes across."""

@@ -63,3 +63,20 @@ def test_the_check_finds_a_data_folder_left_out_of_the_build(tmp_path, monkeypat
     monkeypatch.setattr(module, "_build", lambda: (packages - {"mirrorscan.instruments.flinch.data"}, data))
     with pytest.raises(AssertionError, match="flinch.data is not in"):
         test_every_data_file_of_an_instrument_is_in_the_package_build("flinch")
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_every_instrument_answers_its_headline_sources_and_summary_query_from_its_sources_module(name):
+    """One place per instrument for its headline numbers' queries and the scan summary's query: the module its
+    ``sources`` names, beside its spec and instrument modules; no instrument writes the two hooks again."""
+    import importlib
+
+    from mirrorscan.grid.instrument import Presenter, resolve
+
+    instrument = resolve(name)
+    assert instrument.sources == f"mirrorscan.instruments.{name}.sources"
+    module = importlib.import_module(instrument.sources)
+    assert callable(module.headline_sources) and callable(module.suggested_sql)
+    assert type(instrument).headline_sources is Presenter.headline_sources
+    assert type(instrument).suggested_query is Presenter.suggested_query
+    assert instrument.suggested_query("x") == module.suggested_sql("x")
