@@ -38,18 +38,3 @@ def report_invocations(target: str, *, store: str | None = None, catalog_dsn: st
             folder = outputs[0].rsplit("/", 1)[0] if outputs else None
         paths.append(write_report(inv, render(build(inv, analysis, folder))))
     return paths
-
-
-def build_parser(prog: str = "mirrorscan report") -> argparse.ArgumentParser:
-    """The report command's parser."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", help="an invocation id (or its unique start), or an experiment folder or name "
-                                  "(its newest invocation; --all: every one)")
-    p.add_argument("--all", dest="every", action="store_true",
-                   help="with an experiment: one report per invocation of it, oldest first")
-    p.add_argument("--reannotate", action="store_true",
-                   help="derive again from the stored text what the instrument wrote at scan time (as analyze "
-                        "--reannotate); the report then says which queries read the stored values")
-    p.add_argument("--store", help="trace store URI (default: the one recorded for the invocation)")
-    p.add_argument("--catalog-dsn", help="catalog DSN (default: $MIRRORSCAN_CATALOG_DSN, else the embedded one)")
-    return p
