@@ -3,7 +3,7 @@ asks whether a member exists.
 
 An **engine** answers batches of rendered cells with one model. It is built once per engine actor as
 ``Engine(variant, model_source, run)`` (``grid.records.ModelVariant``, the resolved model source, the
-``grid.records.RunContext``) and called as ``engine(batch)``: a ``pyarrow.Table`` of cells holding the request
+``grid.records.InvocationContext``) and called as ``engine(batch)``: a ``pyarrow.Table`` of cells holding the request
 columns of its kind (``grid.engine_kinds``) in, one trace row per cell out, a failed cell an error row. Every
 engine subclasses ``Engine`` and declares, at class level:
 

@@ -28,7 +28,7 @@ from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.grid.engine_kinds import ACTIVATION_COLUMNS, LAYER_VECTORS
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
 
 _SCHEMA = trace_schema(tuple(f for f in ACTIVATION_COLUMNS if f.name != LAYER_VECTORS.name))
@@ -78,7 +78,7 @@ class HFActivations(Engine):
     kind, backend = "activations", "hf"
     model_keys = frozenset({"device_map"})
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
         self.variant, self.run, self.source = variant, run, model_source
         self.tokenizer, self.model, self.pad_id, self.context = load_causal_lm(variant, model_source)

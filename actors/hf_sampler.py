@@ -28,7 +28,7 @@ from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import DTYPES, prepare_transformers
 from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.settings import SAMPLER_VERSION
 from mirrorscan.grid.trace_schema import to_trace_table
 
@@ -135,7 +135,7 @@ class HFSampler(Engine):
     kind, backend = "generate", "hf"
     model_keys = frozenset({"device_map", "chat_template_kwargs"})
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
         if variant.extra_body:
             raise ConfigError("", f"models[{variant.label}].extra_body", "the hf backend sends no request, so "

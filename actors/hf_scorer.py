@@ -31,7 +31,7 @@ from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.hf_env import load_causal_lm
 from mirrorscan.actors.rows import trace_row, where_am_i
 from mirrorscan.actors.score_tokens import LocalScorer, score_fields
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 PASS_COST_POSITIONS = {"cpu": 48}
 """What one forward pass costs, in padded token positions' worth of compute, per device type (the module
@@ -66,7 +66,7 @@ class HFScorer(LocalScorer, Engine):
     kind, backend = "score", "hf"
     model_keys = frozenset({"device_map", "add_bos"})
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Load the model of ``variant``, whose rows belong to ``run``."""
         self.variant, self.run, self.source = variant, run, model_source
         self.tokenizer, self.model, self.pad_id, self.context = load_causal_lm(variant, model_source)

@@ -34,7 +34,7 @@ from mirrorscan.actors.http_common import Answer, Fatal, HTTPSampler, Retryable,
 from mirrorscan.actors.rows import cell_sampling
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 ANTHROPIC_VERSION = "2023-06-01"
 """Value of the anthropic-version header (the Messages API version this reader speaks)."""
@@ -52,7 +52,7 @@ class AnthropicSampler(HTTPSampler):
     default_key_env = "ANTHROPIC_API_KEY"
     effort_path = ("output_config", "effort")
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, **backoff):
         """As ``HTTPSampler``; a ConfigError for chat-template kwargs, which this API has no place for."""
         extra = variant.extra_body
         for field, value in (("chat_template_kwargs", variant.chat_template_kwargs),

@@ -37,7 +37,7 @@ from mirrorscan.actors.http_common import Fatal
 from mirrorscan.actors.http_completions import OpenAICompletionsScorer
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 CHAT_USER = "Continue this text."
 """The user turn before the partial assistant message (some chat templates require a user turn first)."""
@@ -56,7 +56,7 @@ class OpenAIChatScorer(OpenAICompletionsScorer):
     model_keys = frozenset({"endpoint", "extra_body", "score_api"})
     """Text messages are sent and the server tokenizes them: ``add_bos`` and ``tokenizer`` are not read."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, **backoff):
         """Ask the server once which route it supports (``probe``)."""
         for key in CHAT_BODY_KEYS & set(variant.extra_body):
             raise ConfigError("", f"models[{variant.label}].extra_body.{key}", "replaces a field the chat scorer "

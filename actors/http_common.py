@@ -49,7 +49,7 @@ from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.secrets import strip_userinfo
 from mirrorscan.grid.trace_schema import to_trace_table
 
@@ -184,7 +184,7 @@ class HTTPSampler(Engine):
     effort_path: tuple[str, ...] = ()
     """Where the body carries the variant's effort (e.g. ("reasoning_effort",)); () = the effort is not sent."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, *, backoff_base_s: float = BACKOFF_BASE_S,
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, *, backoff_base_s: float = BACKOFF_BASE_S,
                  backoff_ceiling_s: float = BACKOFF_CEILING_S, retry_after_cap_s: float = RETRY_AFTER_CAP_S):
         """Read the key from the environment and start the loop thread. ``model_source`` is the API's
         model name; backoff settings default to the module constants (tests pass small ones)."""

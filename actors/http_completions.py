@@ -30,7 +30,7 @@ from mirrorscan.actors.http_common import Fatal, HTTPSampler, Retryable
 from mirrorscan.actors.score_tokens import ScoreIds, ScoreTokenError, score_fields, score_ids
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import trace_schema
 
@@ -45,7 +45,7 @@ class OpenAICompletionsScorer(HTTPSampler):
     model_keys = frozenset({"endpoint", "extra_body", "add_bos", "tokenizer", "score_api"})
     schema = trace_schema(SCORE_COLUMNS)
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, **backoff):
         """Load the named tokenizer (if any), then ask the server once whether it takes token-id prompts."""
         for key in SCORER_BODY_KEYS & set(variant.extra_body):
             raise ConfigError("", f"models[{variant.label}].extra_body.{key}", "replaces a field the scorer sets "

@@ -10,7 +10,7 @@ import json
 import socket
 from datetime import datetime, timezone
 
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 
 def where_am_i() -> dict:
@@ -53,7 +53,7 @@ def cell_sampling(variant: ModelVariant, cell: dict) -> tuple[float, float, int]
             int(pick("max_tokens", variant.max_tokens)))
 
 
-def trace_row(variant: ModelVariant, run: RunContext, source: str, where: dict, cell: dict, **fields) -> dict:
+def trace_row(variant: ModelVariant, run: InvocationContext, source: str, where: dict, cell: dict, **fields) -> dict:
     """A trace row for ``cell`` carrying the run's identity, the coordinates, the cell's sampling parameters
     (``cell_sampling``) and ``fields`` (answer, tokens, timing, error …), which override the defaults. An engine passes
     ``generation_overrides`` (``generation_overrides(...)`` of what it sent); the default records none."""

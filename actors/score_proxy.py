@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mirrorscan.actors.engine import Engine
 from mirrorscan.actors.rows import trace_row, where_am_i
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.secrets import strip_userinfo
 from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from mirrorscan.grid.trace_schema import to_trace_table, trace_schema
@@ -48,7 +48,7 @@ class AnthropicProxyScorer(Engine):
     model_keys = frozenset({"endpoint", "extra_body"})
     CONCURRENT_BATCHES = 2
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, **backoff):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, **backoff):
         """The chat sampler of ``variant`` at temperature 1, top_p 1 and PROXY_MAX_TOKENS."""
         from mirrorscan.actors.http_anthropic import AnthropicSampler
 

@@ -39,7 +39,7 @@ from mirrorscan.actors.hf_activations import HFActivations
 from mirrorscan.actors.activation_prompt import cell_options
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.vllm_extraction import architecture_problem
 
 GENERATED_TOKENS = 2
@@ -83,7 +83,7 @@ class VLLMActivations(HFActivations):
     """One vLLM engine held for the run; ``__call__`` extracts a batch of cells, one row per cell (the HF engine's
     cell preparation and rows, vLLM's forward pass)."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``. ConfigError for a model family
         vLLM cannot extract from, or engine_args that set what the extraction owns."""
         from mirrorscan.actors.vllm_env import apply_vllm_env

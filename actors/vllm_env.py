@@ -1,5 +1,5 @@
 """Environment for vLLM processes: the CPU build's required settings, and caches in the folder the caller names
-(the run's ``RunContext.cache_dir``: ``$MIRRORSCAN_HOME/cache``).
+(the run's ``InvocationContext.cache_dir``: ``$MIRRORSCAN_HOME/cache``).
 
 Seen to work on 2-core CPU machines (docs/engines.md): a KV cache size is required
 on the CPU build; the in-process engine starts in seconds instead of tens; eager mode and no dynamo avoid

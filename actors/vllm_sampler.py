@@ -63,7 +63,7 @@ from mirrorscan.actors.placement import tensor_parallel_group
 from mirrorscan.actors.rows import cell_sampling, generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.streaming import StreamClock
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.trace_schema import to_trace_table
 
 ENGINE_SEED = 0
@@ -160,7 +160,7 @@ def shutdown_engines() -> None:
             host.shutdown()
 
 
-def config_file(run: RunContext) -> str:
+def config_file(run: InvocationContext) -> str:
     return f"experiments/{run.experiment}/config.json"
 
 
@@ -175,7 +175,7 @@ class VLLMSampler(Engine):
     """Batches the pipeline may hand this actor at once: the next batch's requests join the engine while
     the last one's tail still streams (continuous batching), so the engine never idles between batches."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build (or reuse, in this process) the engine of ``variant``, whose rows belong to ``run``."""
         device = variant.device
         from mirrorscan.actors.vllm_env import apply_vllm_env

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from mirrorscan.actors.engine import VLLM, Engine
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
 from mirrorscan.actors.score_tokens import LocalScorer, score_fields
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 
 class VLLMScorer(LocalScorer, Engine):
@@ -37,7 +37,7 @@ class VLLMScorer(LocalScorer, Engine):
     model_keys = frozenset({"tensor_parallel_size", "engine_args", "add_bos"})
     requires = (VLLM,)
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``."""
         from mirrorscan.actors.vllm_env import apply_vllm_env
 

@@ -50,13 +50,13 @@ CACHE = str(subdir("cache"))
 apply_vllm_env("cpu", CACHE)   # before vllm is imported anywhere in this process: CPU settings, in-process engine core
 
 from mirrorscan.actors.vllm_sampler import VLLMSampler, engine_kwargs  # noqa: E402
-from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, InvocationContext  # noqa: E402
 from mirrorscan.cluster.scan.pipeline import render_block  # noqa: E402
 
 TARGET_PIPELINE = 0.85
 TARGET_STREAM_COST = 0.10
 TARGET_TAP = 0.10
-RUN = RunContext(invocation_id=str(uuid.uuid4()), experiment="bench_engines", instrument="forced_choice",
+RUN = InvocationContext(invocation_id=str(uuid.uuid4()), experiment="bench_engines", instrument="forced_choice",
                  envelope_version="bench", cache_dir=CACHE)
 
 
@@ -83,7 +83,7 @@ def variant(max_tokens: int) -> ModelVariant:
 class TimedVLLMSampler(VLLMSampler):
     """VLLMSampler that appends when its ``__init__`` ran (monotonic) to a file, to subtract the engine start."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, timing_path: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, timing_path: str):
         start = time.monotonic()
         super().__init__(variant, model_source, run)
         with open(timing_path, "a") as fh:

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mirrorscan.actors.hf_sampler import HFSampler
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
 
     dtype = getattr(torch, args.dtype)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         batches = [cells.slice(i, args.batch_size) for i in range(0, cells.num_rows, args.batch_size)]
         variant = ModelVariant(label="random", model="random", temperature=0.0, top_p=1.0,
                                max_tokens=args.max_tokens, dtype=args.dtype, device=args.device)
-        run = RunContext(invocation_id="gpu-check", experiment="gpu_check", instrument="forced_choice",
+        run = InvocationContext(invocation_id="gpu-check", experiment="gpu_check", instrument="forced_choice",
                          envelope_version="bench")
         started = time.monotonic()
         sampler = HFSampler(variant, str(work / "model"), run)

@@ -419,14 +419,14 @@ def measure_sampling(args) -> dict:
 
     from mirrorscan.actors.hf_sampler import HFSampler, RowSampler
     from mirrorscan.cluster.models.demo import prepare_demo_model
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
 
     torch.set_num_threads(1)
     source = str(prepare_demo_model())
     cells = sampling_cells(args.batch, args.max_tokens)
     variant = ModelVariant(label="smollm2", model="packaged:smollm2-135m-instruct", dtype="float32", temperature=0.0,
                            top_p=1.0, max_tokens=args.max_tokens)   # each cell carries its own sampling
-    run = RunContext(invocation_id=str(uuid.uuid4()), experiment="open-scan-bench", instrument="open_scan")
+    run = InvocationContext(invocation_id=str(uuid.uuid4()), experiment="open-scan-bench", instrument="open_scan")
     t0 = time.monotonic()
     sampler = HFSampler(variant, source, run)
     load = time.monotonic() - t0

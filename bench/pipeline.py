@@ -72,7 +72,7 @@ from mirrorscan.cluster.store.traces import open_store  # noqa: E402
 from mirrorscan.cluster.scan.sweep import run_model_journaled  # noqa: E402
 from mirrorscan.grid.cells import add_seeds, plan_attempts, with_probe_ids  # noqa: E402
 from mirrorscan.grid.instrument import InstrumentRef, ref_from_section  # noqa: E402
-from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, InvocationContext  # noqa: E402
 
 TARGET_RATIO = 0.8       # pipeline cells/s ÷ bare cells/s, medians
 EXPERIMENT = "bench_pipeline"
@@ -83,7 +83,7 @@ ROOT_SEED = 20261129
 class TimedSampler(HFSampler):
     """HFSampler that appends when its ``__init__`` and each ``__call__`` ran (monotonic) to a file."""
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, timing_path: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, timing_path: str):
         start = time.monotonic()
         from transformers.utils import logging as hf_logging
 
@@ -116,7 +116,7 @@ def bench_cells(n: int) -> tuple[pa.Table, InstrumentRef]:
     return add_seeds(todo, ROOT_SEED).slice(0, n), ref
 
 
-def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, source: str, run: RunContext, batch_size: int) -> dict:
+def run_bare(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVariant, source: str, run: InvocationContext, batch_size: int) -> dict:
     """One A run: a fresh HFSampler in this process, then every batch through it."""
     import torch
 
@@ -137,7 +137,7 @@ def run_pipeline(cells: pa.Table, envelopes: InstrumentRef, variant: ModelVarian
     """One B run: a new invocation in the catalog, run_model_journaled through Ray Data (inference_log rows
     into the catalog), a catalog update per part."""
     invocation_id = str(uuid.uuid4())
-    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+    run = InvocationContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
                      envelope_version=settings["envelope_version"], catalog_dsn=catalog.dsn, store_uri=store_uri)
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT,
                                "instrument": "forced_choice", "settings": settings, "settings_hash": "bench",
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     env_version = envelopes.instrument.envelope_version(envelopes.spec)
     settings = {"bench": "pipeline", "cells": args.cells, "max_tokens": args.max_tokens,
                 "batch_size": args.batch_size, "model": source, "envelope_version": env_version}
-    bare_run = RunContext(invocation_id="bare", experiment=EXPERIMENT, instrument="forced_choice",
+    bare_run = InvocationContext(invocation_id="bare", experiment=EXPERIMENT, instrument="forced_choice",
                           envelope_version=env_version)
     print(f"{cells.num_rows} cells, batch {args.batch_size}, max_tokens {args.max_tokens}, model {source}, "
           f"torch threads {torch.get_num_threads()}")

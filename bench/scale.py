@@ -52,7 +52,7 @@ import pyarrow as pa  # noqa: E402
 from mirrorscan.actors.engine import Engine  # noqa: E402
 from mirrorscan.actors.rows import trace_row, where_am_i  # noqa: E402
 from mirrorscan.grid.instrument import InstrumentRef  # noqa: E402
-from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, InvocationContext  # noqa: E402
 from mirrorscan.grid.trace_schema import to_trace_table  # noqa: E402
 
 TARGET_EFFICIENCY = 0.9   # at N = 8
@@ -72,7 +72,7 @@ class SleepEngine(Engine):
 
     kind, backend = "generate", "standin"
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, sleep_s: float | None = None,
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, sleep_s: float | None = None,
                  timing_dir: str | None = None):
         self.variant, self.source, self.run = variant, model_source, run
         self.sleep_s = sleep_s if sleep_s is not None else float(variant.engine_args["sleep_s"])
@@ -130,12 +130,12 @@ def steady_rate(events: list[dict]) -> tuple[float, float, int]:
 
 
 def bench_invocation(catalog, invocation_id: str, envelopes: InstrumentRef, dsn: str, store_uri: str, settings: dict,
-                     n_cells: int) -> RunContext:
+                     n_cells: int) -> InvocationContext:
     """Record a benchmark run as an invocation in the catalog (so actors' inference_log rows have one); its run."""
     catalog.create_invocation({"invocation_id": invocation_id, "experiment": EXPERIMENT, "instrument": "forced_choice",
                                "settings": settings, "settings_hash": "bench", "status": "running",
                                "counts": {"cells": n_cells}, "store_uri": store_uri})
-    return RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+    return InvocationContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
                       envelope_version=envelopes.instrument.envelope_version(envelopes.spec), catalog_dsn=dsn,
                       store_uri=store_uri)
 
@@ -355,7 +355,7 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
 
     store = open_store(store_uri)
     invocation_id = str(uuid.uuid4())
-    run = RunContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
+    run = InvocationContext(invocation_id=invocation_id, experiment=EXPERIMENT, instrument="forced_choice",
                      envelope_version=envelopes.instrument.envelope_version(envelopes.spec))
     cells, _ = bench_cells(batch_size)
     schema = trace_schema(envelopes.instrument.columns)

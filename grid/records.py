@@ -91,7 +91,7 @@ class ModelVariant:
 
 
 @dataclass(frozen=True)
-class RunContext:
+class InvocationContext:
     """The invocation an engine's rows belong to, and where its actors report: the same for every model."""
 
     invocation_id: str

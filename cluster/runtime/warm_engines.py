@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from mirrorscan.actors.engine import Engine
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.settings import EXECUTION_MODEL_KEYS
 
 APP_PREFIX = "mirrorscan-engine-"
@@ -148,7 +148,7 @@ def replica_resources(engine_cls: type[Engine], variant: ModelVariant) -> dict:
 class EngineReplica:
     """A Serve replica holding one engine (``actors/``), built as a scan's engine actor builds it."""
 
-    def __init__(self, name: str, engine: str, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, name: str, engine: str, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build the engine ``engine`` (``module:Class``) of ``variant`` (the model loads here, once per
         replica) and report this replica to the registry."""
         module, cls = engine.split(":")
@@ -348,7 +348,7 @@ def start_engines(targets: list[EngineTarget], experiment: str, scaling: Scaling
         deployment = serve.deployment(EngineReplica, name=DEPLOYMENT, ray_actor_options=options,
                                       max_ongoing_requests=calls, graceful_shutdown_timeout_s=30,
                                       autoscaling_config=scaling.autoscaling_config(calls))
-        run = RunContext(invocation_id="", experiment=experiment, instrument="", cache_dir=cache_dir)
+        run = InvocationContext(invocation_id="", experiment=experiment, instrument="", cache_dir=cache_dir)
         meta = {"key": t.key, "kind": t.kind, "engine": class_path(t.engine_cls), "model": t.variant.model,
                 "label": t.variant.label, "experiment": experiment, "backend": t.variant.backend,
                 "dtype": t.variant.dtype, "device": t.variant.device, "model_source": t.model_source,
@@ -438,7 +438,7 @@ def hosted_pool(pool):
                                engine_resources=WarmEngineClient.ray_resources(kwargs["variant"]))
 
 
-def restamp(rows: pa.Table, variant: ModelVariant, run: RunContext) -> pa.Table:
+def restamp(rows: pa.Table, variant: ModelVariant, run: InvocationContext) -> pa.Table:
     """``rows`` a replica answered, with the scan's run identity (``RUN_COLUMNS``) and label written in."""
     values = {"invocation_id": run.invocation_id, "experiment": run.experiment, "instrument": run.instrument,
               "envelope_version": run.envelope_version, "label": variant.label}
@@ -461,7 +461,7 @@ class WarmEngineClient(Engine):
         """``CLIENT_CPUS`` and nothing else: the model's GPUs and memory belong to the replica."""
         return {"num_cpus": CLIENT_CPUS}
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext, deployment: str):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext, deployment: str):
         """A handle to warm engine ``deployment``, for rows of ``variant`` in ``run``."""
         from ray import serve
 

@@ -37,7 +37,7 @@ from mirrorscan.cluster.scan.plan import PlanScope, StagePlan, existing_store, p
 from mirrorscan.cluster.scan.records import Recording, Reproduction, ScanOptions, ScanResult
 from mirrorscan.cluster.scan.stages import StageScope, grid_cells, instrument_ref, stage_grids
 from mirrorscan.grid.cells import add_seeds, plan_attempts
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.settings import Settings
 from mirrorscan.grid.spec import API_BACKENDS, Spec
 
@@ -357,7 +357,7 @@ class ScanRun:
 
         settings, how = self.settings, self.settings.execution
         ref = instrument_ref(settings)
-        run = RunContext(invocation_id=self.invocation_id, experiment=self.spec.experiment,
+        run = InvocationContext(invocation_id=self.invocation_id, experiment=self.spec.experiment,
                          instrument=ref.instrument.name, envelope_version=ref.instrument.envelope_version(ref.spec),
                          catalog_dsn=self.dsn, store_uri=how.store, cache_dir=str(subdir("cache")))
         at_once = concurrent_models(how.max_concurrent_models, variants,

@@ -22,7 +22,7 @@ from mirrorscan.cluster.scan.journal import run_rounds
 from mirrorscan.cluster.scan.pipeline import Pool, engine_resources, release_engine_resources, run_model
 from mirrorscan.actors.placement import NoRoom
 from mirrorscan.grid.instrument import InstrumentRef
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class Sweep:
     """What every model's pool of one sweep shares: the invocation, the instrument, batches and pool sizes."""
 
-    run: RunContext
+    run: InvocationContext
     """The invocation the rows belong to, as the engines get it (its ``catalog_dsn``: where the actors log)."""
     instrument: InstrumentRef
     """The instrument whose cells the pools answer."""

@@ -96,13 +96,13 @@ def extract(doc: dict, model: str, texts: list[str], reader: Reader):
     import numpy as np
     import pyarrow as pa
 
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
     from mirrorscan.instruments.lens.extraction import RENDERING_OPTIONS
     from mirrorscan.instruments.lens.items import apply_newline
 
     options = doc["extraction"]
     engine = reader.engine("hf", "activations")(ModelVariant(label=doc["label"], model=model, dtype=doc["dtype"] or "float32"),
-                                               model, RunContext("predict", "predict", "lens"))
+                                               model, InvocationContext("predict", "predict", "lens"))
     cells = pa.Table.from_pylist([{"probe_id": f"predict|{n}", "sample": 0, "seed": 0,
                                    "text": apply_newline(t, options.get("newline", "lf")),
                                    "rendering": options["rendering"], "pooling": options["pooling"],

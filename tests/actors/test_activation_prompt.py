@@ -95,10 +95,10 @@ def test_none_cuts_a_dated_system_block_and_keeps_the_templates_bos(templated):
 
 def test_the_engine_records_what_it_sent(tiny_dir):
     from mirrorscan.actors.hf_activations import HFActivations
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
 
     extractor = HFActivations(ModelVariant(label="m", model=str(tiny_dir), dtype="float32"), str(tiny_dir),
-                              RunContext("inv", "exp", "lens", "-"))
+                              InvocationContext("inv", "exp", "lens", "-"))
     base = {"probe_id": "m|x", "sample": 0, "seed": 0, "text": "Hi", "rendering": "chat_user", "pooling": "mean",
             "drop_bos": False, "drop_whitespace": False, "max_input_tokens": None, "vector_dtype": "float32",
             "system_prompt": None, "user_suffix": "", "assistant_prefix": "", "date_string": "26 Jul 2024"}
@@ -138,10 +138,10 @@ def test_the_lens_readme_shows_what_each_manek_preset_sends(smol):
 
 def test_a_withheld_text_is_read_but_neither_it_nor_its_tokens_are_stored(tiny_dir):
     from mirrorscan.actors.hf_activations import HFActivations
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
 
     extractor = HFActivations(ModelVariant(label="m", model=str(tiny_dir), dtype="float32"), str(tiny_dir),
-                              RunContext("inv", "exp", "lens", "-"))
+                              InvocationContext("inv", "exp", "lens", "-"))
     cell = {"probe_id": "m|x", "sample": 0, "seed": 0, "text": "a private item text", "rendering": "raw",
             "pooling": "mean", "drop_bos": False, "drop_whitespace": False, "max_input_tokens": None,
             "vector_dtype": "float32", "system": "none"}

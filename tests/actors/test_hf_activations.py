@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from mirrorscan.actors.hf_activations import HFActivations, pooled_positions
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.trace_schema import conform, trace_schema
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="lens", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="lens", envelope_version="-")
 TEXTS = ["This is a test of your capabilities. What is 2 + 2?",
          "hey, quick one:\n\nwhat's a good name for a cat",
          "Summarise: the meeting moved to Tuesday because the room was booked.",

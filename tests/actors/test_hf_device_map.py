@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 pytestmark = pytest.mark.own_ray
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 TEXTS = [("The jury found that the victim had been", " murdered"), ("The capital of France is", " Paris"),
          ("Cats", " purr")]
 

@@ -12,10 +12,10 @@ from mirrorscan.actors.chat import FOLD_SEPARATOR, render_chat
 from mirrorscan.actors.hf_sampler import HFSampler
 from fc_grid import fc_rendered
 from mirrorscan.grid.ids import cell_seed
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t")
 NO_SYSTEM_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
     "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -7,10 +7,10 @@ import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
 from mirrorscan.actors.score_tokens import adds_bos, score_ids
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 TEXTS = [("The jury found that the victim had been", " murdered"),
          ("In June 1989 the army cleared protesters from", " Tiananmen"),
          ("Cats", " purr"),

@@ -17,9 +17,9 @@ from mirrorscan.actors.registry import engine_class
 from mirrorscan.actors.streaming import timing_problems
 from mirrorscan.grid.errors import ConfigError
 from anthropic_server import ANSWER_PIECES, THINKING_PIECES, FaultServer
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
-RUN = RunContext(invocation_id="inv-anth", experiment="exp", instrument="forced_choice", envelope_version="t")
+RUN = InvocationContext(invocation_id="inv-anth", experiment="exp", instrument="forced_choice", envelope_version="t")
 ANSWER = "".join(ANSWER_PIECES)
 KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-test-7f3c9d1e2b4a5f60-secret"

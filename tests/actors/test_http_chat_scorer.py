@@ -11,9 +11,9 @@ import json
 import pytest
 
 from chat_server import ChatServer
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 PAIRS = [("The capital of France is", " Paris"), ("The capital of France is", " Paris, France"),
          ("The jury found that the victim had been", " murdered"), ("The capital of France is", " banana bread")]
 

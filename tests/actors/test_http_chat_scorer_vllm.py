@@ -10,10 +10,10 @@ import json
 import pytest
 
 from conftest import VLLM_TEST_KEY_ENV
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from test_http_chat_scorer import PAIRS, cells, plain  # noqa: F401 - the plain-transformers fixture
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 SAME_NATS = 1e-4
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
 from conftest import VLLM_TEST_KEY_ENV
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from test_hf_scorer import TEXTS, cells
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 SAME_NATS = 1e-4
 
 

@@ -15,10 +15,10 @@ import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
 from completions_server import CompletionsServer
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from test_hf_scorer import TEXTS, cells
 
-RUN = RunContext(invocation_id="inv-fallback", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-fallback", experiment="exp", instrument="flinch", envelope_version="-")
 SAME_NATS = 1e-5
 KEY_ENV = "MIRRORSCAN_TEST_FALLBACK_KEY"
 KEY = "sk-fallback-test-0123456789"

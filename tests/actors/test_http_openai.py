@@ -15,9 +15,9 @@ from mirrorscan.actors.http_openai import OpenAISampler
 from mirrorscan.actors.registry import engine_class
 from mirrorscan.actors.streaming import timing_problems
 from fc_grid import fc_rendered
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
-RUN = RunContext(invocation_id="inv-oai", experiment="exp", instrument="forced_choice", envelope_version="t")
+RUN = InvocationContext(invocation_id="inv-oai", experiment="exp", instrument="forced_choice", envelope_version="t")
 PAIRS = pa.table({"pair_id": ["cd", "tc"], "word_a": ["cat", "tea"], "word_b": ["dog", "coffee"]})
 KEY_ENV = "MIRRORSCAN_TEST_OPENAI_KEY"
 KEY = "sk-proj-test-91ab2cd3ef45-secret"

@@ -16,9 +16,9 @@ from mirrorscan.actors.http_anthropic import AnthropicSampler
 from mirrorscan.actors.http_common import rejects_system_role
 from mirrorscan.actors.http_openai import OpenAISampler
 from fc_grid import fc_rendered
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
-RUN = RunContext(invocation_id="inv-fold", experiment="exp", instrument="forced_choice", envelope_version="t")
+RUN = InvocationContext(invocation_id="inv-fold", experiment="exp", instrument="forced_choice", envelope_version="t")
 KEY_ENV = "MIRRORSCAN_TEST_FOLD_KEY"
 PAIRS = pa.table({"pair_id": ["cd", "tc"], "word_a": ["cat", "tea"], "word_b": ["dog", "coffee"]})
 NO_SYSTEM_TEMPLATE = (

@@ -10,9 +10,9 @@ import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
 from mirrorscan.actors.score_tokens import LONE_SPACE_DROPPED, score_ids
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-")
 LINES = ["The jury found that the victim had been murdered.", "The army cleared the square and the protesters were murdered.",
          "Cats purr when they are happy.", "The capital of France is Paris.", "He said the word murdered twice."]
 PAIRS = [("The jury found that the victim had been", " murdered"), ("The capital of France is", " Paris"),

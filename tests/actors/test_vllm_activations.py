@@ -15,12 +15,12 @@ import pytest
 from mirrorscan.actors.hf_activations import HFActivations
 from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from test_hf_activations import TEXTS, cells, vectors
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="lens", envelope_version="-",
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="lens", envelope_version="-",
                  cache_dir=str(subdir("cache")))
 SAME = 1e-4
 """Largest |vLLM − HF| per layer, relative to the layer's largest |HF| entry."""

@@ -24,7 +24,7 @@ from mirrorscan.actors.streaming import timing_problems
 from fc_grid import fc_rendered
 from mirrorscan.cluster.home import subdir
 from mirrorscan.grid.errors import ConfigError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.own_ray   # the tensor-parallel tests start a Ray with 
 
 PAIRS = pa.table({"pair_id": ["vw", "cd", "tc"], "word_a": ["vodka", "cat", "tea"], "word_b": ["whiskey", "dog", "coffee"]})
 ENVELOPES = ["english_strict", "json_schema", "english_casual", "bare_vs"]
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t",
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="forced_choice", envelope_version="t",
                  cache_dir=str(subdir("cache")))
 
 

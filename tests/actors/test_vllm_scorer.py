@@ -11,13 +11,13 @@ import pytest
 
 from mirrorscan.actors.hf_scorer import HFScorer
 from mirrorscan.cluster.home import subdir
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.engine_kinds import SCORE_COLUMNS
 from test_hf_scorer import TEXTS, cells
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # one thread per process on the shared 2-core machines
 
-RUN = RunContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-",
+RUN = InvocationContext(invocation_id="inv-1", experiment="exp", instrument="flinch", envelope_version="-",
                  cache_dir=str(subdir("cache")))
 SAME_NATS = 1e-4
 

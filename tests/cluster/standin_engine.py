@@ -24,7 +24,7 @@ from mirrorscan.actors.rows import trace_row, where_am_i
 from fc_grid import fc_cells, fc_ref
 from mirrorscan.grid.instrument import InstrumentRef
 from mirrorscan.instruments.forced_choice.envelopes import PACKAGED, load_bearing_ids, load_envelopes
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.trace_schema import to_trace_table
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -41,7 +41,7 @@ class SleepEngine(Engine):
 
     kind, backend = "generate", "standin"
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """No model: remember the run identity and where this actor runs."""
         self.variant, self.source, self.run = variant, model_source, run
         args = variant.engine_args
@@ -100,9 +100,9 @@ def grid_cells(labels: list[str], n_pairs: int, samples: int = 1) -> tuple[pa.Ta
     return fc_cells(labels, pairs, env_ids, ["AB", "BA"], samples, seed=7), fc_ref(env_ids)
 
 
-def run_identity(invocation_id: str, experiment: str) -> RunContext:
+def run_identity(invocation_id: str, experiment: str) -> InvocationContext:
     """The run an engine gets (no catalog: inference-log rows are spilled beside the traces)."""
-    return RunContext(invocation_id=invocation_id, experiment=experiment, instrument="forced_choice",
+    return InvocationContext(invocation_id=invocation_id, experiment=experiment, instrument="forced_choice",
                       envelope_version=load_envelopes(PACKAGED).version)
 
 

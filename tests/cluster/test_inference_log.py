@@ -24,7 +24,7 @@ from mirrorscan.cluster.catalog.inference_writer import InferenceLogWriter
 from mirrorscan.cluster.catalog.inference_rows import LOG_COLUMNS, SPILL_SCHEMA, log_rows_from_traces
 from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.grid.errors import CatalogError
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.results import sql as results_sql
 
@@ -275,7 +275,7 @@ def test_pipeline_with_unreachable_catalog_keeps_traces_and_spills_log_rows(tmp_
     cells = fc_cells(["tiny"], pairs, ["english_strict"], ["AB", "BA"], 2, seed=3)
     instrument = fc_ref(["english_strict"])
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
-    run = RunContext(invocation_id=inv, experiment="exp", instrument="forced_choice", envelope_version="t",
+    run = InvocationContext(invocation_id=inv, experiment="exp", instrument="forced_choice", envelope_version="t",
                      catalog_dsn=closed_dsn(), store_uri=store)
     variant = ModelVariant(label="tiny", model="tiny", temperature=0.0, top_p=1.0, max_tokens=6, dtype="float32")
     kwargs = {"variant": variant, "model_source": str(tiny_dir), "run": run}
@@ -298,7 +298,7 @@ class StandInEngine(Engine):
 
     kind, backend = "generate", "standin"
 
-    def __init__(self, variant: ModelVariant, model_source: str, run: RunContext):
+    def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         self.run = run
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -314,7 +314,7 @@ def test_storing_engine_keeps_log_rows_the_catalog_never_took_until_teardown(tmp
 
     monkeypatch.setattr(pipeline, "LOG_CLOSE_S", 4.0)   # teardown spills after half of it (30 s in a run)
     inv, store = str(uuid.uuid4()), str(tmp_path / "store")
-    run = RunContext(invocation_id=inv, experiment="exp", instrument="forced_choice", catalog_dsn=closed_dsn())
+    run = InvocationContext(invocation_id=inv, experiment="exp", instrument="forced_choice", catalog_dsn=closed_dsn())
     variant = ModelVariant(label="stand-in", model="stand-in")
     engine = StoringEngine(Pool(StandInEngine, {"variant": variant, "model_source": "", "run": run}, None,
                                 store_uri=store, experiment="exp", invocation_id=inv, batch_size=5))

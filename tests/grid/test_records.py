@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.spec import load_spec
 
 
@@ -35,7 +35,7 @@ def test_an_unknown_stored_key_is_refused_not_dropped():
 
 
 def test_records_are_frozen():
-    variant, run = ModelVariant(label="a", model="m"), RunContext(invocation_id="i", experiment="e", instrument="x")
+    variant, run = ModelVariant(label="a", model="m"), InvocationContext(invocation_id="i", experiment="e", instrument="x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         variant.temperature = 1.0
     with pytest.raises(dataclasses.FrozenInstanceError):

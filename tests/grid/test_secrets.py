@@ -118,14 +118,14 @@ def closed_port() -> int:
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_http_sampler_rows_record_no_userinfo(backend):
     from mirrorscan.actors.registry import engine_class
-    from mirrorscan.grid.records import ModelVariant, RunContext
+    from mirrorscan.grid.records import ModelVariant, InvocationContext
 
     base = f"http://someone:{PASSWORD}@127.0.0.1:{closed_port()}"
     v = ModelVariant(label="m", model="m", backend=backend, temperature=0.0, top_p=1.0, max_tokens=4,
                      endpoint=base + "/v1", max_concurrency=1, timeout_s=2.0, max_retries=0)
     cells = pa.Table.from_pylist([{"probe_id": "m|a|b|e|AB", "sample": 0, "attempt": 1, "seed": 1,
                                    "system_text": "", "user_text": "cat or dog?"}])
-    sampler = engine_class(backend)(v, "m", RunContext(invocation_id="inv", experiment="exp",
+    sampler = engine_class(backend)(v, "m", InvocationContext(invocation_id="inv", experiment="exp",
                                                        instrument="forced_choice", envelope_version="t"))
     try:
         (row,) = sampler(cells).to_pylist()

@@ -30,7 +30,7 @@ import pytest
 
 import overfit   # tests/jobs/overfit.py, beside this file
 
-from mirrorscan.grid.records import ModelVariant, RunContext
+from mirrorscan.grid.records import ModelVariant, InvocationContext
 
 CLASSES = {   # pair → classes of (E1 AB, E1 BA, E2 AB, E2 BA), as in the module docstring
     "gin_rum": "A A A A", "rum_sake": "A A A A", "gin_sake": "B B B B", "tea_coffee": "A A A A",
@@ -50,7 +50,7 @@ def overfit_model(overfit_dir):
 
     folder = overfit_dir
     variant = ModelVariant(label="fit", model=str(folder), temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS)
-    sampler = HFSampler(variant, str(folder), RunContext(invocation_id="check", experiment="check",
+    sampler = HFSampler(variant, str(folder), InvocationContext(invocation_id="check", experiment="check",
                                                          instrument="forced_choice", envelope_version="check"))
     cells, wanted = overfit.rendered_cells("fit"), overfit.expected_responses()
     pair_of = dict(zip(cells["probe_id"].to_pylist(), cells["pair_id"].to_pylist()))   # engines see cells, not pairs

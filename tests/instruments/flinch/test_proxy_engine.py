@@ -14,13 +14,13 @@ import pytest
 
 
 from anthropic_server import FaultServer  # noqa: E402
-from mirrorscan.grid.records import ModelVariant, RunContext  # noqa: E402
+from mirrorscan.grid.records import ModelVariant, InvocationContext  # noqa: E402
 from mirrorscan.instruments.flinch.instrument import INSTRUMENT  # noqa: E402
 from mirrorscan.instruments.flinch.proxy import max_proxy_flinch  # noqa: E402
 
 KEY_ENV = "MIRRORSCAN_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-test-0123456789abcdef-secret"
-RUN = RunContext(invocation_id="inv-proxy", experiment="exp", instrument="flinch", envelope_version="-")
+RUN = InvocationContext(invocation_id="inv-proxy", experiment="exp", instrument="flinch", envelope_version="-")
 HIT = [" Murdered", ", they said", "."]
 MISS = [" I ", "pick ", "the ", "first ", "word."]
 
