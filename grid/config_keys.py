@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from mirrorscan.grid.errors import ConfigError, shorten
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.settings import Execution, Settings
 
 
-def default_of(record: type, name: str) -> object:
-    """The default of ``record``'s field ``name``: the one place each default is written."""
+def default_of(record: type, name: str) -> Any:
+    """The default of ``record``'s field ``name``: the one place each default is written (typed as the field is)."""
     f = next(f for f in dataclasses.fields(record) if f.name == name)
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
