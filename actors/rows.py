@@ -26,15 +26,19 @@ def where_am_i() -> dict:
 
 
 def generation_overrides(effort: str | None = None, chat_template_kwargs: dict | None = None,
-                         extra_body: dict | None = None, engine_args: dict | None = None) -> str:
+                         extra_body: dict | None = None, engine_args: dict | None = None,
+                         batch_invariant: dict | None = None) -> str:
     """JSON of what an engine actually sent beyond sampling: the effort (None unless it reached the model),
-    the chat-template kwargs applied (effort's included), the extra_body keys sent, and vLLM engine_args.
+    the chat-template kwargs applied (effort's included), the extra_body keys sent, vLLM engine_args, and for a
+    batch-invariant vLLM engine what it ran on (``actors.vllm_env.batch_invariance_record``).
     Each engine passes only what it sent; a dropped override is never recorded. Called without arguments:
     nothing was sent (the default of ``trace_row``)."""
     overrides = {"effort": effort, "extra_body": dict(extra_body or {}),
                  "chat_template_kwargs": dict(chat_template_kwargs or {})}
     if engine_args:
         overrides["engine_args"] = engine_args
+    if batch_invariant:
+        overrides["batch_invariant"] = batch_invariant
     return json.dumps(overrides, sort_keys=True)
 
 

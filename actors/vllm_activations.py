@@ -86,9 +86,9 @@ class VLLMActivations(HFActivations):
     def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``. ConfigError for a model family
         vLLM cannot extract from, or engine_args that set what the extraction owns."""
-        from mirrorscan.actors.vllm_env import apply_vllm_env
+        from mirrorscan.actors.vllm_env import apply_vllm_env, batch_invariance_record
 
-        apply_vllm_env(variant.device, run.cache_dir)
+        apply_vllm_env(variant.device, run.cache_dir, batch_invariant=variant.batch_invariant)
         if not variant.device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from transformers import AutoConfig
@@ -127,7 +127,8 @@ class VLLMActivations(HFActivations):
         """Longest input (tokens): the engine's context window less the tokens each cell generates."""
         self.parameters = checkpoint_parameters(model_source)
         """The checkpoint's parameter count, recorded on every row (None for a source that is no local folder)."""
-        self.overrides = generation_overrides(engine_args=variant.engine_args)
+        self.overrides = generation_overrides(engine_args=variant.engine_args,
+                                              batch_invariant=batch_invariance_record() if variant.batch_invariant else None)
         self._whitespace: dict[int, bool] = {}
         self.where = where_am_i()
 

@@ -37,7 +37,23 @@ def vllm_env(device: str = "cpu", cache: str | Path | None = None) -> dict[str, 
     return env
 
 
-def apply_vllm_env(device: str = "cpu", cache: str | Path | None = None) -> None:
-    """Set ``vllm_env(device, cache)`` in this process before vLLM is imported (existing values win)."""
+def apply_vllm_env(device: str = "cpu", cache: str | Path | None = None, batch_invariant: bool = False) -> None:
+    """Set ``vllm_env(device, cache)`` in this process before vLLM is imported (existing values win); with
+    ``batch_invariant`` (a model's ``batch_invariant``, ``grid.batch_invariance``) also ``VLLM_BATCH_INVARIANT=1``,
+    for this process (one model's engine actor) alone. ValueError for batch invariance off a GPU."""
+    if batch_invariant and not device.startswith("cuda"):
+        raise ValueError(f"batch_invariant needs a GPU, not {device!r} (vLLM's CPU build crashes under "
+                         "VLLM_BATCH_INVARIANT=1)")
     for key, value in vllm_env(device, cache).items():
         os.environ.setdefault(key, value)
+    if batch_invariant:
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+
+
+def batch_invariance_record() -> dict:
+    """What a batch-invariant engine ran on, for its rows: the GPU's name and the vLLM version."""
+    import torch
+    import vllm
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"gpu": gpu, "vllm": vllm.__version__, "VLLM_BATCH_INVARIANT": os.environ.get("VLLM_BATCH_INVARIANT")}

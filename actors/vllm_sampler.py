@@ -178,9 +178,9 @@ class VLLMSampler(Engine):
     def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build (or reuse, in this process) the engine of ``variant``, whose rows belong to ``run``."""
         device = variant.device
-        from mirrorscan.actors.vllm_env import apply_vllm_env
+        from mirrorscan.actors.vllm_env import apply_vllm_env, batch_invariance_record
 
-        apply_vllm_env(device, run.cache_dir)
+        apply_vllm_env(device, run.cache_dir, batch_invariant=variant.batch_invariant)
         if not device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from transformers import AutoTokenizer
@@ -194,7 +194,8 @@ class VLLMSampler(Engine):
         sent = self.extra_error is None
         self.overrides = generation_overrides(
             effort=variant.effort if sent else None, chat_template_kwargs=self.template_kwargs if sent else {},
-            extra_body=self.extra, engine_args=variant.engine_args)
+            extra_body=self.extra, engine_args=variant.engine_args,
+            batch_invariant=batch_invariance_record() if variant.batch_invariant else None)
         """generation_overrides of every row: what reaches the template, the sampling parameters and the engine."""
         self.host = engine_host(self.engine_kwargs)
         self.engine_start_s = self.host.start_s

@@ -41,11 +41,12 @@ class VLLMScorer(LocalScorer, Engine):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``."""
         from mirrorscan.actors.vllm_env import apply_vllm_env
 
-        apply_vllm_env(variant.device, run.cache_dir)
+        apply_vllm_env(variant.device, run.cache_dir, batch_invariant=variant.batch_invariant)
         if not variant.device.startswith("cuda"):
             os.environ.setdefault("OMP_NUM_THREADS", "1")   # the actor holds one CPU; more threads collapse
         from vllm import LLM
 
+        from mirrorscan.actors.vllm_env import batch_invariance_record
         from mirrorscan.actors.vllm_sampler import config_file, engine_kwargs
 
         self.variant, self.run, self.source = variant, run, model_source
@@ -58,7 +59,8 @@ class VLLMScorer(LocalScorer, Engine):
         self.tokenizer = self.llm.get_tokenizer()
         self.context = self.llm.llm_engine.model_config.max_model_len
         """The engine's context window (tokens): longer sequences are error rows, never sent."""
-        self.overrides = generation_overrides(engine_args=variant.engine_args)
+        self.overrides = generation_overrides(engine_args=variant.engine_args,
+                                              batch_invariant=batch_invariance_record() if variant.batch_invariant else None)
         self.where = where_am_i()
 
     @staticmethod

@@ -62,6 +62,7 @@ _MODEL_TYPES: dict[str, tuple[type, ...]] = {
     "max_retries": (int,),                        # retries of 429/5xx/cut streams, with backoff and jitter
     "tensor_parallel_size": (int,),               # vLLM: GPUs per engine (k > 1 → placement group of k GPUs)
     "engine_args": (dict,),                       # vLLM engine arguments (per-model overrides), recorded verbatim
+    "batch_invariant": (bool, type(None)),        # vLLM on a GPU: VLLM_BATCH_INVARIANT=1 in this model's engine actors
     "num_gpus": (int, float, type(None)),         # GPUs per engine actor; None = vllm: tensor_parallel_size, hf: 1 on cuda, else 0
     "memory_gb": (int, float, type(None)),        # memory request per engine actor (GiB), for scheduling
     "device_map": (str, dict, type(None)),        # hf: accelerate's placement over the actor's GPUs (grid.device_map)

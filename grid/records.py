@@ -52,6 +52,11 @@ class ModelVariant:
     """vLLM: GPUs one engine spans; > 1 runs the engine in a placement group of that many GPU bundles."""
     engine_args: dict = field(default_factory=dict)
     """vLLM engine arguments for this model (e.g. max_model_len), recorded verbatim."""
+    batch_invariant: bool | None = None
+    """vLLM on a GPU: true runs this model's engines with ``VLLM_BATCH_INVARIANT=1`` (set in its engine actors only),
+    so a greedy or seeded answer and its log-probs are the same bit for bit at every batch size; needs temperature 0
+    or an explicit seed (``grid.batch_invariance``). None or false: off (None is what settings written before the
+    key existed read as, so they compare equal)."""
     num_gpus: float | None = None
     """GPUs requested per engine actor (resolved: tensor_parallel_size for vLLM on cuda, 1 for HF on cuda, else 0)."""
     device_map: str | dict | None = None

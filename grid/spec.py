@@ -38,6 +38,7 @@ from mirrorscan.grid.limits import INSTRUMENT_KEYS as LIMITED_SECTION_KEYS, chec
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.secrets import check_config_values, check_endpoint_url
 from mirrorscan.grid.settings import SAMPLER_VERSION, Execution, Settings
+from mirrorscan.grid.batch_invariance import check_batch_invariant
 from mirrorscan.grid.vllm_extraction import check_vllm_extraction
 
 DEFAULT_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -332,6 +333,7 @@ def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
                               f"(here: backend {m.backend!r}, {instrument.engine_kind!r} engines)", "remove it")
         if instrument.engine_kind == "activations" and m.backend == "vllm":
             check_vllm_extraction(file, f"models[{i}].model", m.model, str(config_path.parent.resolve()))
+        check_batch_invariant(file, f"models[{i}]", m, "seed" in raw)
         if m.score_api is not None and not kind_reads(instrument.engine_kind, "score_api"):
             raise ConfigError(file, f"models[{i}].score_api", f"is only read by score engines, and {instrument.name!r} "
                               f"uses {instrument.engine_kind!r} engines", "remove it")

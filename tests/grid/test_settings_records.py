@@ -19,7 +19,8 @@ from test_spec import base_config, make_experiment
 MODEL = {"label": "m1", "model": "/models/Some-Model", "backend": "hf", "dtype": "float32", "device": "cpu",
          "effort": None, "extra_body": {}, "chat_template_kwargs": {}, "temperature": 0.7, "top_p": 1.0,
          "max_tokens": 9, "api_key_env": None, "endpoint": None, "max_concurrency": 8, "timeout_s": 120.0,
-         "max_retries": 4, "tensor_parallel_size": 1, "engine_args": {}, "num_gpus": 0.0, "device_map": None,
+         "max_retries": 4, "tensor_parallel_size": 1, "engine_args": {}, "batch_invariant": None, "num_gpus": 0.0,
+         "device_map": None,
          "memory_gb": None, "min_actors": 2, "max_actors": 2, "tokenizer": None, "score_api": None, "add_bos": None}
 """The model entry a new invocation writes for ``base_config``'s model at max_tokens 9, temperature 0.7 and
 actor_pool_size 2: every key, in this order."""
