@@ -18,6 +18,9 @@ first as untimed setup, marked so in the table):
                    on 127.0.0.1, 2 CPUs, its own ports and temp dir) and stops (every process of that head's
                    session and any job driver it ran; never ``ray stop``, which ends every Ray on the machine)
   one-cell-ray     a one-cell scan of the demo model with that head already running (``--ray-address``)
+  engines-up       ``mirrorscan engines up`` of a one-cell experiment on that head: its warm engine loaded
+  one-cell-warm    the one-cell scan on that head with the warm engine up (its batch goes to the engine: no
+                   model load in the scan's actor); then ``engines down --all``
   one-cell         the same one-cell scan starting its own Ray
   analyze-open     ``mirrorscan analyze experiments/open-scan-demo/``
   analyze-flinch   ``mirrorscan analyze experiments/flinch-demo/`` (its scan is untimed setup)
@@ -52,11 +55,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MODEL = "smollm2-135m-instruct"
-STEPS = ["demo-scan", "demo-analyze", "open-scan", "reproduce", "submit", "one-cell-ray", "one-cell",
+STEPS = ["demo-scan", "demo-analyze", "open-scan", "reproduce", "submit", "one-cell-ray", "engines-up", "one-cell-warm",
+         "one-cell",
          "analyze-open", "analyze-flinch", "analyze-lens", "sql", "report"]
 NEEDS = {"demo-analyze": ["demo-scan"], "reproduce": ["demo-scan"], "sql": ["demo-scan"],
          "report": ["demo-scan"], "analyze-open": ["open-scan"], "analyze-flinch": ["flinch-scan"],
-         "analyze-lens": ["lens-scan"]}
+         "analyze-lens": ["lens-scan"], "one-cell-warm": ["engines-up"]}
 """The steps whose output a step reads; they run first (untimed setup unless asked for)."""
 ONE_CELL_PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\n"
 
@@ -361,6 +365,29 @@ class Walk:
             return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
         folder = write_one_cell(self.home, "one-cell-ray")
         return self.mirrorscan(step, "scan", str(folder), "--ray-address", head.gcs, setup=setup)
+
+    def step_engines_up(self, step, setup):
+        head = self.started_head()
+        if head is None:
+            return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
+        folder = write_one_cell(self.home, "one-cell-warm")
+        return self.mirrorscan(step, "engines", "up", str(folder), "--address", head.gcs, setup=setup)
+
+    def step_one_cell_warm(self, step, setup):
+        head = self.started_head()
+        if head is None:
+            return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
+        ok = self.mirrorscan(step, "scan", str(self.home / "one-cell-warm"), "--ray-address", head.gcs, setup=setup)
+        listed = subprocess.run([str(BIN / "mirrorscan"), "engines", "list", "--address", head.gcs], env=self.env,
+                                cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
+        if ok and " 1 (1 cells) " not in listed:   # the cell must have gone to the warm engine, not a model of its own
+            self.timings[-1].rc, self.timings[-1].note = 1, "the warm engine answered no cell"
+            self.failed.add(step)
+            print(f"FAILED {step}: the warm engine answered no cell:\n{listed}", file=sys.stderr)
+            ok = False
+        subprocess.run([str(BIN / "mirrorscan"), "engines", "down", "--all", "--address", head.gcs], env=self.env,
+                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
+        return ok
 
     def step_one_cell(self, step, setup):
         if self.head is not None:   # a Ray of its own: none other on this machine that it could join
