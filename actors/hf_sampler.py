@@ -35,6 +35,41 @@ from mirrorscan.grid.trace_schema import to_trace_table
 
 TOP_K = 256
 """Tokens sorted first when finding a nucleus (``RowSampler.nucleus``); a row needing more is sorted whole."""
+GQA_SDPA = "mirrorscan_gqa_sdpa"
+"""The attention a model on SDPA is switched to once loaded (``gqa_sdpa``): transformers' SDPA, except for a padded
+batch on CPU."""
+
+
+def gqa_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """transformers' ``sdpa_attention_forward``, except where a padding mask meets grouped key/value heads on CPU:
+    there the heads go to torch's kernel as they are (``enable_gqa``) instead of being copied out to one per query
+    head first. transformers copies them whenever a mask is passed (CUDA's fast kernels take no mask with GQA),
+    which on CPU is every step of a padded batch: at batch 16 the copies cost about a tenth of a decode step
+    (SmolLM2-135M: 3 key/value heads for 9 query heads), while one cell alone passes no mask and never copied. The
+    same kernel does the same sums either way (bitwise equal outputs, ``tests/actors/test_hf_sampler.py``)."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if (attention_mask is None or query.device.type != "cpu" or query.shape[1] == key.shape[1]
+            or kwargs.get("position_bias") is not None or kwargs.get("cache") is not None):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                                           scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_gqa_sdpa(model) -> None:
+    """Switch ``model`` from transformers' SDPA to ``gqa_sdpa`` (its masks made as SDPA's are); any other attention
+    implementation is left as loaded."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return
+    AttentionInterface.register(GQA_SDPA, gqa_sdpa)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(GQA_SDPA, sdpa_mask)
+    model.set_attn_implementation(GQA_SDPA)
 
 
 class RowSampler:
@@ -157,6 +192,7 @@ class HFSampler(Engine):
         else:
             self.model = AutoModelForCausalLM.from_pretrained(model_source, dtype=dtype).to(variant.device)
         self.model.eval()
+        use_gqa_sdpa(self.model)
         stop = self.model.generation_config.eos_token_id
         stop = stop if isinstance(stop, list) else [stop] if stop is not None else []
         self.stop_ids = {i for i in [*stop, self.tokenizer.eos_token_id] if i is not None}

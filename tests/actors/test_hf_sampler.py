@@ -275,3 +275,38 @@ def test_the_nucleus_found_among_the_top_tokens_equals_the_full_sort():
             full = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, ids, (ordered.cumsum(-1) - ordered) < tops)
             assert torch.equal(RowSampler.nucleus(probs, tops), full)
     assert RowSampler.nucleus(flat, torch.ones(4, 1)).all()   # top_p 1: the whole vocabulary
+
+
+def test_a_padded_batch_on_cpu_copies_no_key_value_heads_and_gives_the_same_logits(monkeypatch):
+    """transformers' SDPA copies grouped key/value heads out to one per query head whenever a padding mask is passed,
+    so on CPU every step of a padded batch paid for copies a cell alone never made (batched ÷ one call each fell
+    under 4 in bench/open_scan.py). The sampler's attention passes the groups to torch's kernel as they are: no
+    copy, and logits bitwise equal to transformers' SDPA on a left-padded batch of a model with grouped heads."""
+    import copy
+
+    import torch
+    import transformers.integrations.sdpa_attention as sdpa
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mirrorscan.actors.hf_sampler import GQA_SDPA, use_gqa_sdpa
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=128, attn_implementation="sdpa")
+    plain = LlamaForCausalLM(config).eval()
+    ours = LlamaForCausalLM(copy.deepcopy(config)).eval()
+    ours.load_state_dict(plain.state_dict())
+    use_gqa_sdpa(ours)
+    assert ours.config._attn_implementation == GQA_SDPA and plain.config._attn_implementation == "sdpa"
+    ids = torch.tensor([[0, 0, 0, 5, 6, 7], [9, 8, 7, 6, 5, 4], [0, 3, 4, 5, 6, 7]])
+    mask = (torch.arange(6) >= torch.tensor([[3], [0], [1]])).long()
+    generate = {"max_new_tokens": 5, "do_sample": False, "output_logits": True, "return_dict_in_generate": True,
+                "pad_token_id": 0}
+    with torch.inference_mode():
+        expected = plain.generate(input_ids=ids, attention_mask=mask, **generate)
+        copies = []
+        monkeypatch.setattr(sdpa, "repeat_kv", lambda x, n: copies.append(n) or x.repeat_interleave(n, dim=1))
+        got = ours.generate(input_ids=ids, attention_mask=mask, **generate)
+    assert copies == []
+    assert torch.equal(got.sequences, expected.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(got.logits, expected.logits))
