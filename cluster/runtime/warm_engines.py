@@ -81,13 +81,15 @@ class Scaling:
     """Seconds of lower load before a replica beyond the first is stopped."""
     upscale_delay_s: float = 5.0
     """Seconds of higher load before a replica is added (a replica is a model load: not for a blip)."""
+    look_back_period_s: float = 30.0
+    """Seconds over which the batches in flight are averaged for each decision (Serve's own default)."""
 
     def autoscaling_config(self, target_batches: int) -> dict:
         """Serve's ``autoscaling_config`` for an engine that answers ``target_batches`` batches at once."""
         return {"min_replicas": self.min_replicas, "max_replicas": self.max_replicas,
                 "initial_replicas": self.initial_replicas, "target_ongoing_requests": target_batches,
                 "upscale_delay_s": self.upscale_delay_s, "downscale_delay_s": self.downscale_delay_s,
-                "downscale_to_zero_delay_s": self.idle_timeout_s}
+                "downscale_to_zero_delay_s": self.idle_timeout_s, "look_back_period_s": self.look_back_period_s}
 
     def check(self) -> None:
         """ConfigError naming the flag when the bounds do not make sense."""
@@ -378,9 +380,23 @@ def running_engines() -> dict[str, dict]:
     for name, app in apps.items():
         deployment = app.deployments.get(DEPLOYMENT)
         states = dict(deployment.replica_states) if deployment is not None else {}
-        out[name] = {**records.get(name, {}), "status": str(app.status),
-                     "replica_states": {str(k): v for k, v in states.items()}}
+        record = records.get(name, {})
+        if record.get("replicas"):   # a replica that died without Serve's graceful stop never left the registry
+            record["replicas"] = {r: info for r, info in record["replicas"].items() if _alive(r, books, name)}
+        out[name] = {**record, "status": str(app.status), "replica_states": {str(k): v for k, v in states.items()}}
     return out
+
+
+def _alive(replica: str, books, name: str) -> bool:
+    """Whether Serve's replica actor ``replica`` (its name) still exists; a dead one is removed from the registry."""
+    import ray
+
+    try:
+        ray.get_actor(replica, namespace="serve")
+        return True
+    except ValueError:
+        books.replica_down.remote(name, replica)
+        return False
 
 
 def stop_engines(names: list[str] | None = None) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 
 from mirrorscan.cluster.runtime import warm_engines as we
@@ -200,6 +201,99 @@ def test_the_engines_verb_starts_lists_and_stops_them_and_scans_are_cold_again(t
     assert result.status == "complete"
     rows = open_store(str(tmp_path / "store")).read("down_fc", result.invocation_id)
     assert not set(rows.column("actor_id").to_pylist()) & {r["actor_id"] for r in listed["replicas"].values()}
+
+
+@pytest.mark.timeout(1200)
+def test_a_replica_killed_during_a_warm_scan_loses_no_cell_and_stores_none_twice(tmp_path, tiny_dir, catalog_dsn,
+                                                                                serve_session):
+    """The replica is killed once the engine has answered a batch of the scan; whether a batch was in flight
+    at that moment is up to the scheduler, so the test holds what must be true either way: the scan completes,
+    and every cell has exactly one row without an error (a died batch's cells are retried by the journal)."""
+    import ray
+
+    pairs = "".join(f"p{i},w{i}a,w{i}b\n" for i in range(12))
+    exp = experiment(tmp_path, "kill_fc", tiny_dir, pairs, temperature=0.0)
+    config = json.loads((exp / "config.json").read_text())
+    config["models"][0]["max_tokens"] = 48   # longer batches: more of the run has a batch in flight
+    (exp / "config.json").write_text(json.dumps(config))
+    [target] = we.engine_targets(load_spec(exp))
+    [(name, _)] = we.start_engines([target], "kill_fc", we.Scaling(min_replicas=1))
+    [first] = list(we.running_engines()[name]["replicas"])
+    killed = threading.Event()
+
+    def kill_after_first_batch():
+        wait_for(lambda: we.running_engines()[name]["requests"] >= 1, "the first batch answered", 600)
+        ray.kill(ray.get_actor(first, namespace="serve"), no_restart=True)
+        killed.set()
+
+    killer = threading.Thread(target=kill_after_first_batch, daemon=True)
+    killer.start()
+    result = scan(exp, str(tmp_path / "store"), catalog_dsn)
+    killer.join(timeout=60)
+    assert killed.is_set() and result.status == "complete" and result.counts["cells"] == 96
+    rows = open_store(str(tmp_path / "store")).read("kill_fc", result.invocation_id)
+    good = rows.filter(pa.compute.is_null(rows.column("error")))
+    keys = list(zip(good.column("probe_id").to_pylist(), good.column("sample").to_pylist()))
+    assert len(keys) == len(set(keys)) == 96   # every cell once, none twice
+    assert first not in we.running_engines()[name]["replicas"]   # a killed replica is not listed as running
+
+
+def replicas_running(name: str) -> int:
+    """Running replicas of warm engine ``name`` as Serve reports them."""
+    return we.running_engines()[name]["replica_states"].get("RUNNING", 0)
+
+
+def wait_for(condition, what: str, deadline_s: float) -> None:
+    """Poll ``condition`` every 0.5 s until it holds, or fail naming ``what`` after ``deadline_s`` seconds: a
+    bound generous enough for a replica's start on a loaded 2-core machine, not a timing the test relies on."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, f"not within {deadline_s:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(1800)
+def test_an_engine_scales_out_with_batches_in_flight_and_to_zero_when_idle(tmp_path, tiny_dir, serve_session):
+    """1 → 2 replicas while more batches are in flight than one replica takes, then 0 once idle; every batch
+    sent meanwhile is answered in full. The deadlines only bound the waits (Serve decides from averaged load)."""
+    from ray import serve
+
+    from fc_grid import fc_rendered
+
+    exp = experiment(tmp_path, "scale_fc", tiny_dir, "vw,vodka,whiskey\ncd,cat,dog\n")
+    [target] = we.engine_targets(load_spec(exp))
+    scaling = we.Scaling(min_replicas=0, max_replicas=2, initial_replicas=1, idle_timeout_s=1.0,
+                         downscale_delay_s=1.0, upscale_delay_s=1.0, look_back_period_s=2.0)
+    [(name, _)] = we.start_engines([target], "scale_fc", scaling)
+    assert replicas_running(name) == 1
+    batch = fc_rendered(["tiny"], pa.table({"pair_id": ["vw", "cd"], "word_a": ["vodka", "cat"],
+                                            "word_b": ["whiskey", "dog"]}), ["english_strict"], ["AB", "BA"])
+    handle = serve.get_app_handle(name)
+    answered, stop = [], threading.Event()
+
+    def sender():   # one batch in flight at all times; six senders: six times what one replica takes at once
+        while not stop.is_set():
+            answered.append(handle.answer.remote(batch).result(timeout_s=300))
+
+    senders = [threading.Thread(target=sender) for _ in range(6)]
+    for t in senders:
+        t.start()
+    try:
+        wait_for(lambda: replicas_running(name) == 2, "a second replica while batches queue", 600)
+    finally:
+        stop.set()
+        for t in senders:
+            t.join()
+    assert answered and all(t.num_rows == batch.num_rows and t.column("error").null_count == t.num_rows
+                            for t in answered)
+    wait_for(lambda: we.running_engines()[name]["requests"] == len(answered), "every batch counted", 30)
+    wait_for(lambda: replicas_running(name) == 0, "zero replicas once idle", 300)
+    wait_for(lambda: not we.running_engines()[name]["replicas"], "the stopped replicas leaving the registry", 30)
+    again = handle.answer.remote(batch).result(timeout_s=300)   # the next batch starts a replica again
+    assert again.column("response").to_pylist() == answered[0].column("response").to_pylist()
+    assert replicas_running(name) == 1
 
 
 def test_the_key_is_what_shapes_answers_and_nothing_else(tiny_dir):
