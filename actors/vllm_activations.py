@@ -157,6 +157,8 @@ class VLLMActivations(HFActivations):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import SamplingParams
 
+        from mirrorscan.actors.vllm_hidden_states import as_arrays
+
         keys = [uuid.uuid4().hex for _ in prepared]
         prompts, params = [], []
         for key, (_, cell, seq, positions, _) in zip(keys, prepared):
@@ -171,7 +173,7 @@ class VLLMActivations(HFActivations):
         except Exception:
             self.llm.collective_rpc("take_pooled", args=(keys,))   # nothing of a failed batch stays behind
             raise
-        pooled = self.llm.collective_rpc("take_pooled", args=(keys,))[0]
+        pooled = as_arrays(self.llm.collective_rpc("take_pooled", args=(keys,))[0])
         total_ms = (time.monotonic() - start) * 1000
         request = json.dumps({"forward": "extract_hidden_states", "dtype": self.variant.dtype,
                               "final_norm": f"layer L through {self.final_norm}",

@@ -166,9 +166,17 @@ class PooledStatesWorker:
         get_kv_transfer_group().final_norm = norm
         return type(norm).__name__
 
-    def take_pooled(self, keys: list[str]) -> dict[str, Any]:
-        """The pooled arrays of ``keys`` that are ready, removed from the worker (a missing key is left out)."""
+    def take_pooled(self, keys: list[str]) -> dict[str, tuple[bytes, tuple[int, int]]]:
+        """The pooled arrays of ``keys`` that are ready, removed from the worker (a missing key is left out), each
+        as (float32 bytes, shape): plain values that cross vLLM's process boundary as they are (``as_arrays``)."""
         from vllm.distributed.kv_transfer import get_kv_transfer_group
 
         pooled = get_kv_transfer_group().pooled
-        return {k: pooled.pop(k) for k in keys if k in pooled}
+        return {k: (pooled[k].tobytes(), tuple(pooled.pop(k).shape)) for k in keys if k in pooled}
+
+
+def as_arrays(taken: dict) -> dict:
+    """``take_pooled``'s answer as key → (layers, hidden) float32 arrays."""
+    import numpy as np
+
+    return {k: np.frombuffer(data, dtype=np.float32).reshape(shape) for k, (data, shape) in taken.items()}
