@@ -18,6 +18,12 @@ installed.
 The tokenizer comes from a folder (``--tokenizer``; the demo model's tokenizer files, a few MB, e.g.
 copied by ``python bench/gpu_check.py --export-tokenizer DIR`` on a machine that has the demo model).
 ``--device cpu --layers 2 --hidden 64 --intermediate 128 --cells 16`` runs it here as a dry run.
+
+``--vllm`` (on a machine with vLLM) adds, on the same model and cells, the vLLM figures of
+``bench/gpu_check_vllm.py``: lens activations through vLLM against transformers batched at the batch size that
+fills the card, vLLM sampling tokens/s ÷ a bare ``LLM.generate`` (target ≥ 0.9), and answers and log-probs at
+batch 1 against batch 64 under ``"batch_invariant": true``, bit for bit. The whole run is meant to finish within
+8 minutes on one H100 (``--cells 512 --act-items 1024`` by default).
 """
 
 from __future__ import annotations
@@ -76,10 +82,10 @@ def rendered_cells(n: int):
     from mirrorscan.grid.cells import add_seeds, with_probe_ids
     from mirrorscan.instruments.forced_choice.cells import expand_forced_choice, render_forced_choice
     from mirrorscan.instruments.forced_choice.envelopes import load_bearing_ids, load_envelopes
-    from mirrorscan.instruments.forced_choice.pairs import load_pairs
+    from mirrorscan.instruments.forced_choice.pairs import STARTER, load_pairs
 
     envelopes = load_envelopes()
-    pairs = load_pairs(str(Path(_HERE).parent / "grid" / "data" / "pairs_starter.csv")).table
+    pairs = load_pairs(STARTER).table
     grid = with_probe_ids(expand_forced_choice(["random"], pairs, load_bearing_ids(envelopes), ["AB", "BA"], 1))
     return render_forced_choice(add_seeds(grid, 0).slice(0, n), envelopes.envelopes)
 
@@ -139,9 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=2, help="interleaved A B repeats (default 2)")
+    p.add_argument("--vllm", action="store_true", help="also the vLLM figures (bench/gpu_check_vllm.py)")
+    p.add_argument("--act-items", type=int, default=1024, help="texts for the activations figure (default 1024)")
+    p.add_argument("--act-max-batch", type=int, default=1024, help="largest transformers batch tried (default 1024)")
+    p.add_argument("--gpu-memory", type=float, default=0.4, help="vLLM gpu_memory_utilization (default 0.4)")
+    p.add_argument("--invariance-child", nargs=2, metavar=("MODEL", "CELLS"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.export_tokenizer:
         export_tokenizer(Path(args.export_tokenizer))
+        return 0
+    if args.invariance_child:
+        import json
+
+        from gpu_check_vllm import invariance_child
+
+        print(json.dumps(invariance_child(*args.invariance_child, args)))
         return 0
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -180,6 +198,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"sampler {b_tok} tokens in {b_s:.2f} s = {b_tok / b_s:.0f} tok/s")
         a, b = statistics.median(a_rates), statistics.median(b_rates)
         print(f"median: bare {a:.0f} tok/s, HFSampler batch function {b:.0f} tok/s, ratio {b / a:.3f}")
+        if args.vllm:
+            import gpu_check_vllm
+
+            del model, sampler
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            texts = [c["user_text"] for c in rendered_cells(args.act_items).to_pylist()]
+            figures = {}
+            for name, run in (("activations", lambda: gpu_check_vllm.activations(str(work / "model"), texts, args)),
+                              ("sampling", lambda: gpu_check_vllm.sampling(str(work / "model"), cells, args)),
+                              ("invariance", lambda: gpu_check_vllm.invariance(str(work / "model"), cells, args, work))):
+                started = time.monotonic()
+                figures[name] = run()
+                print(f"{name}: {time.monotonic() - started:.0f} s")
+            print(gpu_check_vllm.report(figures))
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -23,6 +23,10 @@ one torch thread), every layer mean-pooled (the lens section's defaults):
    check     the loop's token ids equal the stored ``input_token_ids``, and its pooled vectors equal the stored
              ``layer_vectors`` within relative 1e-4 per layer (max |Δ| ÷ max |stored| over the layer's
              width, as ``Lens.same_answer`` measures, at a looser bound), on every item.
+   vllm      the same scan with the model on vLLM (``"backend": "vllm"``: vLLM's CPU build here, float32, its
+             ``extract_hidden_states`` pooled in the worker, ``actors.vllm_activations``), timed the same way:
+             items/s, ÷ one at a time, ÷ the transformers scan; its token ids and vectors checked against the loop
+             at the same bound. ``--no-vllm`` leaves it out (an environment without vLLM).
 2. storage   bytes stored per item: the invocation's trace Parquet parts ÷ rows, and the ``layer_vectors``
              column's compressed bytes ÷ rows (Parquet metadata), against the raw hidden states of an item
              (tokens × (L + 1) × hidden × 4 bytes, every token's state kept) and the pooled float32 size
@@ -74,18 +78,19 @@ def shipped_texts() -> dict[str, str]:
     return out
 
 
-def run_scan_batched(source: str, batch_size: int, work: Path) -> dict:
-    """A real lens scan with the section's defaults; its rows, vectors, part files and timing."""
+def run_scan_batched(source: str, batch_size: int, work: Path, backend: str = "hf") -> dict:
+    """A real lens scan with the section's defaults, the model on ``backend``; its rows, vectors, part files and
+    timing."""
     from mirrorscan.cluster.catalog import embedded_pg
     from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.grid.instrument import resolve
     from mirrorscan.grid.trace_schema import trace_schema
     from mirrorscan.jobs.scan import run_scan
 
-    exp = work / "lens-bench"
+    exp = work / f"lens-bench-{backend}"
     exp.mkdir()
     (exp / "config.json").write_text(json.dumps({
-        "instrument": "lens", "models": [{"model": source, "label": LABEL, "dtype": "float32"}],
+        "instrument": "lens", "models": [{"model": source, "label": LABEL, "dtype": "float32", "backend": backend}],
         "batch_size": batch_size, "lens": {}}))
     t0 = time.monotonic()
     dsn = embedded_pg.ensure_running(work / "catalog")
@@ -207,12 +212,38 @@ def storage(parts: list[str], n_rows: int) -> dict:
     return {"parts": len(parts), "total": total, "per_item": total / n_rows, "column_per_item": column / n_rows}
 
 
+def vllm_figures(scan: dict, texts: dict[str, str], loop: dict, hf_speed: float, base: float,
+                 problems: list[str]) -> dict:
+    """Speed and check of the vLLM scan against the loop (token ids, vectors) and the transformers scan; a failed
+    check is appended to ``problems``."""
+    rows = scan["rows"]
+    keys = [r["item_key"] for r in rows]
+    stored = stored_vectors(scan["vectors"], keys, rows)
+    by_key = dict(zip(keys, rows))
+    if scan["status"] != "complete" or len(stored) != len(texts) or set(keys) != set(texts):
+        problems.append(f"the vllm scan did not extract every item once (status {scan['status']}, {len(rows)} rows, "
+                        f"{len(stored)} with vectors)")
+    ids_differ = [k for k in texts if k in by_key and by_key[k]["input_token_ids"] != loop["ids"][k]]
+    compared = [k for k in texts if k in stored and k not in ids_differ]
+    worst = max((worst_relative(loop["vectors"][k], stored[k]) for k in compared), default=float("inf"))
+    if ids_differ:
+        problems.append(f"{len(ids_differ)} items read different token ids on vllm")
+    if not worst <= SAME_RELATIVE:
+        problems.append(f"vllm pooled vectors differ (relative {worst:.2e} > {SAME_RELATIVE:g})")
+    speed = len(texts) / scan["extraction"]
+    return {"items_per_s": speed, "extraction_s": scan["extraction"], "wall_s": scan["wall"],
+            "before_first_batch_s": scan["before"], "batches": scan["batches"], "ratio_to_loop": speed / base,
+            "ratio_to_hf_scan": speed / hf_speed, "compared": len(compared), "worst_relative": worst,
+            "ids_differ": len(ids_differ)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the scan and the loop, print the checks and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=16, help="the scan's batch size (default %(default)s)")
     parser.add_argument("--check-target", action="store_true", help="exit 3 when the speed target is missed")
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
+    parser.add_argument("--no-vllm", action="store_true", help="leave out the scan with the model on vLLM")
     args = parser.parse_args(argv)
 
     from mirrorscan.cluster.catalog import embedded_pg
@@ -225,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     try:
         ours = run_scan_batched(source, args.batch_size, work)
+        on_vllm = None if args.no_vllm else run_scan_batched(source, args.batch_size, work, backend="vllm")
         import ray
 
         ray.shutdown()   # the loop gets the machine to itself
@@ -262,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
     n = len(texts)
     speed, base = n / ours["extraction"], n / loop["extraction"]
+    vllm = None if on_vllm is None else vllm_figures(on_vllm, texts, loop, speed, base, problems)
     ratio = speed / base
     plain_speed = n / plain["extraction"]
     plain_ratio, scan_waste = speed / plain_speed, scan_padding_waste(rows)
@@ -289,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                     "raw_over_stored": raw / store["per_item"], "column_over_pooled": store["column_per_item"] / pooled,
                     "qwen2_5_7b_pooled_float32": (q_layers + 1) * q_hidden * 4,
                     "qwen2_5_7b_pooled_float16": (q_layers + 1) * q_hidden * 2},
+        "vllm": vllm,
         "problems": problems,
     }
     if args.json:
@@ -311,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   padding waste (padded ÷ all positions): scan {scan_waste:.1%}, plain {plain['waste']:.1%}")
         print(f"   check: {len(compared)} items, same token ids in {n - len(ids_differ)}, largest relative "
               f"difference per layer {worst:.2e} (≤ {SAME_RELATIVE:g}: {'ok' if worst <= SAME_RELATIVE else 'WRONG'})")
+        if vllm is not None:
+            print(f"   vllm scan (backend vllm, batch {args.batch_size}): {vllm['items_per_s']:.2f} items/s "
+                  f"({vllm['extraction_s']:.1f} s first batch → last row; before the first batch {vllm['before_first_batch_s']:.1f} s)")
+            print(f"   vllm ÷ one at a time: {vllm['ratio_to_loop']:.2f}; vllm ÷ transformers scan: "
+                  f"{vllm['ratio_to_hf_scan']:.2f}; check: same token ids in {n - vllm['ids_differ']}, largest "
+                  f"relative difference per layer {vllm['worst_relative']:.2e}")
         print(f"2. storage: {store['per_item']:,.0f} B per item ({store['total']:,} B in {store['parts']} part(s)); "
               f"layer_vectors {store['column_per_item']:,.0f} B per item (compressed)")
         print(f"   raw hidden states {raw:,.0f} B per item (mean tokens × {layers} × {hidden} × 4): "
