@@ -35,6 +35,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mirrorscan.actors.engine import VLLM
 from mirrorscan.actors.hf_activations import HFActivations
 from mirrorscan.actors.activation_prompt import cell_options
 from mirrorscan.actors.rows import generation_overrides, trace_row, where_am_i
@@ -82,6 +83,10 @@ def checkpoint_parameters(source: str) -> int | None:
 class VLLMActivations(HFActivations):
     """One vLLM engine held for the run; ``__call__`` extracts a batch of cells, one row per cell (the HF engine's
     cell preparation and rows, vLLM's forward pass)."""
+
+    kind, backend = "activations", "vllm"
+    model_keys = frozenset({"tensor_parallel_size", "engine_args"})
+    requires = (VLLM,)
 
     def __init__(self, variant: ModelVariant, model_source: str, run: InvocationContext):
         """Build the engine of ``variant`` in this process; its rows belong to ``run``. ConfigError for a model family
