@@ -367,6 +367,7 @@ class Walk:
         return self.mirrorscan(step, "scan", str(folder), "--ray-address", head.gcs, setup=setup)
 
     def step_engines_up(self, step, setup):
+        """``mirrorscan engines up`` of the one-cell-warm experiment on the script's head."""
         head = self.started_head()
         if head is None:
             return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
@@ -374,6 +375,8 @@ class Walk:
         return self.mirrorscan(step, "engines", "up", str(folder), "--address", head.gcs, setup=setup)
 
     def step_one_cell_warm(self, step, setup):
+        """The one-cell scan with its warm engine up; fails unless ``engines list`` shows the engine answered the
+        cell; the engines are stopped after it."""
         head = self.started_head()
         if head is None:
             return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
