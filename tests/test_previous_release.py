@@ -99,6 +99,10 @@ NEW_JSON_SECTIONS = {"flinch": ("intervals",), "lens": ("intervals",)}
 """Sections ``analyze --json`` has gained since the previous release: they must be there, and are left out of the
 byte-for-byte comparison of the rest (each instrument's own interval tests hold their numbers)."""
 
+DRY_RUN_ENGINES = ("engines: each model starts its own engine actors (no Ray cluster named by RAY_ADDRESS: the scan "
+                   "starts a local Ray of its own, where no warm engine runs)")
+"""The dry run's line on warm engines (docs/engines.md), new since the previous release."""
+
 PRESENTATION = {
     "analyze-flinch.txt": [(
         "carrier G-study, syn_b: none (needs at least 2 models as the object of measurement, has 1)\n",
@@ -136,11 +140,13 @@ PRESENTATION = {
                           '  warning: deployment has 3 level(s), under 6: the interval rests on few degrees of freedom and '
                           'comes out wider than the truth needs (coverage study, docs/statistics.md)\n')],
     "scan-again-open_scan.txt": [("experiment prev_open_scan: nothing to do, no new invocation\n", "")],
+    **{f"scan-dry-run-{instrument}.txt": [("\nstore: ", f"\n{DRY_RUN_ENGINES}\nstore: ")]
+       for instrument in ("flinch", "forced_choice", "lens", "open_scan")},
 }
 """Where this code prints a number, an absence or a sentence unlike the previous release, on purpose: the headline
 numbers' intervals over envelopes and items after an instrument's table (``analysis.headline_intervals``); one
 formatting across analyze, report and browse (``grid.formatting``: an absent value as —, a share as 10%), a count
-in plain words, and "nothing to do" said once (the summary's sentence, not a note and a summary). Each (old, new) pair is
+in plain words, "nothing to do" said once (the summary's sentence, not a note and a summary), and the dry run's line on warm engines. Each (old, new) pair is
 replaced once in the previous release's text and must be found there; every other byte is held as it was,
 and the numbers themselves exactly by the ``--json`` comparison."""
 
