@@ -200,3 +200,42 @@ def test_every_listed_architecture_has_eagle3_hidden_states_in_vllm():
         module, name = _TEXT_GENERATION_MODELS[arch]
         cls = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), name)
         assert getattr(cls, "supports_eagle3", False), arch
+
+
+CROSS_PROCESS = """
+import json, os, sys
+import numpy as np
+from test_hf_activations import TEXTS, cells, vectors
+from test_vllm_activations import RUN, variant, worst_relative
+from mirrorscan.actors.hf_activations import HFActivations
+from mirrorscan.actors.vllm_activations import VLLMActivations
+if __name__ == "__main__":
+    source = sys.argv[1]
+    engine = VLLMActivations(variant(source, "vllm"), source, RUN)
+    batch = cells(TEXTS[:2], rendering="raw")
+    got = vectors(engine(batch))
+    engine.shutdown()
+    want = vectors(HFActivations(variant(source, "hf"), source, RUN)(batch))
+    print(json.dumps({"worst": float(worst_relative(got, want).max())}))
+"""
+
+
+@pytest.mark.slow
+def test_the_vectors_come_back_from_an_engine_core_in_its_own_process(tiny_bos_dir, tmp_path):
+    """vLLM's default on a GPU: the engine core (and its worker, where the connector pools) in another process, so
+    the pooled vectors cross a process boundary (``take_pooled``'s bytes); run here with that layout forced."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "cross_process.py"
+    script.write_text(CROSS_PROCESS)
+    here = str(Path(__file__).parent)
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, str(script), str(tiny_bos_dir)], capture_output=True, text=True,
+                          timeout=400, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    assert json.loads(lines[-1])["worst"] <= SAME
