@@ -21,6 +21,9 @@ first as untimed setup, marked so in the table):
   engines-up       ``mirrorscan engines up`` of a one-cell experiment on that head: its warm engine loaded
   one-cell-warm    the one-cell scan on that head with the warm engine up (its batch goes to the engine: no
                    model load in the scan's actor); then ``engines down --all``
+  demo-ray         ``mirrorscan scan experiments/demo/`` on that head, with its own engine actor
+  demo-warm        the same on that head after ``engines up experiments/demo/`` (untimed setup); then
+                   ``engines down --all``
   one-cell         the same one-cell scan starting its own Ray
   analyze-open     ``mirrorscan analyze experiments/open-scan-demo/``
   analyze-flinch   ``mirrorscan analyze experiments/flinch-demo/`` (its scan is untimed setup)
@@ -56,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MODEL = "smollm2-135m-instruct"
 STEPS = ["demo-scan", "demo-analyze", "open-scan", "reproduce", "submit", "one-cell-ray", "engines-up", "one-cell-warm",
-         "one-cell",
+         "demo-ray", "demo-warm", "one-cell",
          "analyze-open", "analyze-flinch", "analyze-lens", "sql", "report"]
 NEEDS = {"demo-analyze": ["demo-scan"], "reproduce": ["demo-scan"], "sql": ["demo-scan"],
          "report": ["demo-scan"], "analyze-open": ["open-scan"], "analyze-flinch": ["flinch-scan"],
@@ -387,6 +390,34 @@ class Walk:
             self.timings[-1].rc, self.timings[-1].note = 1, "the warm engine answered no cell"
             self.failed.add(step)
             print(f"FAILED {step}: the warm engine answered no cell:\n{listed}", file=sys.stderr)
+            ok = False
+        subprocess.run([str(BIN / "mirrorscan"), "engines", "down", "--all", "--address", head.gcs], env=self.env,
+                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
+        return ok
+
+    def step_demo_ray(self, step, setup):
+        """The demo's scan on the script's head, with the scan's own engine actor."""
+        head = self.started_head()
+        if head is None:
+            return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
+        return self.mirrorscan(step, "scan", "experiments/demo/", "--ray-address", head.gcs, setup=setup)
+
+    def step_demo_warm(self, step, setup):
+        """The demo's scan on the script's head with its warm engine up (started as untimed setup); fails unless the
+        engine answered all of its cells; the engines are stopped after it."""
+        head = self.started_head()
+        if head is None:
+            return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
+        if not self.mirrorscan("demo-engines-up", "engines", "up", "experiments/demo/", "--address", head.gcs,
+                               setup=True):
+            return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: engines up failed"), "")
+        ok = self.mirrorscan(step, "scan", "experiments/demo/", "--ray-address", head.gcs, setup=setup)
+        listed = subprocess.run([str(BIN / "mirrorscan"), "engines", "list", "--address", head.gcs], env=self.env,
+                                cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
+        if ok and not re.search(r" \d+ \(96 cells\) ", listed):
+            self.timings[-1].rc, self.timings[-1].note = 1, "the warm engine did not answer the 96 cells"
+            self.failed.add(step)
+            print(f"FAILED {step}: the warm engine did not answer the 96 cells:\n{listed}", file=sys.stderr)
             ok = False
         subprocess.run([str(BIN / "mirrorscan"), "engines", "down", "--all", "--address", head.gcs], env=self.env,
                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
