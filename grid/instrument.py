@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_origin
 
 import pyarrow as pa
 
@@ -69,12 +69,15 @@ from mirrorscan.grid.matrix import CellValue
 from mirrorscan.grid.reader import Reader
 from mirrorscan.grid.settings import Settings
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 ENGINE_KINDS = ("generate", "score", "activations")
 """What a cell asks of an engine: sampled text, target log-probs, or per-layer hidden states."""
 
 S = TypeVar("S")
 """An instrument's spec type: what ``load_spec`` returns and every member that takes a ``spec`` reads."""
-R = TypeVar("R")
+R = TypeVar("R", bound="DataclassInstance")
 
 LEGACY_PARTS = ("grid", "cluster", "jobs", "actors", "analysis", "results", "instruments")
 """Top-level names the package's parts had before they were installed under ``mirrorscan``: an import path
@@ -99,7 +102,7 @@ class SpecContext:
         field_path = f"{self.section}.{path}" if self.section and path else (path or self.section or "(top level)")
         return ConfigError(self.file, field_path, problem, fix)
 
-    def refuse_unknown(self, mapping: dict, known, path: str = "") -> None:
+    def refuse_unknown(self, mapping: Mapping, known, path: str = "") -> None:
         """Raise the error for the first key of ``mapping`` (at ``<section>.<path>``) that is not in ``known``,
         suggesting the closest known key."""
         from mirrorscan.grid.errors import unknown_key
@@ -210,8 +213,9 @@ class Items(Generic[S]):
     def from_frozen(self, frozen: dict) -> S:
         """The spec rebuilt from ``frozen`` (on resume, in Ray workers, for analysis). Default, for a
         ``FrozenSpec`` spec type: its ``from_frozen``."""
-        if _frozen_spec_type(self) is not None:
-            return _frozen_spec_type(self).from_frozen(frozen)
+        spec_type = _frozen_spec_type(self)
+        if spec_type is not None:
+            return spec_type.from_frozen(frozen)
         raise NotImplementedError
 
     def n_items(self, spec: S) -> int:
@@ -283,6 +287,8 @@ class Annotator(Generic[S]):
 
 class Analyzer:
     """How an instrument analyses the stored rows of an invocation (and, optionally, compares two)."""
+
+    name: str   # the instrument's (``Instrument.name``)
 
     compares: bool = False
     """Whether ``compare`` is offered (``mirrorscan compare``, diff's fingerprint distances, browse)."""

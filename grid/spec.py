@@ -139,7 +139,8 @@ def default_label(model: str, effort: str | None) -> str:
 def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant]:
     if not raw_models:
         raise ConfigError(file, "models", "is empty", 'add at least one model, e.g. {"model": "packaged:smollm2-135m-instruct"}')
-    models, seen = [], {}
+    models: list[ModelVariant] = []
+    seen: dict[str, int] = {}
     for i, entry in enumerate(raw_models):
         where = f"models[{i}]"
         check_type(file, where, entry, (dict,))
