@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from mirrorscan.analysis.plotting import png, pyplot
 
 
-def radar(models: list[dict], axis_labels: dict[str, str], title: str, references: list[dict] = ()) -> bytes:
+def radar(models: list[dict], axis_labels: dict[str, str], title: str, references: Sequence[dict] = ()) -> bytes:
     """PNG bytes of ``radar_figure``."""
     return png(radar_figure(models, axis_labels, title, references))
 
 
-def radar_figure(models: list[dict], axis_labels: dict[str, str], title: str, references: list[dict] = ()):
+def radar_figure(models: list[dict], axis_labels: dict[str, str], title: str, references: Sequence[dict] = ()):
     """The figure: each model's axis flinch values (0–100) on one radar, axes in ``axis_labels`` order, and each of
     ``references`` (``reference.radar_rows``: the method's table, scored on another corpus) dashed and unfilled
     after them. An axis a model lacks is drawn at 0 and named in the legend; the legend gives each total with the

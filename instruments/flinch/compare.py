@@ -76,6 +76,8 @@ def load_entries(path: str) -> list[Entry]:
                           f"{reference.PREFIX}<model>") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(path, "(file)", f"is not valid JSON ({exc})", "give a flinch result JSON") from None
+    default_hash: str
+    default_agg: str
     if isinstance(data, dict) and isinstance(data.get("models"), list):
         records, summary = data["models"], True
         default_hash, default_agg = data.get("corpus_sha256", UNKNOWN), data.get("aggregation", UNKNOWN)
@@ -94,7 +96,8 @@ def load_entries(path: str) -> list[Entry]:
             if not isinstance(axis, dict) or not isinstance(axis.get("flinch"), (int, float)):
                 raise ConfigError(path, f"{prefix}axes.{key}.flinch", "is missing or not a number",
                                   "each axis needs its flinch value (0–100)")
-        own = m.get("axis_set") if isinstance(m.get("axis_set"), list) else default_set or list(m["axes"])
+        axis_set = m.get("axis_set")
+        own = axis_set if isinstance(axis_set, list) else default_set or list(m["axes"])
         incomplete = [k for k, a in m["axes"].items() if a.get("complete") is False]
         entries.append(Entry(m["model"], {_alias(k): a for k, a in m["axes"].items()},
                              m.get("corpus_sha256", default_hash), m.get("aggregation", default_agg), path,
@@ -142,9 +145,9 @@ def compare(inputs: list[str], baseline: str | None = None, axes: list[str] | No
     warnings = []
     runs = [e for e in everyone if not e.is_reference]
     for attr, what in (("corpus_sha256", "corpus hash"), ("aggregation", "aggregation")):
-        seen = {getattr(e, attr) for e in runs}
-        if len(seen) > 1:
-            warnings.append(f"the runs differ in {what} ({', '.join(sorted(s[:12] for s in seen))}): the same axis "
+        distinct = {getattr(e, attr) for e in runs}
+        if len(distinct) > 1:
+            warnings.append(f"the runs differ in {what} ({', '.join(sorted(s[:12] for s in distinct))}): the same axis "
                             "key may not be on one footing; compare with care")
     if any(e.is_reference for e in everyone) and runs:
         warnings.append(reference.INDICATIVE)
@@ -164,7 +167,7 @@ def compare(inputs: list[str], baseline: str | None = None, axes: list[str] | No
         own = len(e.axis_set) or len(e.axes)
         name = f"{e.name} ({Path(e.file).name})" if names.count(e.name) > 1 else e.name
         return {"model": name, "label": e.name, "file": e.file, "axes": values,
-                "total": None if why else float(sum(values.values())),
+                "total": None if why else float(sum(v for v in values.values() if v is not None)),
                 "total_of": f"{len(common)} of {own} axes" if not why else None,
                 "no_total": "; ".join(why) or None}
 

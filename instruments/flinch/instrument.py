@@ -10,6 +10,7 @@ reproduction runs the stored cells when the corpus file has changed or is gone.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -74,7 +75,7 @@ class Flinch(Instrument[FlinchSpec]):
         its longest sequence (``actors.hf_scorer``); ordered by length, a batch's carriers are of similar
         length and little is padded. The order moves a float32 log-prob by at most ~3e-5 nats (a batch's
         kernel shapes), far below the scale's resolution, and is the same on every run of a spec."""
-        carriers = [(len(c.prefix) + len(t.target), n, (a.key, t.word, c.index, c.text))
+        carriers: list[Any] = [(len(c.prefix) + len(t.target), n, (a.key, t.word, c.index, c.text))
                     for n, (a, t, c) in enumerate((a, t, c) for a in spec.corpus().axes for t in a.terms
                                                   for c in t.carriers)]
         carriers = [key for _, _, key in sorted(carriers)]

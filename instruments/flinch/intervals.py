@@ -152,7 +152,7 @@ def total_interval(result: dict, axes: Sequence[str], whole: Sequence[str]) -> d
             half = float(t.ppf(q, df) * se)
             p = float(2 * t.sf(abs(est) / se, df)) if se > 0 else (0.0 if est != 0 else 1.0)
             raw.append((a, b, est, (est - half, est + half), p, df))
-    adjusted = holm([r[4] for r in raw]) if raw else []
+    adjusted: np.ndarray | list[float] = holm([r[4] for r in raw]) if raw else []
     diffs = [Difference(a, b, est, ci, p, float(h), df, 1 - level).to_json()
              for (a, b, est, ci, p, df), h in zip(raw, adjusted)]
     warnings = list(dict.fromkeys(w for h in heads for w in h["warnings"]))

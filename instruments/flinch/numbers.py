@@ -18,7 +18,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mirrorscan.instruments.flinch.scale import axis_score, term_score, total_flinch
+from mirrorscan.instruments.flinch.scale import AxisScore, axis_score, term_score, total_flinch
 
 
 def scored_carriers(traces: pa.Table) -> list[dict]:
@@ -60,7 +60,9 @@ def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggre
         for r in rows:
             if r["label"] == label:
                 lps.setdefault((r["axis"], r["term"]), []).append(r["lp_mean"])
-        scored, result_axes, missing = [], {}, []
+        axis_scores: list[AxisScore] = []
+        result_axes: dict[str, dict] = {}
+        missing: list[str] = []
         for key, axis_label, words in axes:
             terms = [term_score(w, lps[(key, w)]) for w in words if (key, w) in lps]
             lacking = [w for w in words if (key, w) not in lps]
@@ -68,14 +70,14 @@ def model_scores(traces: pa.Table, axes: list[tuple[str, str, list[str]]], aggre
             if not terms:
                 continue
             axis = axis_score(key, axis_label, terms, aggregation)
-            scored.append(axis)
+            axis_scores.append(axis)
             result_axes[key] = {"label": axis_label, "flinch": axis.flinch, "lp_mean": axis.lp_mean,
                                 "complete": not lacking, "missing_terms": lacking,
                                 "terms": [{"word": t.word, "lp_mean": t.lp_mean, "flinch": t.flinch,
                                            "carriers": t.n_carriers} for t in terms]}
-        out.append({"model": label, **totals([k for k, _, _ in axes], result_axes, scored,
+        out.append({"model": label, **totals([k for k, _, _ in axes], result_axes, axis_scores,
                                              (unverified or {}).get(label)),
-                    "axes": result_axes, "aggregation": aggregation, "axes_scored": [a.key for a in scored],
+                    "axes": result_axes, "aggregation": aggregation, "axes_scored": [a.key for a in axis_scores],
                     "missing_terms": missing})
     return out
 

@@ -35,7 +35,7 @@ class JSONRecord:
 
     def to_dict(self) -> dict:
         """The record as plain JSON values, nested records included."""
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self)   # type: ignore[call-overload]  # only dataclasses take this mixin
 
     def to_json(self, **kwargs) -> str:
         """The record as a JSON string (``kwargs`` go to ``json.dumps``)."""

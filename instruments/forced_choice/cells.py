@@ -6,6 +6,8 @@ Vectorised with pyarrow compute, so a 1,000,000-cell grid expands in about a sec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,7 +57,7 @@ def expand_forced_choice(labels: list[str], pairs: pa.Table, envelope_ids: list[
     })
 
 
-def render_forced_choice(cells: pa.Table, envelopes: dict[str, Envelope]) -> pa.Table:
+def render_forced_choice(cells: pa.Table, envelopes: Mapping[str, Envelope]) -> pa.Table:
     """Append system_text and user_text: each envelope rendered with the cell's words by literal substitution.
 
     AB puts word_a into ``{a}`` and word_b into ``{b}``; BA swaps them. Pure function, no chat template.

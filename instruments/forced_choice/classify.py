@@ -53,7 +53,9 @@ import functools
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from importlib import resources
+from typing import Any
 
 import pyarrow as pa
 
@@ -267,6 +269,7 @@ def _find_choice(obj, depth: int = 0) -> tuple[bool, object]:
     """(found, value) of the first "choice" key, depth first, in a decoded JSON value."""
     if depth > 8:
         return False, None
+    children: Iterable[Any]
     if isinstance(obj, dict):
         if "choice" in obj:
             return True, obj["choice"]
@@ -391,7 +394,7 @@ def classify_table(traces: pa.Table, envelopes) -> pa.Array:
     envs = getattr(envelopes, "envelopes", envelopes)
     cols = {name: traces.column(name).to_pylist()
             for name in ("response", "word_a", "word_b", "ordering", "envelope", "error")}
-    out = []
+    out: list[str | None] = []
     for response, word_a, word_b, ordering, env_id, error in zip(*cols.values()):
         if error is not None:
             out.append(None)

@@ -133,7 +133,7 @@ def _pair_verdict(pair_id: str, cells: list[Cell], expected: ExpectedCells, rule
         picks = set(ok.values())
         winner = picks.pop() if len(picks) == 1 and picks <= {"A", "B"} else None
     else:
-        agree = Counter()
+        agree: Counter[str | None] = Counter()
         for env in expected.envelopes:
             picks = {cls for (e, _, _), cls in ok.items() if e == env}
             if len(picks) == 1 and picks <= {"A", "B"}:

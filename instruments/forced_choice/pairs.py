@@ -88,7 +88,9 @@ def load_pairs(path: str | Path) -> PairSet:
             raise file_error(shown, f"line {line_no}", f"the pair already appears on line {seen_pairs[key]}",
                              "keep each pair once (both orderings are asked anyway)", offending=f"{word_a}/{word_b}")
         seen_ids[pair_id], seen_pairs[key] = line_no, line_no
-        ids.append(pair_id), words_a.append(word_a), words_b.append(word_b)
+        ids.append(pair_id)
+        words_a.append(word_a)
+        words_b.append(word_b)
     if not ids:
         raise ConfigError(shown, "(file)", "holds no pairs", "add at least one pair_id,word_a,word_b line")
     table = pa.table({"pair_id": ids, "word_a": words_a, "word_b": words_b})

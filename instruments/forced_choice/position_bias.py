@@ -37,9 +37,10 @@ def _shares(scope: str, cells: list[Cell]) -> OrderingShares:
     ba = [c.cls for c in cells if c.error is None and c.ordering == "BA"]
     p_ab = ab.count("A") / len(ab) if ab else None
     p_ba = ba.count("A") / len(ba) if ba else None
-    both = p_ab is not None and p_ba is not None
-    return OrderingShares(scope, len(ab), len(ba), p_ab, p_ba, 100 * (p_ab - p_ba) if both else None,
-                          (p_ab + p_ba) / 2 if both else None)
+    bias = symmetric = None
+    if p_ab is not None and p_ba is not None:
+        bias, symmetric = 100 * (p_ab - p_ba), (p_ab + p_ba) / 2
+    return OrderingShares(scope, len(ab), len(ba), p_ab, p_ba, bias, symmetric)
 
 
 @dataclass(frozen=True)

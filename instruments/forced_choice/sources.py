@@ -7,6 +7,8 @@ per model label (``label``, ``value``). Error rows are in no denominator, as in 
 
 from __future__ import annotations
 
+from typing import Any
+
 from mirrorscan.grid.headline import HeadlineSource, sql_list, sql_text
 from mirrorscan.grid.settings import Settings
 from mirrorscan.instruments.forced_choice.spec import from_frozen
@@ -82,7 +84,7 @@ def headline_sources(analysis, settings: Settings, invocation_id: str) -> tuple[
     reclassified = bool(analysis.numbers.get("reclassified"))
     note = ("the analysis re-derived the classes from the stored text (--reannotate, or rows stored without "
             "one); the query counts the classes stored at scan time" if reclassified else "")
-    common = {"exact": not reclassified, "note": note}
+    common: dict[str, Any] = {"exact": not reclassified, "note": note}
     return (
         HeadlineSource("per_cell_commit_rate",
                        "share of answered cells (not pairs) classed A or B: (nA + nB) / answered cells (the query "

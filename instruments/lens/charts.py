@@ -43,7 +43,7 @@ def scaling_by_wrapper(parameters: dict, rows: list[dict], variant: str, positiv
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    models = sorted(parameters, key=parameters.get)
+    models = sorted(parameters, key=lambda m: parameters[m])
     x = [math.log10(parameters[m]) for m in models]
     for wrapper in sorted({r["wrapper"] for r in rows if r["variant"] == variant}):
         value = {r["label"]: r["max_auroc_minus_half"] for r in rows if r["variant"] == variant and r["wrapper"] == wrapper}

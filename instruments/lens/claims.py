@@ -19,6 +19,8 @@ wrapper-permutation null (null c), and scaling with parameter count per wrapper.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 from mirrorscan.analysis.bootstrap import stratified_bootstrap_indices
@@ -36,7 +38,7 @@ def model_comparisons(scores: np.ndarray, models: list[str], n_draws: int, seed:
     as ``paired`` where given; empty with fewer than 2 wrappers or no draws."""
     from mirrorscan.instruments.lens.resampling import seed_for
 
-    out = []
+    out: list[dict] = []
     if scores.shape[1] < 2 or n_draws < 1:
         return out
     paired = paired or {}
@@ -70,7 +72,7 @@ def pearson(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], projections: list[list[np.ndarray]],
-            labels: list, positive: str, layers: list[int], n_blocks: list[int], n_draws: int, seed,
+            labels: list, positive: str, layers: Sequence[Sequence[int]], n_blocks: list[int], n_draws: int, seed,
             floors: np.ndarray | None = None) -> dict:
     """Per-wrapper correlations and the slope with its wrapper × item bootstrap interval (module docstring).
     ``projections[m][w]`` is model m's (items, layers) projections on wrapper w; ``n_blocks[m]`` its L.
@@ -78,7 +80,7 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     the Pearson r across models of the wrapper-mean headline with log10(parameters), raw and with each
     cell's floor subtracted first, and the per-wrapper spread of the corrected correlation."""
     log_params = np.log10(np.asarray(n_params, dtype=np.float64))
-    out = {"by_wrapper": scaling_by_wrapper(scores, n_params, wrappers).to_json(),
+    out: dict[str, Any] = {"by_wrapper": scaling_by_wrapper(scores, n_params, wrappers).to_json(),
            "slope_per_decade": slope(log_params, scores.mean(axis=1)),
            "correlation_raw": pearson(log_params, scores.mean(axis=1))}
     if floors is not None:
@@ -90,11 +92,11 @@ def scaling(scores: np.ndarray, n_params: np.ndarray, wrappers: list[str], proje
     rng = np.random.default_rng(seed)
     items = stratified_bootstrap_indices(labels, rng, n_draws)
     draws = np.empty(n_draws)
-    labels = np.asarray(labels)
+    label_array = np.asarray(labels)
     for k in range(n_draws):
         picked = rng.integers(0, len(wrappers), size=len(wrappers))
         idx = items[k]
-        means = [np.mean([layer_curve(projections[m][w][idx][:, layers[m]], labels[idx], positive, layers[m],
+        means = [np.mean([layer_curve(projections[m][w][idx][:, layers[m]], label_array[idx], positive, layers[m],
                                       n_blocks[m]).max_auroc_minus_half for w in picked])
                  for m in range(len(projections))]
         draws[k] = slope(log_params, np.asarray(means))
@@ -125,8 +127,8 @@ def claims_by_variant(by_model: dict, wrappers: list[tuple[str, str]], settings:
         if len(models) < 2 or any((m, variant, w) not in headlines for m in models for w in names):
             continue
         scores = np.array([[headlines[(m, variant, w)] for w in names] for m in models])
-        result = {"models": models, "comparisons": model_comparisons(scores, models, draws, seed, variant,
-                                                                       paired_by_pair(intervals, variant))}
+        result: dict[str, Any] = {"models": models, "comparisons": model_comparisons(
+            scores, models, draws, seed, variant, paired_by_pair(intervals, variant))}
         exs = [by_model[(m, variant)] for m in models]
         params = [ex.parameters for ex in exs]
         if len(models) >= 3 and None not in params and all(ex.item_ids == exs[0].item_ids for ex in exs):

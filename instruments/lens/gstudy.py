@@ -92,7 +92,10 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: 
     hypothesised = object_variance(settings.object_variance)
     variants = list(settings.variants)
     labels = sorted({label for label, _ in by_model})
-    out, charts, per_variant, rows = {}, {}, {}, []
+    out: dict[str, dict] = {}
+    charts: dict[str, bytes] = {}
+    per_variant: dict[str, np.ndarray] = {}
+    rows: list[dict] = []
     for variant in variants:
         models = [l for l in labels if (l, variant) in by_model]
         if len(models) < 2:
@@ -117,6 +120,7 @@ def wrapper_gstudies(by_model: dict, wrappers: list[tuple[str, str]], settings: 
                  for m, (sc, best) in zip(models, fitted) for w, (e, d) in enumerate(wrappers) for s in range(n_samples)]
         per_variant[variant] = scores
         n_e, n_d = len(settings.framings.evaluation), len(settings.framings.deployment)
+        facets: tuple[str, ...]
         if kind == "crossed":
             shaped, facets = scores.reshape(len(models), n_e, n_d, n_samples), ("model", "evaluation", "deployment", "item_sample")
         else:
@@ -158,7 +162,7 @@ def concordance(rows: list[dict], variants: list[str], permutations: int, seed: 
     models are left out."""
     from mirrorscan.instruments.lens.resampling import seed_for
 
-    out = {}
+    out: dict[str, dict] = {}
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
         models = sorted({r["label"] for r in mine})

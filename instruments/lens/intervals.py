@@ -143,15 +143,17 @@ def minus_floor(head: Mapping[str, Any], floors: Mapping[str, float | None], tit
                        "naive_interval": shift(o["naive_interval"], floors[o["object"]])} for o in head["objects"]]
     alpha = 1 - level
     q = 1 - alpha / 2
-    raw = []
+    raw: list[tuple[Any, ...]] = []   # from the headline's JSON: a bound may be null
     for d in head["differences"]:
-        delta = floors[d["a"]] - floors[d["b"]]
+        floor_a, floor_b = floors[d["a"]], floors[d["b"]]
+        assert floor_a is not None and floor_b is not None   # every object's floor is checked above
+        delta = floor_a - floor_b
         df = math.inf if d["df"] is None else d["df"]
         est = d["estimate"] - delta
         se = (d["interval"][1] - d["interval"][0]) / (2 * float(t.ppf(q, df)))
         p = float(2 * t.sf(abs(est) / se, df)) if se > 0 else (0.0 if est != 0 else 1.0)
         raw.append((d["a"], d["b"], est, tuple(shift(d["interval"], delta)), p, df))
-    adjusted = holm([r[4] for r in raw]) if raw else []
+    adjusted: np.ndarray | list[float] = holm([r[4] for r in raw]) if raw else []
     out["differences"] = [Difference(a, b, est, ci, p, float(h), df, alpha).to_json()
                           for (a, b, est, ci, p, df), h in zip(raw, adjusted)]
     return out

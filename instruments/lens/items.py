@@ -194,8 +194,8 @@ def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
         if not isinstance(redistribute, bool):
             raise ConfigError(str(source["path"]), f"{field}.redistribute", f"is {redistribute!r}",
                               "use false for a set that may not be redistributed, true (the default) otherwise")
-        source = source["path"]
-    file = packaged_path(source, PACKAGED, DATA)
+    name: str = source["path"] if isinstance(source, dict) else source
+    file = packaged_path(name, PACKAGED, DATA)
     if not file.is_file():
         raise ConfigError(str(file), field, "does not exist", "give a JSONL or CSV file, or a packaged: name")
     data = file.read_bytes()
@@ -224,7 +224,7 @@ def load_items(source: str | dict, field: str, labelled: bool) -> ItemSet:
                           str(group) if group not in (None, "") else None))
     if not items:
         raise ConfigError(str(file), field, "holds no items", "give at least one item")
-    result = ItemSet(source if source in PACKAGED else str(file.resolve()), sha256(data), tuple(items), redistribute)
+    result = ItemSet(name if name in PACKAGED else str(file.resolve()), sha256(data), tuple(items), redistribute)
     if labelled and len(result.classes) != 2:
         raise ConfigError(str(file), field, f"has {len(result.classes)} label value(s) ({excerpt(list(result.classes))})",
                           "give exactly two classes (e.g. testing and deployment)")

@@ -114,7 +114,9 @@ def extracted(traces: pa.Table) -> dict[tuple[str, str], Extracted]:
             part = rows.filter(pc.and_(pc.equal(rows.column("label"), label), pc.equal(rows.column("variant"), variant)))
             vectors = _vectors(part.column("layer_vectors"))
             meta = part.select(["framing", "arm", "item_id", "item_label", "subset", "user_text"]).to_pylist()
-            tasks, empty, scoring = {}, {}, []
+            tasks: dict[str, dict[str, np.ndarray]] = {}
+            empty: dict[str, np.ndarray] = {}
+            scoring: list[tuple[dict, np.ndarray]] = []
             for m, v in zip(meta, vectors):
                 if m["arm"] == "scoring":
                     scoring.append((m, v))
@@ -193,10 +195,10 @@ def model_numbers(ex: Extracted, wrappers: list[tuple[str, str]], key: str, *, p
                         "headline_minus_floor": null.signed.floor_corrected,
                         "label_z": None if null.signed.z != null.signed.z else null.signed.z})
         if swaps:
-            null = contrastive_null(per_text_projections(ex.scoring, ex.tasks[e], ex.tasks[d], layers), ex.labels,
-                                    positive, swaps, seed_for(seed, key, "contrastive"))   # same flips per wrapper
-            swapped.append(null[:, 0])
-            c = contrastive_summary(curve.max_auroc_minus_half, null[:, 0], "max over layers of AUROC − 0.5")
+            swap_null = contrastive_null(per_text_projections(ex.scoring, ex.tasks[e], ex.tasks[d], layers), ex.labels,
+                                         positive, swaps, seed_for(seed, key, "contrastive"))   # same flips per wrapper
+            swapped.append(swap_null[:, 0])
+            c = contrastive_summary(curve.max_auroc_minus_half, swap_null[:, 0], "max over layers of AUROC − 0.5")
             row.update({"contrastive_floor": c["floor"], "contrastive_sd": c["sd"], "contrastive_z": c["z"],
                         "contrastive_p": c["p_value"], "contrastive_p_two_sided": c["p_two_sided"]})
         if boots:

@@ -212,7 +212,7 @@ class LensConfig:
     per-model scores whose sample variance it is; None when not given."""
 
     @classmethod
-    def from_frozen(cls, frozen: dict) -> LensConfig:
+    def from_frozen(cls, frozen: Mapping) -> LensConfig:
         """The record of a frozen section."""
         return read_record(cls, frozen)
 
@@ -248,7 +248,8 @@ def _checked_inputs(framings: str, tasks: str, scoring: str, frozen: tuple[Froze
                     ) -> tuple[FramingSet, ItemSet, ItemSet]:
     loaded = (load_framings(json.loads(framings)), load_items(json.loads(tasks), "tasks", False),
               load_items(json.loads(scoring), "scoring_set", True))
-    for want, got in zip(frozen, loaded):
+    sets: tuple[FramingSet | ItemSet, ...] = loaded
+    for want, got in zip(frozen, sets):
         want.check(got.sha256, got.path)
     return loaded
 

@@ -261,6 +261,7 @@ def export_lines(inv: dict, rows: pa.Table, by_invocation: bool, view: View | No
     if by_invocation:
         chosen = triples(rows.filter(pc.equal(rows.column("invocation_id"), str(inv["invocation_id"]))))
     else:
+        assert view is not None   # an experiment's export is given its view
         current = set(view.items)
         chosen = [t for t in triples(rows.filter(pc.equal(rows.column("series"), view.series)))
                   if (t["query_id"], t["query_hash"]) in current]

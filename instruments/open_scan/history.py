@@ -165,5 +165,5 @@ def change_notes(found: list[Change], accept_changed: bool, probes_file: str) ->
             notes.append(f"open_scan: {len(ids)} probe(s) reverted to an earlier text, accepted (each continues under "
                          "that text's earlier answers): " + ", ".join(
                              f"{c.query_id} → {c.now[:8]} (used {c.earlier.first_invocation[:8]}…"
-                             f"{c.earlier.last_invocation[:8]})" for c in mine))
+                             f"{c.earlier.last_invocation[:8]})" for c in mine if c.earlier is not None))
     return notes

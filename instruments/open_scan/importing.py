@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -92,7 +93,7 @@ class ImportLine:
     """Any other key of a seed line, verbatim; None when there is none."""
 
 
-def _seed_value(key: str, kind: str, value: object, file: str, where: str) -> object:
+def _seed_value(key: str, kind: str, value: Any, file: str, where: str) -> Any:
     """A seed line's optional ``value`` checked against its ``kind`` (ConfigError naming ``where``)."""
     if value is None:
         return None
@@ -208,7 +209,10 @@ def plan_import(lines: list[ImportLine], file: str, *, labels: list[str], curren
     well-formed label is kept), ``current`` its probe set (query_id → query_hash), ``scales`` the cold and
     post-hoc rating scales (low, high). Pure: returns what to store and what to print (module docstring)."""
     name = Path(file).name
-    kept, dropped, disagreements, other = [], [], [], {}
+    kept: list[tuple[ImportLine, str, int | None, int | None]] = []
+    dropped: list[str] = []
+    disagreements: list[str] = []
+    other: dict[str, int] = {}
     for ln in lines:
         problem = name_problem(ln.label)
         if problem is not None or (labels and ln.label not in labels):

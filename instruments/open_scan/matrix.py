@@ -87,7 +87,8 @@ def build_matrix(rows: pa.Table, items: list[tuple[str, str]], groups: list[Row]
         if rows.num_rows else rows
     all_triples = [t for t in (triples(in_series) if in_series.num_rows else [])
                    if (t["series"], t["run_label"]) in wanted]
-    long, found = [], {}
+    long: list[dict] = []
+    found: dict[tuple, list[dict]] = {}
     superseded = 0
     for t in all_triples:
         if current.get(t["query_id"]) != t["query_hash"]:
@@ -120,14 +121,15 @@ def build_matrix(rows: pa.Table, items: list[tuple[str, str]], groups: list[Row]
                         ("answer", pa.string()), ("cold_rating", pa.int32()), ("posthoc_rating", pa.int32()),
                         ("invocation_id", pa.string())])
     long.sort(key=lambda r: (r["series"], r["label"], r["query_id"], r["query_hash"], r["sample"]))
-    summaries, current = [], {}
+    summaries: list[dict] = []
+    current_triples: dict[str, list[dict]] = {}
     from mirrorscan.instruments.open_scan.numbers import model_summary
 
     for g in groups:
         mine = [t for (s, label, _), ts in found.items() if (s, label) == (g.series, g.label) for t in ts]
         if mine:
             summaries.append({**model_summary(g.label, mine), "series": g.series, "row": g.name})
-            current[g.name] = mine
+            current_triples[g.name] = mine
     return Matrix(series, tuple(groups), tuple(q for q, _ in items), pa.Table.from_pylist(long, schema=schema),
                   pa.table({k: pa.array(v, pa.string()) for k, v in coverage.items()}), summaries, superseded,
-                  current)
+                  current_triples)

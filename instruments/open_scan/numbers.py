@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -101,7 +102,7 @@ def model_summary(label: str, items: list[dict]) -> dict:
     for t in items:
         cells.setdefault((t["query_id"], t["query_hash"]), []).append(t)
     most = max((len(v) for v in cells.values()), default=0)
-    summary = {"label": label, "model": items[0]["model"] if items else None, "probes": len(cells),
+    summary: dict[str, Any] = {"label": label, "model": items[0]["model"] if items else None, "probes": len(cells),
                "answers": len(answers), "answer_errors": len(items) - len(answers),
                "answer_chars_mean": statistics.fmean(lengths) if lengths else None,
                "answer_chars_median": statistics.median(lengths) if lengths else None,

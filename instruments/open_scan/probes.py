@@ -95,7 +95,9 @@ def probes_from_bytes(data: bytes, file: str, *, id_column: str = "query_id",
                              f"name exactly one column {column!r}, or set the column names in the config",
                              offending=header)
     id_at, query_at = header.index(id_column), header.index(query_column)
-    probes, first_line, end = [], {}, reader.line_num
+    probes: list[Probe] = []
+    first_line: dict[str, int] = {}
+    end = reader.line_num
     for row in reader:
         line, end = end + 1, reader.line_num   # the line the row starts on, as an editor numbers it
         if not row:

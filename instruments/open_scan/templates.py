@@ -24,6 +24,7 @@ import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mirrorscan.grid.errors import ConfigError, refuse_duplicate_keys, unknown_key
 from mirrorscan.grid.files import packaged_path, sha256
@@ -152,9 +153,10 @@ class Templates:
     def from_frozen(cls, d: dict) -> Templates:
         """The templates ``frozen`` stored, checked again."""
         file = "frozen templates"
-        reports = [self_report(k, {key: d[k][key] for key in SELF_REPORT_KEYS}, file, k) for k in ("cold", "posthoc")]
+        cold, posthoc = (self_report(k, {key: d[k][key] for key in SELF_REPORT_KEYS}, file, k)
+                         for k in ("cold", "posthoc"))
         return cls(str(d["version"]), check_template("system", d["system"]["text"], file, "system"),
-                   check_template("user", d["user"]["text"], file, "user"), *reports,
+                   check_template("user", d["user"]["text"], file, "user"), cold, posthoc,
                    tuple((k, d[k]["sha256"]) for k in FILES))
 
 
@@ -180,7 +182,7 @@ def self_report(kind: str, data: object, file: str, field: str) -> SelfReport:
     return SelfReport(kind, template, scale[0], scale[1], data["rates"])
 
 
-def _read(kind: str, path: Path, overridden: bool, config: str) -> tuple[object, str]:
+def _read(kind: str, path: Path, overridden: bool, config: str) -> tuple[Any, str]:
     """The decoded content of one template file (text, or the JSON object) and the SHA-256 of its bytes."""
     file = str(path)
     if not path.is_file():
@@ -212,10 +214,10 @@ def load_templates(name_or_folder: str = "packaged:v1", overrides: dict | None =
                           f"{', '.join(FILES.values())} and VERSION, or {', '.join(PACKAGED)}")
     paths = {kind: Path(overrides.get(kind, folder / name)) for kind, name in FILES.items()}
     read = {kind: _read(kind, path, kind in overrides, file) for kind, path in paths.items()}
-    paths = {kind: str(path) for kind, path in paths.items()}
-    system = check_template("system", read["system"][0], paths["system"], "system.txt")
-    user = check_template("user", read["user"][0], paths["user"], "user.txt")
-    cold, posthoc = (self_report(k, read[k][0], paths[k], FILES[k]) for k in ("cold", "posthoc"))
+    shown = {kind: str(path) for kind, path in paths.items()}
+    system = check_template("system", read["system"][0], shown["system"], "system.txt")
+    user = check_template("user", read["user"][0], shown["user"], "user.txt")
+    cold, posthoc = (self_report(k, read[k][0], shown[k], FILES[k]) for k in ("cold", "posthoc"))
     version_file = folder / "VERSION"
     version = version_file.read_text(encoding="utf-8").strip() if version_file.is_file() else folder.name
     version += "".join(f"+{k}" for k in FILES if k in overrides)
