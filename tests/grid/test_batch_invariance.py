@@ -59,7 +59,10 @@ def test_it_is_frozen_hashed_and_read_back(tmp_path):
 def test_the_engine_environment_gets_it_only_when_asked_and_never_on_a_cpu(monkeypatch, tmp_path):
     from mirrorscan.actors.vllm_env import apply_vllm_env
 
-    monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
+    # setenv first, so that monkeypatch removes the variable again after the test: set in this process, it would
+    # put every later vLLM (and the torch ops it patches) of this test worker in batch-invariant mode
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT")
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
                 "HF_HUB_OFFLINE"):
         monkeypatch.setenv(key, os.environ.get(key, "x"))   # restored after the test
@@ -70,3 +73,8 @@ def test_the_engine_environment_gets_it_only_when_asked_and_never_on_a_cpu(monke
     assert "VLLM_BATCH_INVARIANT" not in os.environ
     apply_vllm_env("cuda", tmp_path, batch_invariant=True)
     assert os.environ["VLLM_BATCH_INVARIANT"] == "1"
+
+
+def test_the_batch_invariance_test_leaves_no_variable_behind():
+    """Runs after the test above in the same process (file order): the variable it set is gone."""
+    assert "VLLM_BATCH_INVARIANT" not in os.environ
