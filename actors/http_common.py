@@ -25,6 +25,9 @@ built. A missing variable is not raised: every cell becomes an error row naming 
 may run on a machine whose environment differs from the driver's, and a row says so where a crashed
 actor would not). The key goes only into the auth header; auth headers are never recorded, and every
 text written to a row is scrubbed of the key (a proxy may echo it in an error body).
+
+One module past 400 lines on purpose: the retry, rejection-folding and scrubbing rules are shared by every HTTP
+engine and read as one policy; the engines' own modules hold only what differs between APIs.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ arrive. So ``n_chunks`` (deltas) ≤ ``completion_tokens``, equal only when no d
 ``actors.streaming``); tokens per delta are kept by the clock (``StreamClock.chunk_tokens``) but are not a
 trace column. A delta that straddles the end of reasoning counts as reasoning (its text goes there too).
 ``timing_scope='request'``.
+
+One module past 400 lines on purpose: the engine arguments, sampling parameters and the rows they produce are
+recorded from the same values, and keeping them in one module keeps what was sent and what is recorded equal.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ replica and the registry) is in ``cluster.runtime.warm_replica``; this module st
 
 A scan uses warm engines only on a Ray cluster that outlives it (``RAY_ADDRESS``); ``MIRRORSCAN_WARM_ENGINES=0``
 makes a scan ignore them. Importing this module starts nothing and imports neither Ray nor torch.
+
+One module past 400 lines on purpose: starting, finding, scaling and stopping an engine share its naming and
+its settings hash, which must be computed in exactly one place.
 """
 
 from __future__ import annotations
