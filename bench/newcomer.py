@@ -384,16 +384,8 @@ class Walk:
         if head is None:
             return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: no Ray head"), "")
         ok = self.mirrorscan(step, "scan", str(self.home / "one-cell-warm"), "--ray-address", head.gcs, setup=setup)
-        listed = subprocess.run([str(BIN / "mirrorscan"), "engines", "list", "--address", head.gcs], env=self.env,
-                                cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
-        if ok and " 1 (1 cells) " not in listed:   # the cell must have gone to the warm engine, not a model of its own
-            self.timings[-1].rc, self.timings[-1].note = 1, "the warm engine answered no cell"
-            self.failed.add(step)
-            print(f"FAILED {step}: the warm engine answered no cell:\n{listed}", file=sys.stderr)
-            ok = False
-        subprocess.run([str(BIN / "mirrorscan"), "engines", "down", "--all", "--address", head.gcs], env=self.env,
-                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
-        return ok
+        # the cell must have gone to the warm engine, not a model of its own
+        return self.warm_engine_answered(step, head, ok, r" 1 \(1 cells\) ", "the warm engine answered no cell")
 
     def step_demo_ray(self, step, setup):
         """The demo's scan on the script's head, with the scan's own engine actor."""
@@ -412,12 +404,18 @@ class Walk:
                                setup=True):
             return self.record(Timing(step, 0, 0, 0, 1, setup, "skipped: engines up failed"), "")
         ok = self.mirrorscan(step, "scan", "experiments/demo/", "--ray-address", head.gcs, setup=setup)
+        return self.warm_engine_answered(step, head, ok, r" \d+ \(96 cells\) ",
+                                         "the warm engine did not answer the 96 cells")
+
+    def warm_engine_answered(self, step, head, ok, answered, failure):
+        """``ok`` unless ``engines list`` lacks ``answered`` (a regex of its requests column), in which case the
+        step is marked failed with ``failure``; the engines are stopped either way."""
         listed = subprocess.run([str(BIN / "mirrorscan"), "engines", "list", "--address", head.gcs], env=self.env,
                                 cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
-        if ok and not re.search(r" \d+ \(96 cells\) ", listed):
-            self.timings[-1].rc, self.timings[-1].note = 1, "the warm engine did not answer the 96 cells"
+        if ok and not re.search(answered, listed):
+            self.timings[-1].rc, self.timings[-1].note = 1, failure
             self.failed.add(step)
-            print(f"FAILED {step}: the warm engine did not answer the 96 cells:\n{listed}", file=sys.stderr)
+            print(f"FAILED {step}: {failure}:\n{listed}", file=sys.stderr)
             ok = False
         subprocess.run([str(BIN / "mirrorscan"), "engines", "down", "--all", "--address", head.gcs], env=self.env,
                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
