@@ -163,13 +163,35 @@ def name_os_thread(name: str) -> None:
         pass
 
 
-def stop(con, done) -> None:
+STOP_GRACE_S = 10.0
+"""How long a query may take to honour its interrupt (seconds) before the command stops waiting for it."""
+
+
+def stop(con, done, grace_s: float | None = None) -> bool:
     """Interrupt the query running on ``con`` until ``done`` (a threading.Event its thread sets when it ends)
-    is set (an interrupt sent just before the query starts is lost, so it is repeated), giving up after 10 s."""
-    for _ in range(40):
+    is set (an interrupt sent just before the query starts is lost, so it is repeated). Returns whether the
+    query ended within ``grace_s`` seconds (None: ``STOP_GRACE_S``); past that its thread is left running (a
+    daemon thread the process does not wait for)."""
+    import time
+
+    deadline = time.monotonic() + (STOP_GRACE_S if grace_s is None else grace_s)
+    while True:
         con.interrupt()
-        if done.wait(0.25):
-            return
+        if done.wait(max(0.0, min(0.25, deadline - time.monotonic()))):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
+def close_unless_busy(con) -> None:
+    """Close ``con``; a connection whose query ignored its interrupt is busy and is left open (DuckDB refuses to
+    close it, and that refusal must not replace the Ctrl-C or time-limit message the user is owed)."""
+    import duckdb
+
+    try:
+        con.close()
+    except duckdb.ResourceInUseException:
+        pass
 
 
 def run_stoppable(con, sql: str, timeout_s: float | None) -> pa.Table:
@@ -232,4 +254,4 @@ def query(sql: str, store_uri: str | None, catalog_dsn: str | None, default_stor
             raise ConfigError("", "query", one_line(exc),
                               "correct the statement (DuckDB dialect; DESCRIBE traces lists the columns)") from None
     finally:
-        con.close()
+        close_unless_busy(con)

@@ -17,8 +17,10 @@ from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.cluster.store.traces import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
-LONG_QUERY = "SELECT sum(a.range * b.range) AS s FROM range(1000000000) a CROSS JOIN range(1000000000) b"
-"""10^18 rows: runs for hours unless stopped."""
+LONG_QUERY = "SELECT count(*) AS n FROM range(10000000000000) WHERE hash(range) = 0"
+"""10^13 hashes streamed through a filter: runs for hours unless stopped, in constant memory (a cross join of two
+ranges also runs for hours, but fills memory at about 1.4 GB/s while it builds its right side, and under a
+loaded suite that swapping made a Ctrl-C take minutes)."""
 
 
 @pytest.fixture
@@ -80,6 +82,51 @@ def test_a_query_past_its_timeout_is_stopped_with_exit_2_and_one_line(world):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: query: ran longer than the time limit of 1 s"), err
     assert "--timeout" in lines[0] and out == ""
+
+
+def test_the_long_query_runs_in_constant_memory():
+    """The query the tests stop must not fill the machine while it runs: its memory after 3 s is far below 1 GB
+    (the cross join this file used before held 5 GB by then)."""
+    code = ("import duckdb, threading, time\n"
+            "con = duckdb.connect()\n"
+            "con.execute('SET enable_progress_bar = false')\n"
+            f"threading.Thread(target=lambda: con.sql({LONG_QUERY!r}).fetchall(), daemon=True).start()\n"
+            "time.sleep(3)\n"
+            "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0], flush=True)\n"
+            "import os; os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) < 500_000, out.stdout   # kB
+
+
+def test_a_query_that_ignores_its_interrupt_is_left_behind_and_the_time_limit_still_reported(monkeypatch):
+    """A query busy where DuckDB does not look at its interrupt flag (here a Python function that blocks) must
+    not hold the command: after the grace period the time-limit error is raised, and closing the busy
+    connection neither raises nor waits."""
+    import threading
+
+    import duckdb
+
+    from mirrorscan.grid.errors import ConfigError
+    from mirrorscan.results import sql
+
+    release = threading.Event()
+
+    def blocked(x: int) -> int:
+        release.wait(60)
+        return x
+
+    con = duckdb.connect()
+    con.create_function("blocked", blocked)
+    monkeypatch.setattr(sql, "STOP_GRACE_S", 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConfigError, match="time limit"):
+            sql.run_stoppable(con, "SELECT blocked(range) FROM range(3)", timeout_s=0.5)
+        assert time.monotonic() - started < 8   # 0.5 s limit + 1 s grace, not the 10 s default
+        sql.close_unless_busy(con)   # busy: left open, no exception
+    finally:
+        release.set()
 
 
 def test_a_negative_timeout_is_refused(world):
