@@ -298,7 +298,7 @@ TIMED = {
     "anti-joins (remove_held)": [("mirrorscan.cluster.scan.stages", None, "remove_held")],
     "grid expansion (cells, probe ids)": [("mirrorscan.cluster.scan.stages", None, "grid_cells"), ("mirrorscan.cluster.scan.stages", None, "with_probe_ids")],
     "instrument: changed probes": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "check_append")],
-    "instrument: done_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "done_cells"),
+    "instrument: held_cells, posthoc_cells": [("mirrorscan.instruments.open_scan.instrument", "OpenScan", "held_cells"),
                                               ("mirrorscan.instruments.open_scan.instrument", "OpenScan", "posthoc_cells")],
     "spec (load_spec, settings)": [("mirrorscan.grid.spec", None, "load_spec")],
 }

@@ -11,7 +11,7 @@ browse) calls every member and never asks whether one exists:
                 columns + item_key, envelope, ordering, label, sample); ``coordinates``; ``stages`` (later
                 stages, each built from the previous stage's rows); ``content_hashes`` (its input files);
                 ``legacy_keys``; and, for an instrument whose experiment keeps one grid across invocations
-                (``appends``), ``done_cells``, ``scanned_rows`` and ``check_append``
+                (``appends``), ``held_cells``, ``scanned_rows`` and ``check_append``
     Renderer    how a cell is rendered: ``engine_kind``; ``render(block, spec)`` → the request columns of that
                 kind; ``envelope_version``; ``sampled``; ``empty_prefix_items`` (``score`` instruments)
     Annotator   its in-actor step: ``annotate(rows, spec)``, in the engine actor after the engine, before the
@@ -36,7 +36,7 @@ documentation are here, in one place.)
 
 A dry run (``cluster.scan.plan``) states each instrument's plan from these same members, as the scan would
 walk them: ``cells`` and each ``Stage.cells`` (a later stage from stand-in rows of the previous stage's cells),
-``done_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the request
+``held_cells`` (cells held by earlier invocations), ``render`` (the sampling each cell carries and the request
 texts whose tokens it counts) and ``engine_kind`` (whether anything is generated).
 
 A config names an instrument by a registry name (``"forced_choice"``, ``grid.instrument_registry``) or by an
@@ -186,11 +186,15 @@ class Items(Generic[S]):
     """Later stages, in order, each built from the previous stage's rows (``cluster.scan.stages`` runs them)."""
     appends: bool = False
     """Whether an experiment keeps one grid across its invocations: a new invocation runs only the cells no
-    earlier one holds (``done_cells``, after ``check_append``), and one driver at a time runs the experiment."""
+    earlier one holds (``held_cells``, after ``check_append``), and one driver at a time runs the experiment."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Read ``spec_type`` from a base written ``Instrument[SpecType]`` (or any part's)."""
+        """Read ``spec_type`` from a base written ``Instrument[SpecType]`` (or any part's). A plug-in written
+        before ``held_cells`` had its name defines ``done_cells``: that method is its ``held_cells``, so its
+        held cells are not asked again."""
         super().__init_subclass__(**kwargs)
+        if "done_cells" in vars(cls) and "held_cells" not in vars(cls):
+            setattr(cls, "held_cells", vars(cls)["done_cells"])
         if "spec_type" in vars(cls):   # written out by the class itself
             return
         for base in vars(cls).get("__orig_bases__", ()):
@@ -235,7 +239,7 @@ class Items(Generic[S]):
         records a hash of its frozen settings instead."""
         return {}
 
-    def done_cells(self, spec: S, earlier: pa.Table) -> pa.Table:
+    def held_cells(self, spec: S, earlier: pa.Table) -> pa.Table:
         """With ``appends``: the (probe_id, sample) keys earlier invocations hold (``earlier``: their successful
         rows, all trace columns); they leave this invocation's grid. Default: every earlier cell."""
         return earlier.select(["probe_id", "sample"])

@@ -131,7 +131,7 @@ def earlier_scans(catalog, experiment: str) -> list[tuple[str, object, dict]]:
 
 def check_append(spec: Spec, settings: Settings, model_sources: dict, trace_store, accept_changed: bool,
                  catalog=None) -> tuple[list[str], bool]:
-    """Before a new invocation of an instrument that holds cells across invocations (``done_cells``): refuse a
+    """Before a new invocation of an instrument that holds cells across invocations (``held_cells``): refuse a
     label that earlier invocations ran with another model, let the instrument check its items
     (``check_append``: open_scan's changed probes) and return (lines to print, whether nothing is left to
     run). Other instruments: ([], False)."""

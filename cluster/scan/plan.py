@@ -2,7 +2,7 @@
 
 ``scan_plan`` builds the stages as the driver does (``cluster.scan.run.ScanRun``), through
 ``cluster.scan.stages.stage_grids``: the instrument's ``cells`` (the first stage), each later ``Stage.cells``,
-its ``done_cells`` (cells earlier invocations of the experiment hold, read from the store's row indexes),
+its ``held_cells`` (cells earlier invocations of the experiment hold, read from the store's row indexes),
 ``grid.cells.plan_attempts`` against the rows an unfinished invocation already stored, and ``render`` for the request columns each cell
 carries (its own ``temperature``/``top_p``/``max_tokens`` where the instrument sets them, else the
 model's). A later stage is built from rows that do not exist yet: the previous stage's planned cells stand

@@ -8,7 +8,7 @@ so every stage's cells have their own probe_ids and go through the same pool, jo
 rebuilds each stage from what is stored and runs only what is missing.
 
 A cell is *held* when a successful row stores it: in this invocation (``grid.cells.plan_attempts``), or,
-where the instrument widens "held" with its ``done_cells`` hook, in an earlier invocation of the same
+where the instrument widens "held" with its ``held_cells`` hook, in an earlier invocation of the same
 experiment in the same store (open_scan appends only what no earlier invocation holds). Held-elsewhere
 cells leave this invocation's grid.
 """
@@ -120,7 +120,7 @@ def successful_rows(scope: StageScope, cells: pa.Table, columns: list[str] | Non
 
 IDENTITY_COLUMNS = ("invocation_id", "probe_id", "sample", "label", "model", "model_canonical", "item_key",
                     "envelope", "ordering", "created_at")
-"""Columns of earlier rows handed to an instrument's ``done_cells`` (with its coordinate columns)."""
+"""Columns of earlier rows handed to an instrument's ``held_cells`` (with its coordinate columns)."""
 
 
 def earlier_rows(scope: StageScope) -> pa.Table:
@@ -151,14 +151,14 @@ def of_model_sources(rows: pa.Table, model_sources: dict[str, str]) -> pa.Table:
 
 def held_elsewhere(scope: StageScope, earlier: pa.Table | None = None) -> pa.Table | None:
     """(probe_id, sample) keys the instrument counts as held by earlier invocations of the experiment (its
-    ``done_cells``, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when it
+    ``held_cells``, given ``earlier_rows``, or ``earlier`` where the caller read them already); None when it
     keeps no grid across invocations (``appends`` false)."""
     ref = scope.ref
     if not ref.instrument.appends:
         return None
     if earlier is None:
         earlier = earlier_rows(scope)
-    return ref.instrument.done_cells(ref.spec, earlier).select(list(CELL_KEY))
+    return ref.instrument.held_cells(ref.spec, earlier).select(list(CELL_KEY))
 
 
 def held_rows(scope: StageScope, cells: pa.Table, held: pa.Table, earlier: pa.Table, stage: str,

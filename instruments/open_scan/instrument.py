@@ -96,7 +96,7 @@ class OpenScan(Instrument[OpenScanSpec]):
     """Answers are sampled whatever the model's temperature: the HF sampler's version shapes them."""
     appends = True
     """An experiment is one matrix across invocations: a new invocation asks only the cells of its series that
-    no earlier one holds (``done_cells``)."""
+    no earlier one holds (``held_cells``)."""
 
     def __init__(self):
         self.stages = (Stage(POSTHOC, self.posthoc_cells, reads=("response",)),)
@@ -204,7 +204,7 @@ class OpenScan(Instrument[OpenScanSpec]):
 
     # ---- appending ----------------------------------------------------------------------------------------
 
-    def done_cells(self, spec: OpenScanSpec, earlier: pa.Table) -> pa.Table:
+    def held_cells(self, spec: OpenScanSpec, earlier: pa.Table) -> pa.Table:
         """Cells that earlier invocations hold in this series (their rows: same model source, checked by the grid
         engine): never asked again in this experiment."""
         same = earlier.filter(pc.equal(earlier.column("series"), spec.series))

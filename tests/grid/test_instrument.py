@@ -109,7 +109,7 @@ def test_an_instrument_with_only_the_required_members_gets_every_default_from_it
     cells = minimal.cells(spec, ["m"], 1)
     earlier = cells.append_column("probe_id", pa.array(["m|a|-|-", "m|b|-|-"]))
     assert not minimal.appends and minimal.stages == () and minimal.content_hashes(spec) == {}
-    assert minimal.done_cells(spec, earlier).column_names == ["probe_id", "sample"]
+    assert minimal.held_cells(spec, earlier).column_names == ["probe_id", "sample"]
     assert minimal.scanned_rows(earlier) is earlier and minimal.check_append(spec, earlier, False) == []
     assert minimal.annotate(cells, spec) is cells and minimal.envelope_version(spec) is None
     assert minimal.empty_prefix_items(spec) == ("", []) and not minimal.sampled
@@ -123,3 +123,17 @@ def test_an_instrument_with_only_the_required_members_gets_every_default_from_it
         minimal.compare((cells, {}), (cells, {}))
     with pytest.raises(ConfigError, match="has no tools of its own"):
         minimal.cli([], "mirrorscan minimal", None)
+
+
+def test_a_plugin_written_before_the_rename_keeps_its_held_cells():
+    """An instrument class that still defines ``done_cells`` (the hook's name before ``held_cells``) has it
+    called as ``held_cells``: its earlier cells stay held, not asked again."""
+    from mirrorscan.grid.instrument import Instrument
+
+    class Older(Instrument):
+        def done_cells(self, spec, earlier):
+            return earlier.select(["probe_id"])
+
+    earlier = pa.table({"probe_id": ["p"], "sample": [0]})
+    assert Older().held_cells(None, earlier).column_names == ["probe_id"]
+    assert Instrument.held_cells(Older(), None, earlier).column_names == ["probe_id", "sample"]   # the default stays

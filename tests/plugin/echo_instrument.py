@@ -125,7 +125,7 @@ class EchoTwice(Echo):
         return block.append_column("system_text", pa.array([""] * block.num_rows, pa.string())) \
                     .append_column("user_text", pa.array(user, pa.string()))
 
-    def done_cells(self, spec: EchoSpec, earlier: pa.Table) -> pa.Table:
+    def held_cells(self, spec: EchoSpec, earlier: pa.Table) -> pa.Table:
         """Every cell an earlier invocation answered is held: never asked again in this experiment."""
         return earlier.select(["probe_id", "sample"])
 

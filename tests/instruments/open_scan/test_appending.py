@@ -35,10 +35,10 @@ def test_cells_are_held_only_within_their_series(tmp_path):
     instrument = resolve("open_scan")
     spec = spec_of(tmp_path)
     same = earlier(spec)
-    assert instrument.done_cells(spec, same).num_rows == same.num_rows == 2 * 2   # answer + cold per probe
+    assert instrument.held_cells(spec, same).num_rows == same.num_rows == 2 * 2   # answer + cold per probe
     other = spec_of(tmp_path, locale="en-GB")   # the locale shapes answers: another series
     assert other.series != spec.series
-    assert instrument.done_cells(other, same).num_rows == 0
+    assert instrument.held_cells(other, same).num_rows == 0
     notes = instrument.check_append(other, same, accept_changed=False)
     assert len(notes) == 1 and f"a new series {other.series} starts" in notes[0]
     assert instrument.check_append(spec, same, accept_changed=False) == []
@@ -52,7 +52,7 @@ def test_a_changed_probe_text_is_refused_unless_accepted(tmp_path):
         instrument.check_append(changed, before, accept_changed=False)
     notes = instrument.check_append(changed, before, accept_changed=True)
     assert notes == ["open_scan: 1 changed probe(s) accepted as new versions: q2"]
-    held = instrument.done_cells(changed, before)
+    held = instrument.held_cells(changed, before)
     todo = {c["item_key"] for c in instrument.cells(changed, ["m"], 1).to_pylist()} - \
         {p.split("|")[1] for p in held.column("probe_id").to_pylist()}
     assert [k.split("@")[0] for k in todo] == ["q2"]   # only the new version runs
@@ -99,7 +99,7 @@ def test_a_revert_to_an_earlier_text_is_a_recorded_change_whose_series_continues
     (note,) = instrument.check_append(reverted, rows, accept_changed=True, scans=uses)
     assert note.startswith("open_scan: 1 probe(s) reverted to an earlier text, accepted") and "q2 → " in note \
         and "(used inv-0…inv-0)" in note
-    held = {p.split("|")[1] for p in instrument.done_cells(reverted, rows).column("probe_id").to_pylist()}
+    held = {p.split("|")[1] for p in instrument.held_cells(reverted, rows).column("probe_id").to_pylist()}
     assert {c["item_key"] for c in instrument.cells(reverted, ["m"], 1).to_pylist()} <= held   # A's answers count
     # once the revert was scanned, A is the text last used: the same probe set is no change
     assert instrument.check_append(reverted, rows, accept_changed=False, scans=uses_of(tmp_path, PROBES, EDITED, PROBES)) == []
