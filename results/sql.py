@@ -4,7 +4,8 @@ suggested queries run against, and the read-only rules it enforces.
 ``connect`` registers the views (``traces``, ``traces_<instrument>``, ``scan_invocations``, ``inference_log``:
 see ``jobs/sql.py`` for what each holds) over pyarrow datasets and Arrow tables, with DuckDB's own file
 access off and its configuration locked; ``query`` runs exactly one read-only statement under a time limit
-and can be stopped from another thread. Printing the result is the command line's (``jobs/sql.py``).
+and can be stopped from another thread. Rendering the result (table, CSV, JSON lines) is ``results/sql_output.py``;
+printing it, the command line's (``jobs/sql.py``).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.trace_schema import to_trace_table
 from mirrorscan.jobs import sql
 from mirrorscan.results import sql as results_sql
+from mirrorscan.results import sql_output
 
 EXPERIMENT = "exp"
 
@@ -170,8 +171,8 @@ def test_repeated_column_names_are_kept_in_every_format(world, capsys):
 
 
 def test_unique_names_skips_a_suffix_already_taken():
-    assert sql.unique_names(["a", "a", "a_2"]) == ["a", "a_3", "a_2"]
-    assert sql.unique_names(["x", "y"]) == ["x", "y"]
+    assert sql_output.unique_names(["a", "a", "a_2"]) == ["a", "a_3", "a_2"]
+    assert sql_output.unique_names(["x", "y"]) == ["x", "y"]
 
 
 def test_timestamps_print_as_iso_text_without_quotes():
