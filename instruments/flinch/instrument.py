@@ -66,8 +66,9 @@ class Flinch(Instrument[FlinchSpec]):
         return spec.corpus_version or "-"
 
     def n_items(self, spec: FlinchSpec) -> int:
-        """Cells per model and sample: carrier sentences over the axes scored."""
-        return int(spec.n_items)
+        """Cells per model and sample: carrier sentences over the axes scored (counted in the corpus, checked
+        against its frozen hash, where the section does not record their number)."""
+        return spec.n_items if spec.n_items is not None else spec.corpus().n_carriers()
 
     def cells(self, spec: FlinchSpec, labels: list[str], samples: int) -> pa.Table:
         """label × axis × term × carrier × sample; per label the carriers run from the shortest text (prefix and

@@ -46,8 +46,9 @@ class ForcedChoice(Instrument[ForcedChoiceSpec]):
         """Validate the ``forced_choice`` section (see ``instruments.forced_choice.spec``)."""
         return load_section(section, ctx)
 
-    def envelope_version(self, spec: ForcedChoiceSpec) -> str:
-        """Version string of the envelopes file (stored on every row as ``envelope_version``)."""
+    def envelope_version(self, spec: ForcedChoiceSpec) -> str | None:
+        """Version string of the envelopes file (stored on every row as ``envelope_version``); None where the
+        section does not record it."""
         return spec.envelope_file.version
 
     def content_hashes(self, spec: ForcedChoiceSpec) -> dict:
@@ -55,8 +56,10 @@ class ForcedChoice(Instrument[ForcedChoiceSpec]):
         return {"probe_set": spec.probe_set_sha256, "envelopes": spec.envelope_file.sha256}
 
     def n_items(self, spec: ForcedChoiceSpec) -> int:
-        """Cells per model and sample: pairs × envelopes × orderings."""
-        return spec.n_pairs * len(spec.envelope_ids) * len(spec.orderings)
+        """Cells per model and sample: pairs × envelopes × orderings (the pairs counted in the pair CSV, checked
+        against its frozen hash, where the section does not record their number)."""
+        n_pairs = spec.n_pairs if spec.n_pairs is not None else len(spec.pairs())
+        return n_pairs * len(spec.envelope_ids) * len(spec.orderings)
 
     def cells(self, spec: ForcedChoiceSpec, labels: list[str], samples: int) -> pa.Table:
         """label × pair × envelope × ordering × sample, its text columns dictionary-encoded (a large grid holds

@@ -16,6 +16,7 @@ unless accepted (``scan --accept-changed-probes``) and recorded with the invocat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -113,7 +114,7 @@ class Change:
     """For a revert: the version it returns to (its first and last use); None for an edit."""
 
 
-def changes(uses: list[Use], items: list[tuple[str, str]]) -> list[Change]:
+def changes(uses: list[Use], items: Sequence[tuple[str, str]]) -> list[Change]:
     """The probe ids of ``items`` (the probe set now) whose text differs from the last one ``uses`` used for
     them, in ``items`` order. An id no earlier scan used is new, not changed."""
     versions, sequence = probe_history(uses)

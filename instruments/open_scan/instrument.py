@@ -67,7 +67,7 @@ def self_report_values(rows: pa.Table) -> pa.Array:
     """One text per stored row, for the browser's matrix: ``cold 7`` / ``posthoc 8`` for a self-report with its
     rating (points on the template's scale), ``cold not measured`` where the reply held none, null for answers
     and failed rows. Cold and post-hoc stay apart and a missing rating is never shown as a number."""
-    out = []
+    out: list[str | None] = []
     for envelope, rating, error in zip(rows.column("envelope").to_pylist(), rows.column("rating").to_pylist(),
                                        rows.column("error").to_pylist()):
         if envelope not in (COLD, POSTHOC) or error is not None:
@@ -110,15 +110,16 @@ class OpenScan(Instrument[OpenScanSpec]):
 
     def content_hashes(self, spec: OpenScanSpec) -> dict:
         """SHA-256 of the probe file and of each template file (catalog ``content_hashes``)."""
-        return {"probes": spec.probe_set.sha256, **{f"template_{k}": sha for k, sha in spec.templates.hashes}}
+        scan = spec.scan
+        return {"probes": scan.probe_set.sha256, **{f"template_{k}": sha for k, sha in scan.templates.hashes}}
 
     def envelope_version(self, spec: OpenScanSpec) -> str:
         """The template set's version (stored on every row as ``envelope_version``)."""
-        return spec.templates.version
+        return spec.scan.templates.version
 
     def n_items(self, spec: OpenScanSpec) -> int:
         """Answer cells per model and sample: the probes (cold and post-hoc cells come on top)."""
-        return spec.probe_set.n
+        return spec.scan.probe_set.n
 
     # ---- the grid ---------------------------------------------------------------------------------------
 
@@ -128,8 +129,8 @@ class OpenScan(Instrument[OpenScanSpec]):
         value's cells in their own call). Each carries its probe's query, read from the probe file (refused
         when it changed since the section was frozen)."""
         queries = {p.query_hash: p.query for p in spec.probes()}
-        rows = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
-        items = spec.probe_set.items
+        rows: dict[str, list] = {k: [] for k in ("label", "item_key", "envelope", "sample", "query_id", "query_hash")}
+        items = spec.scan.probe_set.items
         for label in labels:
             kinds = [*((q, h, ANSWER, s) for q, h in items for s in range(samples)), *((q, h, COLD, 0) for q, h in items)]
             for query_id, query_hash, envelope, sample in kinds:
@@ -158,7 +159,8 @@ class OpenScan(Instrument[OpenScanSpec]):
         """System and user text of each cell, and its own sampling: answers at the section's sampling, the
         self-reports greedy with ``report_max_tokens``. The query is the cell's own; a cell without one
         (stored before it was recorded) is looked up in the probe file, which must not have changed."""
-        templates, sampling = spec.templates, spec.sampling
+        scan = spec.scan
+        templates, sampling = scan.templates, scan.sampling
         envelopes = block.column("envelope").to_pylist()
         answers = block.column("answer").to_pylist() if "answer" in block.column_names else [None] * block.num_rows
         own = block.column("query").to_pylist() if "query" in block.column_names else [None] * block.num_rows
@@ -167,16 +169,16 @@ class OpenScan(Instrument[OpenScanSpec]):
         for envelope, query_hash, answer, query in zip(envelopes, block.column("query_hash").to_pylist(), answers, own):
             query = queries[query_hash] if query is None else query
             if envelope == ANSWER:
-                users.append(templates.render_user(spec.locale, query))
+                users.append(templates.render_user(scan.locale, query))
                 temperature.append(sampling.temperature)
                 top_p.append(sampling.top_p)
                 max_tokens.append(sampling.max_tokens)
                 continue
             report = templates.cold if envelope == COLD else templates.posthoc
-            users.append(report.render(query, answer=answer, locale=spec.locale))
+            users.append(report.render(query, answer=answer, locale=scan.locale))
             temperature.append(0.0)
             top_p.append(1.0)
-            max_tokens.append(spec.report_max_tokens)
+            max_tokens.append(scan.report_max_tokens)
         return (block.append_column("system_text", pa.array([templates.system_prompt] * block.num_rows, pa.string()))
                 .append_column("user_text", pa.array(users, pa.string()))
                 .append_column("temperature", pa.array(temperature, pa.float64()))
@@ -192,8 +194,8 @@ class OpenScan(Instrument[OpenScanSpec]):
         else:   # an imported file's rows: the scales the import rated them on (else the packaged ones)
             given = spec.imported.scales if spec.imported is not None else None
             packaged = load_templates("packaged:v1")
-            scales = {COLD: tuple(given["cold"]) if given else (packaged.cold.low, packaged.cold.high),
-                      POSTHOC: tuple(given["posthoc"]) if given else (packaged.posthoc.low, packaged.posthoc.high)}
+            scales = {COLD: given["cold"] if given else (packaged.cold.low, packaged.cold.high),
+                      POSTHOC: given["posthoc"] if given else (packaged.posthoc.low, packaged.posthoc.high)}
         ratings = []
         for envelope, text in zip(rows.column("envelope").to_pylist(), rows.column("response").to_pylist()):
             report = scales.get(envelope)
@@ -231,7 +233,8 @@ class OpenScan(Instrument[OpenScanSpec]):
         uses = uses_of_scans(scans) if scans is not None else uses_of_rows(earlier)
         if not uses and earlier.num_rows == 0:
             return []
-        notes = change_notes(changes(uses, spec.probe_set.items), accept_changed, spec.probe_set.path)
+        probe_set = spec.scan.probe_set
+        notes = change_notes(changes(uses, probe_set.items), accept_changed, probe_set.path)
         series = set(earlier.column("series").to_pylist()) if earlier.num_rows else set()
         if series and spec.series not in series:
             notes.append(f"open_scan: a new series {spec.series} starts (earlier invocations: "

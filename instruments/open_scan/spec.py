@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.files import file_sha256, packaged_path, stamp
 from mirrorscan.grid.frozen_spec import FrozenInput, FrozenSpec, defaults, frozen_field, read_record
 from mirrorscan.grid.instrument import SpecContext
@@ -99,6 +100,22 @@ class ImportedFile:
     """Lines whose stored rating differs from the one read from the reply."""
 
 
+@dataclass(frozen=True)
+class ScanParts:
+    """What a scan's section froze, every part set: the cells are built and rendered from these."""
+
+    probe_set: ProbeSet
+    """The probe set (``OpenScanSpec.probe_set``)."""
+    templates: Templates
+    """The templates as frozen."""
+    locale: str
+    """Locale written into the user template."""
+    sampling: Sampling
+    """The answers' sampling."""
+    report_max_tokens: int
+    """Longest self-report reply, in generated tokens."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpenScanSpec(FrozenSpec):
     """A validated open_scan section; equality and hash are those of its frozen settings (``frozen_json``)."""
@@ -126,10 +143,23 @@ class OpenScanSpec(FrozenSpec):
         """Whether the section is an imported file's (its series is ``imported:…``, or it records a file)."""
         return self.imported is not None or self.series.startswith(IMPORTED_PREFIX)
 
+    @property
+    def scan(self) -> ScanParts:
+        """The parts a scan froze (probe set, templates, locale, sampling, self-report length), each set. An
+        imported file's section holds none of them: its rows are analysed, never asked of a model, so building
+        or rendering its cells is refused (ConfigError)."""
+        f, templates, sampling = self.probe_set, self.templates, self.sampling
+        if f is None or templates is None or self.locale is None or sampling is None or self.report_max_tokens is None:
+            raise ConfigError("", "open_scan", f"the section of series {self.series or '(none)'} holds no probe set, "
+                              "templates, locale, sampling or self-report length (an imported file's rows, or a "
+                              "section stored without them), so its cells cannot be built",
+                              "scan the experiment with a config of its own")
+        return ScanParts(f, templates, self.locale, sampling, self.report_max_tokens)
+
     def probes(self) -> tuple[Probe, ...]:
         """The probes, read once per process, and again after the file was written (``grid.files.stamp``); a
         file changed since the run was frozen is refused."""
-        f = self.probe_set
+        f = self.scan.probe_set
         written = stamp(packaged_path(f.path, PACKAGED_PROBES, DATA))
         return _checked_probes(f.frozen_input, f.id_column, f.query_column, written)
 

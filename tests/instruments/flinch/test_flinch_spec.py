@@ -48,3 +48,14 @@ def test_a_field_of_the_record_cannot_be_written():
         spec.proxy_samples = 50
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.axes = ("violence",)
+
+
+def test_a_section_that_does_not_record_its_item_count_counts_the_corpus(tmp_path):
+    """n_items of a section frozen without ``n_items``: the carriers of its axes, read from the corpus (whose
+    hash is checked), as many as the section recorded when it did."""
+    from mirrorscan.grid.instrument import SpecContext
+
+    instrument = resolve("flinch")
+    spec = instrument.load_spec({"corpus": "packaged:starter"}, SpecContext("config.json", "flinch", str(tmp_path)))
+    older = {k: v for k, v in instrument.frozen(spec).items() if k != "n_items"}
+    assert instrument.n_items(instrument.from_frozen(older)) == instrument.n_items(spec) == spec.n_items > 0

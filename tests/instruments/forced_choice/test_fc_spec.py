@@ -62,3 +62,18 @@ def test_a_validated_section_reads_back_through_its_frozen_json(tmp_path):
     assert spec.envelope_file.sha256 == envelope_set.sha256 and spec.envelope_ids == tuple(envelope_set.envelopes)
     stored = json.dumps(instrument.frozen(spec), sort_keys=True, ensure_ascii=False)
     assert stored == spec.frozen_json and instrument.from_frozen(json.loads(stored)).n_pairs == 3
+
+
+def test_a_section_that_does_not_record_its_pair_count_counts_the_pair_csv(tmp_path):
+    """n_items of a section frozen without ``n_items``: the pairs read from the pair CSV (its hash checked) ×
+    envelopes × orderings, as for a section that records them; its envelope version may be absent too."""
+    (tmp_path / "pairs.csv").write_text("pair_id,word_a,word_b\np1,tea,coffee\np2,cat,dog\np3,sea,sky\n")
+    instrument = resolve("forced_choice")
+    spec = instrument.load_spec({"probe_set": "pairs.csv", "orderings": ["AB", "BA"], "envelopes": "all"},
+                                SpecContext(str(tmp_path / "config.json"), "forced_choice", str(tmp_path)))
+    frozen = instrument.frozen(spec)
+    older = {**{k: v for k, v in frozen.items() if k != "n_items"},
+             "envelope_set": {k: v for k, v in frozen["envelope_set"].items() if k != "version"}}
+    again = instrument.from_frozen(older)
+    assert again.n_pairs is None and instrument.n_items(again) == instrument.n_items(spec) == 3 * len(spec.envelope_ids) * 2
+    assert instrument.envelope_version(again) is None

@@ -47,3 +47,16 @@ def test_an_imported_section_holds_its_series_and_file_and_no_scan_settings():
                                          rating_disagreements=None)
     assert json.loads(spec.frozen_json) == section
     assert not spec_from_frozen({"series": "0123456789ab"}).is_import
+
+
+def test_the_cells_of_an_imported_section_are_refused_with_a_message_not_a_traceback():
+    """An imported file's section holds no probe set, templates or sampling: its cells cannot be counted, built
+    or rendered, and asking is one ConfigError (its rows are analysed, never asked of a model)."""
+    from mirrorscan.grid.errors import ConfigError
+
+    instrument = resolve("open_scan")
+    spec = spec_from_frozen({"series": "imported:0123456789ab", "imported": {"file": "run.jsonl"}})
+    for ask in (lambda: instrument.n_items(spec), lambda: instrument.cells(spec, ["m"], 1),
+                lambda: instrument.content_hashes(spec), lambda: spec.probes()):
+        with pytest.raises(ConfigError, match="holds no probe set, templates"):
+            ask()
