@@ -1,5 +1,6 @@
 """The keys a ``config.json`` may hold, at the top level and in each ``models[]`` entry: their types and
-defaults, and the type checks ``grid.spec`` validates them with.
+defaults, and the type checks ``grid.spec`` validates them with. The top level is a record (``TopLevel``) that
+``read_keys`` fills field by field, so each key is read once, by name, here.
 
 Every default is the records' (``grid.settings.Settings`` and ``Execution`` for the top level,
 ``grid.records.ModelVariant`` for a model entry), read from their fields, so a config and frozen settings
@@ -10,11 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mirrorscan.grid.errors import ConfigError, shorten
 from mirrorscan.grid.records import ModelVariant
 from mirrorscan.grid.settings import Execution, Settings
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
 
 
 def default_of(record: type, name: str) -> Any:
@@ -23,24 +31,63 @@ def default_of(record: type, name: str) -> Any:
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
-# Top-level keys with their default (None = required or resolved later) and expected type. The defaults are
-# the records' (``grid.settings.Settings``, ``Execution``), so a config and frozen settings read alike.
+TYPES = "config_types"
+"""Field metadata of a config record (``config_key``): the JSON types its value may have."""
+
+
+def config_key(types: tuple[type, ...], default: Any = dataclasses.MISSING, *,
+               default_factory: Any = dataclasses.MISSING) -> Any:
+    """A field of a config record read by ``read_keys``: the JSON ``types`` its value may have, and its default
+    (neither ``default`` nor ``default_factory``: the key is required)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={TYPES: types})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopLevel:
+    """The top-level keys of a config.json (besides the instrument's section), each read once and type-checked
+    by ``read_keys``. The defaults are the records' (``grid.settings.Settings``, ``Execution``), so a config and
+    frozen settings read alike."""
+
+    instrument: str = config_key((str,))
+    """A registry name, or ``package.module:Attr``."""
+    description: str = config_key((str,), default_of(Settings, "description"))
+    """Free text."""
+    models: list = config_key((list,))
+    """The model entries, as written (``MODEL_KEYS``)."""
+    samples: int = config_key((int,), default_of(Settings, "samples"))
+    """Samples per cell; sample is 0-based."""
+    temperature: float = config_key((int, float), default_of(Settings, "temperature"))
+    """Sampling temperature; 0 = greedy."""
+    top_p: float = config_key((int, float), default_of(Settings, "top_p"))
+    """Nucleus-sampling mass."""
+    max_tokens: int = config_key((int,), default_of(Settings, "max_tokens"))
+    """Generated tokens per answer, at most."""
+    seed: int = config_key((int,), default_of(Settings, "seed"))
+    """Root seed; each cell's seed is derived from it."""
+    batch_size: int = config_key((int,), default_of(Settings, "batch_size"))
+    """Cells per engine batch."""
+    actor_pool_size: int = config_key((int,), default_of(Execution, "actor_pool_size"))
+    """Engine actors per model."""
+    max_concurrent_models: int | None = config_key((int, type(None)), default_of(Execution, "max_concurrent_models"))
+    """Model pools at once; None = all on a cluster, else 1."""
+    store: str | None = config_key((str, type(None)), None)
+    """Trace store URI; None = $MIRRORSCAN_STORE or the home store."""
+    catalog_dsn: str | None = config_key((str, type(None)), None)
+    """PostgreSQL DSN; None = embedded catalog."""
+    limits: dict = config_key((dict,), default_factory=dict)
+    """Raised size limits (``grid.limits``); recorded, not hashed."""
+
+
+def _default(f: dataclasses.Field) -> object:
+    """A config record field's default (a fresh one from its factory); None where the key is required."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else \
+        None if f.default is dataclasses.MISSING else f.default
+
+
 TOP_LEVEL: dict[str, tuple[object, tuple[type, ...]]] = {
-    "instrument": (None, (str,)),                 # a registry name, or "package.module:Attr"
-    "description": (default_of(Settings, "description"), (str,)),
-    "models": (None, (list,)),
-    "samples": (default_of(Settings, "samples"), (int,)),          # samples per cell; sample is 0-based
-    "temperature": (default_of(Settings, "temperature"), (int, float)),   # 0 = greedy
-    "top_p": (default_of(Settings, "top_p"), (int, float)),
-    "max_tokens": (default_of(Settings, "max_tokens"), (int,)),    # generated tokens per answer, at most
-    "seed": (default_of(Settings, "seed"), (int,)),                # root seed; each cell's seed is derived from it
-    "batch_size": (default_of(Settings, "batch_size"), (int,)),    # cells per engine batch
-    "actor_pool_size": (default_of(Execution, "actor_pool_size"), (int,)),   # engine actors per model
-    "max_concurrent_models": (default_of(Execution, "max_concurrent_models"), (int, type(None))),  # None = all on a cluster, else 1
-    "store": (None, (str, type(None))),           # trace store URI; None = $MIRRORSCAN_STORE or the home store
-    "catalog_dsn": (None, (str, type(None))),     # PostgreSQL DSN; None = embedded catalog
-    "limits": ({}, (dict,)),                      # raised size limits (grid.limits); recorded, not hashed
-}
+    f.name: (_default(f), f.metadata[TYPES]) for f in dataclasses.fields(TopLevel)}
+"""Top-level keys with their default (None = required or resolved later) and expected types, in config order
+(``TopLevel``'s fields)."""
 INHERITED_MODEL_KEYS = ("temperature", "top_p", "max_tokens")
 """Model keys that default to the experiment's top-level value of the same name."""
 _MODEL_TYPES: dict[str, tuple[type, ...]] = {
@@ -100,3 +147,22 @@ def check_range(file: str, name: str, ok: bool, problem: str, fix: str) -> None:
     """ConfigError naming ``file``, field ``name``, ``problem`` and ``fix`` unless ``ok``."""
     if not ok:
         raise ConfigError(file, name, problem, fix)
+
+
+def read_keys(file: str, mapping: Mapping, record: type[R], where: str = "") -> R:
+    """``mapping``'s values as ``record`` (a dataclass of ``config_key`` fields), field by field in declaration
+    order: a value of another type is ``check_type``'s ConfigError naming ``file`` and the field
+    (``<where>.<key>``), a required key left out is a ConfigError "missing", any other takes its field's default.
+    Keys that are none of the fields are the caller's to refuse (before, so that a misspelt key is named as
+    such)."""
+    values = {}
+    for f in dataclasses.fields(record):
+        name = f"{where}.{f.name}" if where else f.name
+        if f.name not in mapping:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(file, name, "missing", f"add {f.name!r}")
+            continue
+        value = mapping[f.name]
+        check_type(file, name, value, f.metadata[TYPES])
+        values[f.name] = value
+    return record(**values)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirrorscan.grid.config_keys import (INHERITED_MODEL_KEYS, MODEL_KEYS, TOP_LEVEL, check_range, check_type,
-                                         default_of, type_ok)
+from mirrorscan.grid.config_keys import (INHERITED_MODEL_KEYS, MODEL_KEYS, TOP_LEVEL, TopLevel, check_range,
+                                         check_type, default_of, read_keys, type_ok)
 from mirrorscan.grid.device_map import check_device_map, default_num_gpus
 from mirrorscan.grid.engine_kinds import (API_BACKENDS, BACKENDS, backend_reads, backends_reading,  # noqa: F401 - re-exported
                                           engine_reads, kind_reads)
@@ -136,7 +136,8 @@ def default_label(model: str, effort: str | None) -> str:
     return f"{last}@{effort}" if effort else last
 
 
-def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant]:
+def _load_models(file: str, top: TopLevel) -> list[ModelVariant]:
+    raw_models = top.models
     if not raw_models:
         raise ConfigError(file, "models", "is empty", 'add at least one model, e.g. {"model": "packaged:smollm2-135m-instruct"}')
     models: list[ModelVariant] = []
@@ -157,7 +158,7 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
             resolved[key] = json.loads(json.dumps(value))   # plain copy
         for key in INHERITED_MODEL_KEYS:
             if resolved[key] is None:
-                resolved[key] = values[key]
+                resolved[key] = getattr(top, key)
         resolved["temperature"], resolved["top_p"] = float(resolved["temperature"]), float(resolved["top_p"])
         if resolved["backend"] in BATCH_API_BACKENDS or "batch" in resolved["extra_body"]:
             raise ConfigError(file, f"{where}.backend", "asks for a batch API, which mirrorscan refuses: batch "
@@ -176,9 +177,9 @@ def _load_models(file: str, raw_models: list, values: dict) -> list[ModelVariant
             raise ConfigError(file, f"{where}.label", f"duplicate label {resolved['label']!r} (also models[{seen[resolved['label']]}])",
                               "give each model variant a unique label")
         seen[resolved["label"]] = i
-        _validate_sampling(file, where, resolved)
+        _validate_sampling(file, f"{where}.", resolved["temperature"], resolved["top_p"], resolved["max_tokens"])
         _resolve_engine(file, where, resolved)
-        _resolve_pool(file, where, resolved, values["actor_pool_size"])
+        _resolve_pool(file, where, resolved, top.actor_pool_size)
         models.append(ModelVariant(**resolved))
     return models
 
@@ -268,11 +269,11 @@ def _resolve_pool(file: str, where: str, v: dict, pool_size: int) -> None:
                           "set min_actors and max_actors to 1 for this model (or actor_pool_size to 1)")
 
 
-def _validate_sampling(file: str, where: str, v: dict) -> None:
-    prefix = f"{where}." if where else ""
-    check_range(file, f"{prefix}temperature", 0 <= v["temperature"] <= 5, f"is {v['temperature']}", "use a value in [0, 5] (0 = greedy)")
-    check_range(file, f"{prefix}top_p", 0 < v["top_p"] <= 1, f"is {v['top_p']}", "use a value in (0, 1]")
-    check_range(file, f"{prefix}max_tokens", v["max_tokens"] >= 1, f"is {v['max_tokens']}", "use a positive integer")
+def _validate_sampling(file: str, prefix: str, temperature: float, top_p: float, max_tokens: int) -> None:
+    """The ranges of one sampling (the experiment's: ``prefix`` "", or a model entry's: ``models[i].``)."""
+    check_range(file, f"{prefix}temperature", 0 <= temperature <= 5, f"is {temperature}", "use a value in [0, 5] (0 = greedy)")
+    check_range(file, f"{prefix}top_p", 0 < top_p <= 1, f"is {top_p}", "use a value in (0, 1]")
+    check_range(file, f"{prefix}max_tokens", max_tokens >= 1, f"is {max_tokens}", "use a positive integer")
 
 
 def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
@@ -298,33 +299,27 @@ def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
     check_config_values(file, raw)   # no NUL (the catalog cannot store it), no secret: before anything else
     if "instrument" not in raw:
         raise ConfigError(file, "instrument", "missing", "add 'instrument' (e.g. \"forced_choice\")")
-    check_type(file, "instrument", raw["instrument"], (str,))
-    instrument = _resolve_instrument(file, raw["instrument"])
+    name = raw["instrument"]   # before the other keys: the instrument says which section keys are known
+    check_type(file, "instrument", name, (str,))
+    instrument = _resolve_instrument(file, name)
     instrument_keys = {instrument.name, *instrument.legacy_keys}
     for key in raw:
         if key not in TOP_LEVEL and key not in instrument_keys:
             raise unknown_key(file, key, key, TOP_LEVEL)
-    values = {}
-    for key, (default, types) in TOP_LEVEL.items():
-        if key not in raw:
-            if default is None and key in ("instrument", "models"):
-                raise ConfigError(file, key, "missing", f"add {key!r}")
-            values[key] = json.loads(json.dumps(default))
-            continue
-        check_type(file, key, raw[key], types)
-        values[key] = raw[key]
-    _validate_sampling(file, "", values)
-    for key in ("samples", "batch_size", "actor_pool_size"):
-        check_range(file, key, values[key] >= 1, f"is {values[key]}", "use a positive integer")
-    limits, raised = resolve_limits(file, raw.get("limits"))
-    for key in ("samples", "batch_size", "actor_pool_size", "max_tokens"):
-        check_limit(file, key, values[key], key, limits)
-    if values["max_concurrent_models"] is not None:
-        check_range(file, "max_concurrent_models", values["max_concurrent_models"] >= 1,
-                     f"is {values['max_concurrent_models']}", "use a positive integer, or leave it out (all models "
-                     "at once on a cluster, one at a time on a local Ray)")
+    top = read_keys(file, raw, TopLevel)
+    _validate_sampling(file, "", top.temperature, top.top_p, top.max_tokens)
+    for key, value in (("samples", top.samples), ("batch_size", top.batch_size), ("actor_pool_size", top.actor_pool_size)):
+        check_range(file, key, value >= 1, f"is {value}", "use a positive integer")
+    limits, raised = resolve_limits(file, top.limits)
+    for key, value in (("samples", top.samples), ("batch_size", top.batch_size),
+                       ("actor_pool_size", top.actor_pool_size), ("max_tokens", top.max_tokens)):
+        check_limit(file, key, value, key, limits)
+    pools = top.max_concurrent_models
+    if pools is not None:
+        check_range(file, "max_concurrent_models", pools >= 1, f"is {pools}", "use a positive integer, or leave it "
+                     "out (all models at once on a cluster, one at a time on a local Ray)")
     config_dir = config_path.parent.resolve()
-    models = _load_models(file, values["models"], values)
+    models = _load_models(file, top)
     for i, m in enumerate(models):
         if m.add_bos is not None and not kind_reads(instrument.engine_kind, "add_bos"):
             raise ConfigError(file, f"models[{i}].add_bos", f"is only read by score engines, and {instrument.name!r} "
@@ -367,12 +362,12 @@ def load_spec(path: str | Path, experiment: str | None = None) -> Spec:
             raise ConfigError(exc.file, exc.field, exc.problem, f"{exc.fix}, or name the experiment with --as NAME "
                               "(scan --as my-exp)") from None
     spec = Spec(config_path=file, experiment=experiment, raw=raw, models=tuple(models), instrument=instrument,
-                instrument_spec=instrument_spec, instrument_name=values["instrument"],
-                description=values["description"], samples=values["samples"], temperature=float(values["temperature"]),
-                top_p=float(values["top_p"]), max_tokens=values["max_tokens"], seed=values["seed"],
-                batch_size=values["batch_size"], actor_pool_size=values["actor_pool_size"],
-                max_concurrent_models=values["max_concurrent_models"], store=values["store"],
-                catalog_dsn=values["catalog_dsn"], limits_raised=raised)
+                instrument_spec=instrument_spec, instrument_name=top.instrument,
+                description=top.description, samples=top.samples, temperature=float(top.temperature),
+                top_p=float(top.top_p), max_tokens=top.max_tokens, seed=top.seed,
+                batch_size=top.batch_size, actor_pool_size=top.actor_pool_size,
+                max_concurrent_models=top.max_concurrent_models, store=top.store,
+                catalog_dsn=top.catalog_dsn, limits_raised=raised)
     check_limit(file, "(grid)", spec.n_cells(), "grid_cells", limits)   # arithmetic, before any cell exists
     return spec
 
