@@ -126,9 +126,11 @@ def driver_engine_records(models, ray_address: str | None) -> dict[str, dict]:
     """``engine_records`` of ``models`` for a driver about to freeze its settings: this machine's GPU names
     count only when the engines run on this machine (a local Ray: no ``ray_address``, no ``$RAY_ADDRESS``, and
     no Ray of several nodes already joined); ``nvidia-smi`` is asked only when some vLLM model is on ``cuda``."""
-    local = not (ray_address or os.environ.get("RAY_ADDRESS"))
+    if not any(m.backend == "vllm" for m in models):
+        return {}
+    on_gpu = any(m.backend == "vllm" and m.device.startswith("cuda") for m in models)
+    local = on_gpu and not (ray_address or os.environ.get("RAY_ADDRESS"))
     ray = sys.modules.get("ray")
     if local and ray is not None and ray.is_initialized():
         local = sum(1 for node in ray.nodes() if node.get("Alive")) <= 1
-    on_gpu = any(m.backend == "vllm" and m.device.startswith("cuda") for m in models)
-    return engine_records(models, vllm_distribution(), local_gpu_names() if local and on_gpu else None)
+    return engine_records(models, vllm_distribution(), local_gpu_names() if local else None)
