@@ -64,9 +64,11 @@ class ModelProgress:
         self.state: dict[str, str] = {}
         self.title = title
 
-    def loading(self, variant: ModelVariant) -> None:
-        """``variant``'s pool started: its engines load until its first part lands."""
-        self.state[variant.label] = f"loading {variant.label} ({self.ENGINES.get(variant.backend, variant.backend)})"
+    def loading(self, variant: ModelVariant, warm: str | None = None) -> None:
+        """``variant``'s pool started: its engines load until its first part lands, or, where the running warm
+        engine ``warm`` answers its batches, nothing loads and its actors start as clients of that engine."""
+        self.state[variant.label] = (f"{variant.label} on warm engine {warm}" if warm else
+                                     f"loading {variant.label} ({self.ENGINES.get(variant.backend, variant.backend)})")
 
     def landed(self, label: str, rows: int) -> None:
         """A part of ``rows`` rows of ``label`` landed."""
@@ -75,11 +77,10 @@ class ModelProgress:
 
     def description(self) -> str:
         """The bar's text: the title, then each started model that is still running or loading (one model
-        alone: only while it loads, since the bar's own count is then that model's)."""
+        alone: only until its first part lands, since the bar's own count is then that model's)."""
         running = [text for label, text in self.state.items()
-                   if self.done.get(label, 0) < self.total.get(label, 0)]
-        if len(self.total) <= 1:
-            running = [t for t in running if t.startswith("loading")]
+                   if self.done.get(label, 0) < self.total.get(label, 0)
+                   and (len(self.total) > 1 or label not in self.done)]
         return " · ".join([self.title, *running])
 
 
@@ -115,9 +116,9 @@ class RunProgress:
         while not self.closed.wait(self.tick_s):
             self.bar.refresh()
 
-    def on_model(self, variant: ModelVariant) -> None:
-        """``variant``'s pool started: its engines load."""
-        self.per_model.loading(variant)
+    def on_model(self, variant: ModelVariant, warm: str | None = None) -> None:
+        """``variant``'s pool started: its engines load (or warm engine ``warm`` answers its batches)."""
+        self.per_model.loading(variant, warm)
         self.bar.set_description(self.per_model.description(), refresh=True)
 
     def on_part(self, rows: int, errors: int, label: str) -> None:

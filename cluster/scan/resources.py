@@ -318,9 +318,9 @@ def watch_waits(run, progress) -> ResourceWatch | None:
 
     watch = ResourceWatch(wait_s, ray_capacity, expired)
 
-    def on_model(variant: ModelVariant) -> None:
-        progress.on_model(variant)
-        what = run.resource_waits.get(variant.label)
+    def on_model(variant: ModelVariant, warm: str | None = None) -> None:
+        progress.on_model(variant, warm)
+        what = None if warm else run.resource_waits.get(variant.label)   # a warm engine's replica holds the model
         demand = actor_demand(variant, kind) if what else {}
         if not what or any(holds(n, demand) for n in ray_capacity().nodes):
             return

@@ -55,7 +55,7 @@ def run_model_journaled(cells: pa.Table, pool: Pool, max_attempts: int = 3,
 
 
 def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[str, str], sweep: Sweep,
-             on_part: Callable[..., None], on_model: Callable[[ModelVariant], None] | None = None) -> None:
+             on_part: Callable[..., None], on_model: Callable[[ModelVariant, str | None], None] | None = None) -> None:
     """Run every model's cells, one actor pool per model, up to ``sweep.max_concurrent_models`` pools at once,
     calling ``on_part(rows, errors, label)`` per part (in this thread, whichever pool it came from).
     ``model_sources``: label → the model source its engines load.
@@ -65,8 +65,9 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[
     model whose placement group finds no room while other pools hold the accelerators waits for one of them
     to end and tries again. A pool's placement group is removed when the pool ends. Batches whose actor
     died are journaled as error rows and their cells retried one per batch, up to ``sweep.max_attempts``
-    attempts per cell (``cluster.scan.journal``). ``on_model(variant)``, when given, is called as each
-    model's pool starts (before its engines load). HTTP labels that share an endpoint share its
+    attempts per cell (``cluster.scan.journal``). ``on_model(variant, warm)``, when given, is called as each
+    model's pool starts (before its engines load), with the name of the running warm engine that will answer its
+    batches, or None. HTTP labels that share an endpoint share its
     ``max_concurrency`` while pools run side by side (``cluster.scan.endpoints``)."""
     from mirrorscan.cluster.scan.endpoints import share_endpoints
 
@@ -78,11 +79,22 @@ def run_grid(cells: pa.Table, variants: list[ModelVariant], model_sources: dict[
     if sweep.max_concurrent_models <= 1 or len(pools) <= 1:
         for variant, mine, source in pools:
             if on_model is not None:
-                on_model(variant)
+                on_model(variant, warm_engine(sweep, variant, source))
             for rows, errors in _run_pool(sweep, variant, mine, source):
                 on_part(rows, errors, variant.label)
         return
     _run_pools_at_once(pools, sweep, on_part, on_model)
+
+
+def warm_engine(sweep: Sweep, variant: ModelVariant, source: str) -> str | None:
+    """The running warm engine that will answer ``variant``'s batches (``cluster.runtime.warm_engines``), or None
+    when its pool's actors load the model themselves. Asked again by each round of the pool (``run_model``)."""
+    from mirrorscan.actors.registry import engine_class
+    from mirrorscan.cluster.models.resolve import engine_variant
+    from mirrorscan.cluster.runtime.warm_engines import running_engine
+
+    return running_engine(engine_class(variant.backend, sweep.instrument.instrument.engine_kind),
+                          engine_variant(variant), source)
 
 
 def _run_pool(sweep: Sweep, variant: ModelVariant, mine: pa.Table, source: str,
@@ -149,7 +161,7 @@ def _run_pools_at_once(pools: list, sweep: Sweep, on_part, on_model) -> None:
             variant, mine, source = pending.pop(0)
             active.add(variant.label)
             if on_model is not None:
-                on_model(variant)
+                on_model(variant, warm_engine(sweep, variant, source))
             threading.Thread(target=work, args=(variant, mine, source), name=f"pool-{variant.label}", daemon=True).start()
 
     try:

@@ -187,7 +187,7 @@ def test_e_two_models_that_fit_run_at_once(tmp_path, cluster, standin_backend):
     run_grid(cells, variants, {v.label: "standin" for v in variants},
              Sweep(standin.run_identity(invocation_id, EXPERIMENT), instrument, store_uri, batch_size=8, pool_size=1,
                    max_concurrent_models=2),
-             lambda rows, errors, label: heard.append(label), on_model=lambda v: started.append(v.label))
+             lambda rows, errors, label: heard.append(label), on_model=lambda v, warm: started.append(v.label))
     rows = open_store(store_uri).read(EXPERIMENT, invocation_id)
     assert_every_cell_once(rows, cells)
     spans = engine_intervals(rows)

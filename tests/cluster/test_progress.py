@@ -28,3 +28,19 @@ def test_one_model_alone_is_named_only_while_it_loads():
     assert bar.description() == "scan x · loading solo (transformers)"
     bar.landed("solo", 1)
     assert bar.description() == "scan x"
+
+
+def test_a_model_a_warm_engine_answers_is_not_said_to_load():
+    """Where a running warm engine answers a model's batches nothing loads: the text names the engine instead,
+    alone until the first part lands and beside other models until the model's cells are done."""
+    bar = ModelProgress(pa.table({"label": ["w"] * 2}), "scan x")
+    bar.loading(ModelVariant(label="w", model="m"), warm="mirrorscan-engine-abc")
+    assert bar.description() == "scan x · w on warm engine mirrorscan-engine-abc"
+    bar.landed("w", 1)
+    assert bar.description() == "scan x"
+    two = ModelProgress(pa.table({"label": ["w", "w", "c"]}), "scan y")
+    two.loading(ModelVariant(label="w", model="m"), warm="mirrorscan-engine-abc")
+    two.loading(ModelVariant(label="c", model="m"))
+    assert two.description() == "scan y · w on warm engine mirrorscan-engine-abc · loading c (transformers)"
+    two.landed("w", 1)
+    assert two.description() == "scan y · w 1/2 · loading c (transformers)"

@@ -89,6 +89,11 @@ def test_a_warm_scan_stores_the_rows_of_a_cold_one_and_never_loads_the_model(tmp
 
     from mirrorscan.jobs.dry_run import dry_run
 
+    from mirrorscan.cluster.scan.progress import RunProgress
+
+    heard, told = [], RunProgress.on_model   # what the progress line was told about each model's engine
+    monkeypatch.setattr(RunProgress, "on_model", lambda self, v, warm=None: (heard.append((v.label, warm)),
+                                                                             told(self, v, warm))[1])
     monkeypatch.setenv(we.SWITCH_ENV, "0")
     cold = scan(exp, store, catalog_dsn)
     monkeypatch.delenv(we.SWITCH_ENV)
@@ -106,6 +111,7 @@ def test_a_warm_scan_stores_the_rows_of_a_cold_one_and_never_loads_the_model(tmp
     assert we.start_engines(targets, spec.experiment) == [(name, False)]   # already up: left as it is
     warm = scan(exp, store, catalog_dsn)
     assert cold.status == warm.status == "complete" and cold.counts["cells"] == warm.counts["cells"] == 24
+    assert heard == [("tiny", None), ("tiny", name)]   # the warm scan's line names the engine, not a model load
 
     a, b = rows_of(store, "warm_fc", cold.invocation_id), rows_of(store, "warm_fc", warm.invocation_id)
     assert a.num_rows == b.num_rows == 24 and a.column_names == b.column_names
