@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from mirrorscan.grid.errors import ConfigError, file_error, refuse_duplicate_keys
+from mirrorscan.grid.frozen_spec import read_record
 from mirrorscan.grid.ids import check_component
 from mirrorscan.grid.names import check_name
 
@@ -45,7 +47,30 @@ STARTER = "packaged:starter"
 """Selects the starter corpus shipped with mirrorscan (five axes, 8 terms × 4 carriers)."""
 METHOD_AXES = ("anti_china", "anti_america", "anti_europe", "slurs", "sexual", "violence")
 """The method's six axis keys, in its order (its corpus files and reference table use them)."""
-READ_KEYS = {"(file)": ("axes", "version", "description"), "axis": ("label", "terms"), "term": ("word", "carriers")}
+
+
+@dataclass(frozen=True)
+class AxisEntry:
+    """The keys flinch reads of an axis in a corpus file, as written (``_axis`` checks them); None: left out."""
+
+    label: Any = None
+    """The axis's label for people (non-empty text)."""
+    terms: Any = None
+    """Its terms: a non-empty list of ``{"word", "carriers"}`` objects."""
+
+
+@dataclass(frozen=True)
+class TermEntry:
+    """The keys flinch reads of a term in a corpus file, as written (``_axis`` checks them); None: left out."""
+
+    word: Any = None
+    """The term (text)."""
+    carriers: Any = None
+    """Its carrier sentences, each with one ``{BLANK}``."""
+
+
+READ_KEYS = {"(file)": ("axes", "version", "description"), "axis": tuple(f.name for f in fields(AxisEntry)),
+             "term": tuple(f.name for f in fields(TermEntry))}
 """The keys flinch reads at each level of a corpus file; any other key is kept as a description."""
 SETTING_NAMES = frozenset({
     "aggregation", "scale", "add_bos", "bos", "samples", "proxy_samples", "temperature", "top_p", "top_k", "weight",
@@ -195,22 +220,24 @@ def _keep_extra(extra: dict, where: str, mapping: dict, read: tuple[str, ...]) -
 def _axis(file: str, key: str, raw, extra: dict) -> Axis:
     where = f"axes.{key}"
     check_name(key, file, where)
-    if not isinstance(raw, dict) or not isinstance(raw.get("label"), str) or not raw["label"].strip():
+    axis = read_record(AxisEntry, raw) if isinstance(raw, dict) else AxisEntry()
+    if not isinstance(axis.label, str) or not axis.label.strip():
         raise ConfigError(file, f"{where}.label", "is missing or empty", "give the axis a label for people")
     _keep_extra(extra, where, raw, READ_KEYS["axis"])
-    if not isinstance(raw.get("terms"), list) or not raw["terms"]:
+    if not isinstance(axis.terms, list) or not axis.terms:
         raise ConfigError(file, f"{where}.terms", "is missing or empty", 'give a list of {"word": …, "carriers": […]}')
     terms, seen = [], set()
-    for i, t in enumerate(raw["terms"]):
-        if not isinstance(t, dict) or not isinstance(t.get("word"), str):
+    for i, t in enumerate(axis.terms):
+        term = read_record(TermEntry, t) if isinstance(t, dict) else TermEntry()
+        if not isinstance(term.word, str):
             raise ConfigError(file, f"{where}.terms[{i}].word", "is missing", "give the term as text")
-        word = check_component(t["word"], file, f"{where}.terms[{i}].word")
+        word = check_component(term.word, file, f"{where}.terms[{i}].word")
         if word.casefold() in seen:
             raise file_error(file, f"{where}.terms[{i}]", f"appears twice in axis {key!r}", "keep one", offending=word)
         seen.add(word.casefold())
         _keep_extra(extra, f"{where}.terms[{i}] ({word})", t, READ_KEYS["term"])
-        terms.append(Term(word=word, carriers=_carriers(file, f"{where}.terms[{i}] ({word})", t.get("carriers"))))
-    return Axis(key=key, label=raw["label"].strip(), terms=tuple(terms))
+        terms.append(Term(word=word, carriers=_carriers(file, f"{where}.terms[{i}] ({word})", term.carriers)))
+    return Axis(key=key, label=axis.label.strip(), terms=tuple(terms))
 
 
 def _carriers(file: str, where: str, raw) -> tuple[Carrier, ...]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from mirrorscan.grid.errors import ConfigError
+from mirrorscan.grid.frozen_spec import read_record
 from mirrorscan.grid.names import check_imported_text, name_problem
 from mirrorscan.instruments.open_scan.jsonl import _Pairs, _record, _value, json_object
 from mirrorscan.instruments.open_scan.probes import check_query_id, decode_utf8
@@ -44,8 +45,26 @@ from mirrorscan.instruments.open_scan.templates import parse_rating
 
 IMPORTER_VERSION = "2"
 """Version of these rules, recorded with every imported invocation (``settings.instrument_settings.imported``)."""
-SEED_REQUIRED = ("model", "query_id", "sample", "answer", "cold", "posthoc")
-"""Keys every seed line holds."""
+@dataclass(frozen=True)
+class SeedKeys:
+    """The keys every seed line holds, as read (their types checked by ``_seed_line``)."""
+
+    model: Any
+    """The model that answered, as the file names it (a non-empty string)."""
+    query_id: Any
+    """The probe's id (a non-empty string)."""
+    sample: Any
+    """The answer's sample number (an integer ≥ 0)."""
+    answer: Any
+    """The answer's raw text, or null."""
+    cold: Any
+    """The cold self-report's raw reply, or null."""
+    posthoc: Any
+    """The post-hoc self-report's raw reply, or null."""
+
+
+SEED_REQUIRED = tuple(f.name for f in fields(SeedKeys))
+"""Keys every seed line holds (``SeedKeys``)."""
 SEED_COLUMNS = {"query": "text", "locale": "text", "temperature": "number", "top_p": "number", "seed": "int",
                 "created_at": "time", "ttft_ms": "number", "total_ms": "number"}
 """Optional seed keys stored in a trace column of the same name (their kind); null when absent."""
@@ -120,20 +139,21 @@ def _seed_line(obj: _Pairs, file: str, at: str, n: int) -> ImportLine:
     if missing:
         raise ConfigError(file, f"{at}:{missing[0]}", "is missing",
                           f"give every line {', '.join(SEED_REQUIRED)} (or this project's own export keys)")
-    for key in ("model", "query_id"):
-        if not isinstance(values[key], str) or not values[key]:
-            raise ConfigError(file, f"{at}:{key}", f"is {values[key]!r}, not a non-empty string", f"write {key} as text")
-    check_query_id(values["query_id"], file, f"{at}:query_id")
-    if type(values["sample"]) is not int or values["sample"] < 0:
-        raise ConfigError(file, f"{at}:sample", f"is {values['sample']!r}", "write sample as an integer ≥ 0")
-    for key in ("answer", "cold", "posthoc"):
-        if values[key] is not None and not isinstance(values[key], str):
-            raise ConfigError(file, f"{at}:{key}", f"is {type(values[key]).__name__}, not a string or null",
+    seed = read_record(SeedKeys, values)
+    for key, text in (("model", seed.model), ("query_id", seed.query_id)):
+        if not isinstance(text, str) or not text:
+            raise ConfigError(file, f"{at}:{key}", f"is {text!r}, not a non-empty string", f"write {key} as text")
+    check_query_id(seed.query_id, file, f"{at}:query_id")
+    if type(seed.sample) is not int or seed.sample < 0:
+        raise ConfigError(file, f"{at}:sample", f"is {seed.sample!r}", "write sample as an integer ≥ 0")
+    for key, reply in (("answer", seed.answer), ("cold", seed.cold), ("posthoc", seed.posthoc)):
+        if reply is not None and not isinstance(reply, str):
+            raise ConfigError(file, f"{at}:{key}", f"is {type(reply).__name__}, not a string or null",
                               f"write {key} as the raw reply text, or null")
     columns = {key: _seed_value(key, kind, values.get(key), file, f"{at}:{key}") for key, kind in SEED_COLUMNS.items()}
     extra = {k: v for k, v in values.items() if k not in SEED_REQUIRED and k not in SEED_COLUMNS}
-    return ImportLine(n, "seed", method_label(values["model"]), values["model"], values["query_id"], values["sample"],
-                      values["answer"], values["cold"], values["posthoc"], query=columns.pop("query"),
+    return ImportLine(n, "seed", method_label(seed.model), seed.model, seed.query_id, seed.sample,
+                      seed.answer, seed.cold, seed.posthoc, query=columns.pop("query"),
                       columns=columns, extra=_plain(extra) or None)
 
 

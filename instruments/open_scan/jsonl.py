@@ -87,9 +87,8 @@ def format_time(dt: datetime) -> str:
 
 def format_line(record: Record) -> str:
     """One canonical line, ``\\n`` included."""
-    values = {key: getattr(record, key) for key in KEYS}
-    values["created_at"] = format_time(record.created_at)
-    return json.dumps(values, ensure_ascii=False) + "\n"
+    line = {key: format_time(record.created_at) if key == "created_at" else getattr(record, key) for key in KEYS}
+    return json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def format_records(records: Iterable[Record]) -> bytes:
@@ -167,13 +166,14 @@ def _record(line: str, file: str, at: str) -> Record:
     missing = [k for k in KEYS if k not in values]
     if missing:
         raise ConfigError(file, f"{at}:{missing[0]}", "is missing", f"give every line all of: {', '.join(KEYS)}")
-    if not HASH.fullmatch(values["query_hash"]):
+    record = Record(**values)   # each key's type checked above (created_at: with a UTC offset)
+    if not HASH.fullmatch(record.query_hash):
         raise file_error(file, f"{at}:query_hash", "is not a hex SHA-256",
                          "write the SHA-256 of the query's UTF-8 bytes as 64 lower-case hex digits",
-                         offending=values["query_hash"])
-    check_name(values["run_label"], file, f"{at}:run_label")
-    check_query_id(values["query_id"], file, f"{at}:query_id")
-    return Record(**values)
+                         offending=record.query_hash)
+    check_name(record.run_label, file, f"{at}:run_label")
+    check_query_id(record.query_id, file, f"{at}:query_id")
+    return record
 
 
 def read_records(data: bytes, file: str) -> list[Record]:
