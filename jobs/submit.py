@@ -8,8 +8,8 @@ with the job's exit code. Without a cluster address (``--address`` or ``$RAY_ADD
 scan in this process instead, exactly as ``mirrorscan scan`` would.
 
 The three verbs share this module because they share one thing, the job server connection
-(``cluster/runtime/job_submission.py``); ``jobs/cli.py`` maps each verb here and :func:`main` dispatches on the verb
-in ``prog``.
+(``cluster/runtime/job_submission.py``; a job is assembled and sent by ``cluster/runtime/job_launch.py``);
+``jobs/cli.py`` maps each verb here and :func:`main` dispatches on the verb in ``prog``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
-import tempfile
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mirrorscan.cluster.runtime.job_launch import analysis_job, scan_job, send
 from mirrorscan.cluster.runtime.job_submission import (
-    EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, analysis_entrypoint, cluster_address, connect,
-    experiment_in_working_dir, find_invocation, follow_logs, follow_to_end, job_info, load_runtime_env,
-    refuse_secret_dsn, scan_entrypoint, ship_package, submit_when_ready, warn_if_exposed)
-from mirrorscan.cluster.runtime.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND
+    EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, cluster_address, connect, find_invocation, follow_logs,
+    job_info, refuse_secret_dsn)
+from mirrorscan.cluster.runtime.ray_session import LOOPBACK_HEAD_COMMAND
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
 
@@ -93,13 +90,6 @@ def _runtime_env_file(args: argparse.Namespace) -> str:
     return args.runtime_env or str(profile_file(args.profile))
 
 
-def _place(runtime_env: dict, env_file: str, address: str, **where) -> str:
-    """``cluster.runtime.job_env.place_job``: the entrypoint's prefix, or ConfigError before anything is contacted."""
-    from mirrorscan.cluster.runtime.job_env import place_job
-
-    return place_job(runtime_env, env_file, address, **where)
-
-
 def job_progress(requested: bool | None, no_wait: bool, out) -> bool:
     """Whether the job draws its progress bar: ``requested`` (``--progress`` / ``--no-progress``), else only
     when submit follows the job on a terminal outside CI (``cluster.scan.progress.bar_wanted`` of ``out``), which
@@ -107,21 +97,6 @@ def job_progress(requested: bool | None, no_wait: bool, out) -> bool:
     from mirrorscan.cluster.scan.progress import bar_wanted
 
     return requested if requested is not None else (not no_wait and bar_wanted(None, out))
-
-
-def job_python(prefix: str) -> str:
-    """``cluster.runtime.job_env.job_python``: the interpreter the job's entrypoint names."""
-    from mirrorscan.cluster.runtime import job_env
-
-    return job_env.job_python(prefix)
-
-
-def _say_where(prefix: str) -> None:
-    """One line on stderr when the job uses this machine's home (a head on this machine)."""
-    from mirrorscan.cluster.runtime.job_env import describe
-
-    if describe(prefix):
-        print(describe(prefix), file=sys.stderr)
 
 
 def job_scan_env(spec) -> dict[str, str]:
@@ -155,39 +130,10 @@ def submit(argv: list[str], prog: str = "mirrorscan submit", out=None) -> int:
         print("submit: no --address and no RAY_ADDRESS: running the scan in this process", file=sys.stderr)
         return scan.main(local, prog=prog)
     refuse_secret_dsn(args.catalog_dsn)
-    env_file = _runtime_env_file(args)
-    runtime_env = load_runtime_env(env_file, args.working_dir)
-    if not runtime_env.get("working_dir"):
-        raise ConfigError(env_file, "working_dir", "is missing", "set working_dir: . (the checkout)")
-    rel = experiment_in_working_dir(args.experiment, runtime_env["working_dir"], runtime_env.get("excludes") or [])
-    home_prefix = _place(runtime_env, env_file, address, store=args.store, catalog_dsn=args.catalog_dsn,
-                         config_store=spec.store, config_catalog_dsn=spec.catalog_dsn)
-    entrypoint = home_prefix + scan_entrypoint(rel, resume=args.resume, max_attempts=args.max_attempts,
-                                               store=args.store, catalog_dsn=args.catalog_dsn,
-                                               progress=job_progress(args.progress, args.no_wait, out),
-                                               python=job_python(home_prefix))
-    runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **job_scan_env(spec)}
-    job_id = f"mirrorscan-{re.sub(r'[^A-Za-z0-9_-]', '-', spec.experiment)}-{uuid.uuid4().hex[:8]}"
-    return _submit_job(address, home_prefix, entrypoint, runtime_env, job_id, args.no_wait, out,
-                       {"mirrorscan_experiment": spec.experiment, "mirrorscan_resume": str(args.resume).lower()})
-
-
-def _submit_job(address: str, home_prefix: str, entrypoint: str, runtime_env: dict, job_id: str, no_wait: bool,
-                out, metadata: dict, invocation_hint: str | None = None) -> int:
-    """Ship the package, connect (warning once about an exposed cluster), submit ``entrypoint`` as ``job_id``
-    and, unless ``no_wait``, follow it to its end; returns the exit code ``submit`` returns."""
-    staging = tempfile.TemporaryDirectory(prefix="mirrorscan-job-")
-    ship_package(runtime_env, Path(staging.name))
-    client = connect(address)
-    if warn_if_exposed(client):   # said here: the job, which joins the same cluster, does not say it again
-        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), EXPOSURE_WARNED_ENV: "1"}
-    _say_where(home_prefix)
-    submit_when_ready(client, entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id, metadata=metadata)
-    print(f"submit: job {job_id} on {address}: {entrypoint}", file=sys.stderr)
-    if no_wait:
-        print(f"job {job_id}", file=out)
-        return 0
-    return follow_to_end(client, job_id, address, out, invocation_hint=invocation_hint)
+    job = scan_job(spec, args.experiment, address, _runtime_env_file(args), working_dir=args.working_dir,
+                   resume=args.resume, max_attempts=args.max_attempts, store=args.store, catalog_dsn=args.catalog_dsn,
+                   progress=job_progress(args.progress, args.no_wait, out), env_vars=job_scan_env(spec))
+    return send(job, address, args.no_wait, out)
 
 
 ANALYZE_HELP = """\
@@ -233,17 +179,9 @@ def submit_analysis(argv: list[str], prog: str = "mirrorscan submit analyze", ou
     if getattr(parsed, "out", None):
         raise ConfigError("", "--out", "names a file on the cluster node that runs the job",
                           "drop --out: the result streams here and is stored beside the invocation's traces")
-    env_file = _runtime_env_file(args)
-    runtime_env = load_runtime_env(env_file, args.working_dir)
-    if args.catalog_dsn:
-        refuse_secret_dsn(args.catalog_dsn)
-        runtime_env["env_vars"]["MIRRORSCAN_CATALOG_DSN"] = args.catalog_dsn
-    home_prefix = _place(runtime_env, env_file, address, catalog_dsn=args.catalog_dsn, needs_store=False)
-    entrypoint = home_prefix + analysis_entrypoint(stats_argv, python=job_python(home_prefix))
-    job_id = f"mirrorscan-analyze-{parsed.command}-{uuid.uuid4().hex[:8]}"
-    hint = parsed.input if re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", parsed.input.strip()) else None
-    return _submit_job(address, home_prefix, entrypoint, runtime_env, job_id, args.no_wait, out,
-                       {"mirrorscan_analysis": parsed.command, "mirrorscan_input": parsed.input}, hint)
+    job = analysis_job(stats_argv, parsed.command, parsed.input, address, _runtime_env_file(args),
+                       working_dir=args.working_dir, catalog_dsn=args.catalog_dsn)
+    return send(job, address, args.no_wait, out)
 
 
 def _when(ms) -> str:

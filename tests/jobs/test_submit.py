@@ -31,7 +31,7 @@ from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.cluster.store.traces import open_store
 from mirrorscan.jobs import cli
 from mirrorscan.cluster.runtime.job_submission import find_invocation, load_runtime_env, scan_entrypoint, secret_problem
-from mirrorscan.jobs.submit import analysis_entrypoint
+from mirrorscan.cluster.runtime.job_submission import analysis_entrypoint
 from conftest import free_port
 
 PAIRS = "pair_id,word_a,word_b\ncat_dog,cat,dog\ntea_coffee,tea,coffee\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from mirrorscan.cluster.runtime import ray_session
+from mirrorscan.cluster.runtime import job_launch, ray_session
 from mirrorscan.cluster.runtime.ray_session import EXPOSURE_WARNED_ENV, LOOPBACK_HEAD_COMMAND, exposure_warning
 from mirrorscan.jobs import submit as submit_module
 
@@ -30,9 +30,9 @@ def _experiment_and_stand_in_cluster(tmp_path, tiny_dir, monkeypatch, name: str)
         "instrument": "forced_choice", "models": [{"model": str(tiny_dir), "label": "tiny", "max_tokens": 4}],
         "forced_choice": {"probe_set": "pairs.csv", "envelopes": ["english_strict"]}}))
     submitted: dict = {}
-    monkeypatch.setattr(submit_module, "connect", lambda address: StandInClient())
-    monkeypatch.setattr(submit_module, "ship_package", lambda runtime_env, staging: None)
-    monkeypatch.setattr(submit_module, "submit_when_ready", lambda client, **job: submitted.update(job))
+    monkeypatch.setattr(job_launch, "connect", lambda address: StandInClient())
+    monkeypatch.setattr(job_launch, "ship_package", lambda runtime_env, staging: None)
+    monkeypatch.setattr(job_launch, "submit_when_ready", lambda client, **job: submitted.update(job))
     return exp, submitted
 
 
