@@ -244,6 +244,54 @@ def test_a_replica_killed_during_a_warm_scan_loses_no_cell_and_stores_none_twice
     assert first not in we.running_engines()[name]["replicas"]   # a killed replica is not listed as running
 
 
+@pytest.mark.timeout(900)
+def test_a_warm_scan_killed_with_9_resumes_to_every_cell_exactly_once(tmp_path, tiny_dir, catalog_dsn, serve_session):
+    """The journal and resume hold against a warm engine: a driver joined to the cluster sends its batches to the
+    engine and is killed with -9 mid-run (its invocation stays ``running``); ``--resume`` finishes the grid with
+    every cell exactly once, every row answered by the engine's replica, which kept running throughout."""
+    import ray
+    from processes import kill_session, wait_for_driver_gone, wait_for_parts
+
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.jobs.scan import run_scan
+
+    pairs = "".join(f"r{i},w{i}a,w{i}b\n" for i in range(12))
+    exp = experiment(tmp_path, "resume_fc", tiny_dir, pairs, temperature=0.0)
+    config = json.loads((exp / "config.json").read_text())
+    config["models"][0]["max_tokens"] = 24   # enough work per batch that the kill lands mid-run
+    (exp / "config.json").write_text(json.dumps(config))
+    [target] = we.engine_targets(load_spec(exp))
+    [(name, _)] = we.start_engines([target], "resume_fc", we.Scaling(min_replicas=1))
+    replica_actors = {r["actor_id"] for r in we.running_engines()[name]["replicas"].values()}
+    store_dir = str(tmp_path / "store")
+    store = open_store(store_dir)
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "RAY_AUTH_MODE": "disabled",
+           "MIRRORSCAN_CATALOG_DSN": catalog_dsn}
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "scan", "--store", store_dir, "--quiet",
+                             str(exp)], env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        parts = wait_for_parts(store, "resume_fc", proc, 3)
+    finally:
+        kill_session(proc)
+    wait_for_driver_gone(proc.pid)
+    invocation_id = parts[0].split("/")[-3]
+    before = store.read("resume_fc", invocation_id)
+    assert 0 < before.num_rows < 96
+    with Catalog(catalog_dsn) as catalog:
+        assert catalog.get_invocation(invocation_id)["status"] == "running"
+
+    done = run_scan(str(exp), resume=True, store=store_dir, catalog_dsn=catalog_dsn, quiet=True)
+    assert done.invocation_id == invocation_id and done.status == "complete"
+    rows = store.read("resume_fc", invocation_id)
+    ok = rows.filter(pa.compute.is_null(rows.column("error")))
+    keys = list(zip(ok.column("probe_id").to_pylist(), ok.column("sample").to_pylist()))
+    assert len(keys) == len(set(keys)) == 96 and ok.num_rows == rows.num_rows   # every cell once, none redone
+    assert set(zip(before.column("probe_id").to_pylist(), before.column("sample").to_pylist())) <= set(keys)
+    assert set(rows.column("actor_id").to_pylist()) == replica_actors   # the engine answered, before and after
+    assert we.running_engines()[name]["status"].endswith("RUNNING")
+
+
 def replicas_running(name: str) -> int:
     """Running replicas of warm engine ``name`` as Serve reports them."""
     return we.running_engines()[name]["replica_states"].get("RUNNING", 0)
