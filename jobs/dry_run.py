@@ -18,23 +18,6 @@ from __future__ import annotations
 
 import sys
 
-from mirrorscan.grid.spec import API_BACKENDS, Spec
-
-
-def model_source_note(spec: Spec, i: int) -> str:
-    """Where model ``i`` would come from, found without loading (or converting) anything."""
-    from mirrorscan.cluster.models.demo import demo_model_dir
-    from mirrorscan.cluster.models.resolve import DEMO_MODEL_ALIAS, resolve_model_source
-
-    m = spec.models[i]
-    if m.backend in API_BACKENDS:
-        return f"API model {m.model!r} at {m.endpoint}"
-    if m.model == DEMO_MODEL_ALIAS:
-        folder = demo_model_dir()
-        ready = (folder / "config.json").is_file()
-        return f"packaged demo model ({folder}{'' if ready else '; converted at the first scan, ~45 s'})"
-    return resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
-
 
 def print_plan(plans: list, out, indent: str = "    ") -> None:
     """One line per stage of a plan (``cluster.scan.plan.StagePlan``)."""
@@ -57,7 +40,7 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
     """Print what ``scan`` (and ``scan --resume``) would do; see the module docstring. ``as_name``: the
     experiment's name given by ``--as`` (default: its folder's)."""
     out = out or sys.stdout
-    from mirrorscan.cluster.scan.plan import unfinished_invocation
+    from mirrorscan.cluster.scan.plan import model_source_text, model_totals, unfinished_invocation
     from mirrorscan.cluster.scan.records import ScanOptions
     from mirrorscan.cluster.scan.run import ScanRun
     from mirrorscan.grid.spec import load_spec
@@ -71,15 +54,12 @@ def dry_run(experiment: str, *, store: str | None = None, catalog_dsn: str | Non
           file=out)
     total_cells, total_tokens, unknown = 0, 0, False
     for i, m in enumerate(spec.models):
-        mine = [p for p in plans if p.label == m.label]
-        run = sum(p.run for p in mine)
-        bounds = [p.tokens_out_bound for p in mine]
-        bound = None if None in bounds else sum(bounds)
+        mine, run, bound = model_totals(plans, m.label)
         total_cells += run
         unknown = unknown or bound is None
         total_tokens += bound or 0
         said = "generated tokens unknown" if bound is None else f"≤ {bound} generated tokens (bound)"
-        print(f"  {m.label:<28} {run:>8} cells  {said}  {m.backend}: {model_source_note(spec, i)}", file=out)
+        print(f"  {m.label:<28} {run:>8} cells  {said}  {m.backend}: {model_source_text(spec, i)}", file=out)
         print_plan(mine, out)
     print(f"  {'all models':<28} {total_cells:>8} cells  ≤ {total_tokens} generated tokens (bound: Σ max_tokens "
           f"of the cells to run{'; some unknown' if unknown else ''})", file=out)

@@ -12,10 +12,10 @@ import argparse
 import shlex
 import sys
 
+from mirrorscan.cluster.runtime.ray_session import quiet_ray_warnings
 from mirrorscan.cluster.scan.progress import bar_wanted
-from mirrorscan.cluster.scan.records import ScanOptions, ScanResult
-from mirrorscan.cluster.scan.run import ScanRun, stop_like_ctrl_c_on_sigterm
-from mirrorscan.grid.spec import load_spec
+from mirrorscan.cluster.scan.records import ScanResult
+from mirrorscan.cluster.scan.run import InterruptedBeforeRecording, run_scan, stop_like_ctrl_c_on_sigterm
 from mirrorscan.jobs.errors import reports_user_errors
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
@@ -69,27 +69,6 @@ def build_parser(prog: str = "mirrorscan scan") -> argparse.ArgumentParser:
     return p
 
 
-class InterruptedBeforeRecording(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) stopped a new scan before its invocation was recorded in the catalog: there is nothing
-    to resume."""
-
-
-def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanResult:
-    """Run (or resume) an experiment's grid (the folder or its config.json); return the invocation id, final
-    status, counts and traces path. ``options``: the fields of ``cluster.scan.run.ScanOptions`` (resume,
-    max_attempts, store, catalog_dsn, ray_address, quiet, progress, accept_changed_probes). ``as_name`` names the
-    experiment explicitly (default: its folder's name, which must not already belong to another folder's
-    runs). Ctrl-C before the invocation is recorded raises ``InterruptedBeforeRecording``."""
-    options = ScanOptions(check_home=as_name is None, **options)
-    run = ScanRun(load_spec(experiment, as_name), options)
-    try:
-        return run.execute()
-    except KeyboardInterrupt:
-        if run.driver is None and not options.resume:   # the invocation and its driver start are recorded at once
-            raise InterruptedBeforeRecording() from None
-        raise
-
-
 def print_summary(result: ScanResult, out=None) -> None:
     """Print the invocation id, cells by status and where the Parquet is (on ``out``, default stdout)."""
     out = sys.stdout if out is None else out
@@ -115,15 +94,6 @@ def summary_query(result: ScanResult) -> str:
 
     presenter = resolve(result.instrument) if result.instrument else Presenter()
     return " ".join(presenter.suggested_query(result.invocation_id).split())
-
-
-def quiet_ray_warnings() -> None:
-    """For ``--quiet``: Ray's own advice to its users (a ``UserWarning`` such as Ray Data's "the operator only
-    received 1 input(s)" when the grid has fewer blocks than the actor pool) is not printed; warnings of
-    mirrorscan and of the engines still are."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"ray(\.|$)")
 
 
 @reports_user_errors

@@ -225,3 +225,12 @@ def quiet_ray_data() -> None:
             setattr(ctx, attr, False)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)   # "progress bars disabled" notice
+
+
+def quiet_ray_warnings() -> None:
+    """For ``--quiet``: Ray's own advice to its users (a ``UserWarning`` such as Ray Data's "the operator only
+    received 1 input(s)" when the grid has fewer blocks than the actor pool) is not printed; warnings of
+    mirrorscan and of the engines still are."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"ray(\.|$)")

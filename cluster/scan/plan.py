@@ -322,6 +322,30 @@ def plan_model_sources(spec) -> dict[str, str]:
     return model_sources
 
 
+def model_source_text(spec, i: int) -> str:
+    """Where model ``i`` of ``spec`` would come from, in words, found without loading (or converting) anything
+    (the line ``scan --dry-run`` prints beside the model)."""
+    from mirrorscan.cluster.models.demo import demo_model_dir
+    from mirrorscan.cluster.models.resolve import DEMO_MODEL_ALIAS, resolve_model_source
+
+    m = spec.models[i]
+    if m.backend in API_BACKENDS:
+        return f"API model {m.model!r} at {m.endpoint}"
+    if m.model == DEMO_MODEL_ALIAS:
+        folder = demo_model_dir()
+        ready = (folder / "config.json").is_file()
+        return f"packaged demo model ({folder}{'' if ready else '; converted at the first scan, ~45 s'})"
+    return resolve_model_source(m.model, spec.config_path, f"models[{i}].model")
+
+
+def model_totals(plans: list[StagePlan], label: str) -> tuple[list[StagePlan], int, int | None]:
+    """Model ``label``'s stages of ``plans``, the cells they would run, and the bound on their generated tokens
+    (the sum of the stages' bounds; None when any stage's is unknown)."""
+    mine = [p for p in plans if p.label == label]
+    bounds = [p.tokens_out_bound for p in mine]
+    return mine, sum(p.run for p in mine), None if None in bounds else sum(b or 0 for b in bounds)
+
+
 def unfinished_invocation(dsn: str, experiment: str) -> dict | None:
     """The newest unfinished invocation of ``experiment``, read in a read-only transaction (no migration)."""
     import psycopg

@@ -4,7 +4,8 @@
 (``ScanOptions``: resume, attempts, store, catalog, Ray address, quiet, a reproduction). Every way a grid
 runs drives the same object: ``scan`` and ``submit``'s job (``python -m mirrorscan.jobs.scan``) call
 ``execute``; ``scan --dry-run`` prints its ``plan`` (and ``resume_plan``) without starting anything;
-``reproduce`` prints its ``plan`` and then ``execute``s it.
+``reproduce`` prints its ``plan`` and then ``execute``s it. ``run_scan`` is the one call that loads an experiment
+and executes its run (``scan`` and the tests use it).
 
 ``execute``: the checks that refuse a config before anything is written (``cluster.scan.preflight``; resources no
 node has and no autoscaler can add, ``cluster.scan.resources``) → the
@@ -13,6 +14,9 @@ invocation recorded in the catalog (settings frozen) or the unfinished one a res
 cells already held (``cluster.scan.stages``), through one actor pool per model (``cluster.scan.sweep``) → the final
 counts and status recorded (``cluster.scan.outcome``). Engine and Ray output goes to the run's log file
 (``cluster.scan.log``); the terminal gets the progress bar, the notes a user acts on, and a ``ScanResult``.
+
+Past 400 lines, kept whole: it is the one object of a run's life, and each step it takes is already a call into
+the modules named above; split further, a reader would follow one run across files.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from mirrorscan.cluster.scan.stages import StageScope, grid_cells, instrument_re
 from mirrorscan.grid.cells import add_seeds, plan_attempts
 from mirrorscan.grid.records import ModelVariant, InvocationContext
 from mirrorscan.grid.settings import Settings
-from mirrorscan.grid.spec import API_BACKENDS, Spec
+from mirrorscan.grid.spec import API_BACKENDS, Spec, load_spec
 
 
 class ScanRun:
@@ -375,6 +379,27 @@ class ScanRun:
                                     joined=bool(self.options.ray_address or os.environ.get("RAY_ADDRESS")))
         return Sweep(run, ref, how.store, batch_size=settings.batch_size, pool_size=how.actor_pool_size,
                      max_attempts=self.options.max_attempts, max_concurrent_models=at_once)
+
+
+class InterruptedBeforeRecording(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped a new scan before its invocation was recorded in the catalog: there is nothing
+    to resume."""
+
+
+def run_scan(experiment: str, *, as_name: str | None = None, **options) -> ScanResult:
+    """Run (or resume) an experiment's grid (the folder or its config.json); return the invocation id, final
+    status, counts and traces path. ``options``: the fields of ``ScanOptions`` (resume,
+    max_attempts, store, catalog_dsn, ray_address, quiet, progress, accept_changed_probes). ``as_name`` names the
+    experiment explicitly (default: its folder's name, which must not already belong to another folder's
+    runs). Ctrl-C before the invocation is recorded raises ``InterruptedBeforeRecording``."""
+    options = ScanOptions(check_home=as_name is None, **options)
+    run = ScanRun(load_spec(experiment, as_name), options)
+    try:
+        return run.execute()
+    except KeyboardInterrupt:
+        if run.driver is None and not options.resume:   # the invocation and its driver start are recorded at once
+            raise InterruptedBeforeRecording() from None
+        raise
 
 
 _SIGTERM_INTERRUPTS = False
