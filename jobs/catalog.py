@@ -10,27 +10,10 @@ starts it again). Neither starts a server or creates a folder.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-
-def catalog_status() -> dict:
-    """Where the home and the embedded catalog are, and whether its server runs: a dict with ``home``,
-    ``catalog`` (folders), ``running`` (bool), ``pid``, ``port`` and ``dsn`` (None when stopped), and
-    ``external_dsn`` (``$MIRRORSCAN_CATALOG_DSN`` with any password removed, when set)."""
-    from mirrorscan.cluster.catalog import embedded_pg
-    from mirrorscan.cluster.catalog.client import redact_dsn
-    from mirrorscan.cluster.home import locate_home
-
-    home = locate_home()
-    root = home / "catalog"
-    dsn = embedded_pg.running_dsn(root)
-    info = embedded_pg.server_process(root) if dsn else None
-    external = os.environ.get("MIRRORSCAN_CATALOG_DSN", "").strip()
-    return {"home": str(home), "catalog": str(root), "running": dsn is not None,
-            "pid": info[0] if info else None, "port": info[1] if info else None, "dsn": dsn,
-            "external_dsn": redact_dsn(external) if external and external != "embedded" else None}
+from mirrorscan.cluster.catalog.client import catalog_status
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

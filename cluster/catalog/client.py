@@ -88,6 +88,23 @@ def resolve_dsn(flag: str | None = None, config: str | None = None, *, start: bo
     return embedded_pg.running_dsn(locate_home() / "catalog")
 
 
+def catalog_status() -> dict:
+    """Where the home and the embedded catalog are, and whether its server runs: a dict with ``home``,
+    ``catalog`` (folders), ``running`` (bool), ``pid``, ``port`` and ``dsn`` (None when stopped), and
+    ``external_dsn`` (``$MIRRORSCAN_CATALOG_DSN`` with any password removed, when set)."""
+    from mirrorscan.cluster.catalog.embedded_pg import running_dsn, server_process
+    from mirrorscan.cluster.home import locate_home
+
+    home = locate_home()
+    root = home / "catalog"
+    dsn = running_dsn(root)
+    info = server_process(root) if dsn else None
+    external = os.environ.get(DSN_ENV, "").strip()
+    return {"home": str(home), "catalog": str(root), "running": dsn is not None,
+            "pid": info[0] if info else None, "port": info[1] if info else None, "dsn": dsn,
+            "external_dsn": redact_dsn(external) if external and external != "embedded" else None}
+
+
 # --- migrations -----------------------------------------------------------------------------
 
 def migrations() -> list[tuple[int, str, str]]:
