@@ -17,12 +17,6 @@ import time
 from mirrorscan.grid.errors import ConfigError
 from mirrorscan.jobs.errors import reports_user_errors
 
-PACKAGED = ("packaged:smollm2-135m-instruct", "packaged:tiny-random-llama",
-            "packaged:tiny-random-llama-2x64-s1", "packaged:tiny-random-llama-4x96-s2")
-"""The packaged models ``models list`` always shows: the demo model, the tiny random Llama, and the two sized ones
-experiments/lens-design-demo scans (every model a shipped experiment names; other sizes are named by the pattern
-in the help, and listed once built)."""
-
 HELP = """\
 The packaged models: `list` shows them and whether each is prepared; `prepare NAME` converts or builds one
 under $MIRRORSCAN_HOME/models/ now, printing what it does and how long it took (a scan would otherwise do it
@@ -62,16 +56,10 @@ def prepare(name: str, force: bool = False, out=None) -> int:
 
 def show(out=None) -> int:
     """Print each packaged model, whether it is prepared, and its folder; returns 0."""
-    from mirrorscan.cluster.home import subdir
-    from mirrorscan.cluster.models.resolve import TINY_SIZED_ALIAS, is_prepared, packaged_folder
+    from mirrorscan.cluster.models.resolve import is_prepared, packaged_aliases, packaged_folder
 
     out = out or sys.stdout
-    names = list(PACKAGED)
-    for folder in sorted(subdir("models").glob("tiny-random-llama-*")):   # sized ones built earlier
-        alias = f"packaged:{folder.name}"
-        if TINY_SIZED_ALIAS.fullmatch(alias) and alias not in names:
-            names.append(alias)
-    for alias in names:
+    for alias in packaged_aliases():
         state = "prepared" if is_prepared(alias) else "not prepared"
         print(f"{alias:<44}{state:<14}{packaged_folder(alias)}", file=out)
     return 0

@@ -30,6 +30,22 @@ seed with the demo tokenizer, built on first use (1–16 blocks, width 32–512 
 models: they run the design path (several models, different sizes) and their numbers mean nothing."""
 # `org/name` as the Hugging Face hub spells repository ids.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+PACKAGED = ("packaged:smollm2-135m-instruct", "packaged:tiny-random-llama",
+            "packaged:tiny-random-llama-2x64-s1", "packaged:tiny-random-llama-4x96-s2")
+"""The packaged models ``mirrorscan models list`` always shows: the demo model, the tiny random Llama, and the two
+sized ones experiments/lens-design-demo scans (every model a shipped experiment names; other sizes are named by the
+pattern in the help, and listed once built)."""
+
+
+def packaged_aliases() -> list[str]:
+    """The packaged models to list: ``PACKAGED``, then every sized tiny model built earlier under
+    ``$MIRRORSCAN_HOME/models/``, by folder name."""
+    names = list(PACKAGED)
+    for folder in sorted(subdir("models").glob("tiny-random-llama-*")):   # sized ones built earlier
+        alias = f"packaged:{folder.name}"
+        if TINY_SIZED_ALIAS.fullmatch(alias) and alias not in names:
+            names.append(alias)
+    return names
 
 
 def packaged_size(alias: str) -> tuple[int, int, int] | None:
