@@ -46,22 +46,6 @@ def build_parser(prog: str = "mirrorscan browse") -> argparse.ArgumentParser:
     return p
 
 
-def check_writable(folder: str) -> None:
-    """ConfigError naming ``folder`` (the index folder) and the fix unless a file can be written in it."""
-    import os
-    import uuid
-
-    probe = os.path.join(folder, f".write-check-{uuid.uuid4().hex[:12]}")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(probe, "wb") as sink:
-            sink.write(b"mirrorscan write check")
-        os.remove(probe)
-    except OSError as exc:
-        raise ConfigError(folder, "--index-dir", f"cannot be written ({exc.strerror or exc})",
-                          "pass --index-dir a writable folder, or make $MIRRORSCAN_HOME writable") from None
-
-
 def _progress():
     """A progress callback for indexing: one tqdm bar per invocation on a terminal (``cluster.scan.progress.
     bar_wanted``), else one line per invocation once it is indexed (on stderr)."""
@@ -95,6 +79,7 @@ def main(argv: list[str] | None = None, prog: str = "mirrorscan browse") -> int:
     """Serve the browser until interrupted; exit code 0 after a clean stop, 2 on bad flags."""
     from mirrorscan.cluster.catalog.client import resolve_dsn
     from mirrorscan.cluster.home import subdir
+    from mirrorscan.results.browse.index import check_writable
 
     args = build_parser(prog).parse_args(argv)
     if not 0 < args.port < 65536:

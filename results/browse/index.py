@@ -18,6 +18,7 @@ read-only store or an S3 bucket is never written), each file covers a set of par
 and parts written after the newest file (a resume) are covered by one more file. A reader unions the files;
 a part no file lists is indexed when the invocation is next refreshed. Each file records the definition of
 its cells' value (``value_key``); files made under another one are passed over and their parts indexed again.
+``check_writable`` refuses an index folder that cannot be written, before the browser serves anything.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from mirrorscan.grid.errors import ConfigError
 from mirrorscan.grid.matrix import CellValue, cell_value
 
 INDEX_SCHEMA = pa.schema([
@@ -56,6 +58,19 @@ ROW_GROUP_ROWS = 64 * 1024
 """Rows per row group of an index file: small enough that a trace lookup reads little of a large index."""
 READ_THREADS = 8
 """Parts read at once while indexing (small files: the time goes to opening them, which overlaps well)."""
+
+
+def check_writable(folder: str) -> None:
+    """ConfigError naming ``folder`` (the index folder) and the fix unless a file can be written in it."""
+    probe = os.path.join(folder, f".write-check-{uuid.uuid4().hex[:12]}")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(probe, "wb") as sink:
+            sink.write(b"mirrorscan write check")
+        os.remove(probe)
+    except OSError as exc:
+        raise ConfigError(folder, "--index-dir", f"cannot be written ({exc.strerror or exc})",
+                          "pass --index-dir a writable folder, or make $MIRRORSCAN_HOME writable") from None
 
 
 def value_key(value: CellValue) -> str:
