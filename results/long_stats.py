@@ -4,13 +4,15 @@ JSON-ready dict: ``gstudy`` (ANOVA on a complete table, REML where cells are mis
 module builds their inputs from the table, runs them (``auroc`` per model and ``null`` as Ray tasks where asked,
 through ``cluster.runtime.stats_drivers``) and shapes their results. ``path`` is the input as the user named it:
 errors about the table's contents name it (``analysis.long_table.naming``) and every result records it.
-Nothing is printed or written here: ``jobs/stats.py`` parses the command line and writes the JSON.
+Nothing is printed or written here (``result_json`` is the text ``jobs/stats.py`` writes).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -258,3 +260,23 @@ def plan(table, *, path: str, score: str, object: str, facets: list[str], nested
         out["frontier"] = front[::step] + ([front[-1]] if (len(front) - 1) % step else [])
         out["frontier_note"] = f"{len(front)} frontier designs, every {step}th shown"
     return out
+
+
+def jsonable(x: Any) -> Any:
+    """JSON has no NaN/inf or numpy types: non-finite floats become None (inf sizes are already "inf")."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def result_json(result: dict) -> str:
+    """A statistic's result as the JSON text ``mirrorscan stats`` writes (indented, non-ASCII kept, ``jsonable``)."""
+    return json.dumps(jsonable(result), indent=2, ensure_ascii=False, allow_nan=False)
