@@ -83,7 +83,14 @@ class RowSampler:
     share its batch: a sampled cell's text depends on its seed and prompt only
     (``grid.settings.SAMPLER_VERSION`` 2). A race, not an inverse CDF, because a padded batch moves logits by
     ~1e-7: an inverse CDF over nearly equal probabilities turns that into another token, while an argmax of
-    noisy values changes only if two of them lie within 1e-7."""
+    noisy values changes only if two of them lie within 1e-7.
+
+    Only the nucleus can win the race, so where it ends among the ``TOP_K`` most likely tokens (nearly every
+    step at top_p < 1) the race is run over those candidates alone: a row still draws its whole block of
+    uniforms, but takes the log, the division and the argmax at the candidates only, in token-id order so that
+    a tie goes to the lower id as the argmax over the vocabulary gives it (``race``; the same token as the race
+    over the whole vocabulary, ``tests/actors/test_hf_sampler.py``). At batch 16 the full-vocabulary race,
+    its mask and the greedy argmax were over a tenth of a decode step."""
 
     def __init__(self, temperatures: list[float], top_ps: list[float], seeds: list[int]):
         import torch
@@ -93,27 +100,83 @@ class RowSampler:
         self.greedy = self.temperatures[:, 0] == 0
         self.seeds = [None if t == 0 else int(s) for t, s in zip(temperatures, seeds)]
         self.generators = None   # made on the first step, on the logits' device
+        self.out, self.picked = None, None   # the returned scores, kept from step to step (``__call__``)
 
     def __call__(self, input_ids, scores):
         import torch
 
         scores = scores.float()
-        chosen = scores.argmax(dim=-1)
-        if not bool(self.greedy.all()):
+        if bool(self.greedy.all()):
+            chosen = scores.argmax(dim=-1)
+        else:
             device, vocab = scores.device, scores.shape[-1]
             if self.generators is None:
                 self.generators = [None if s is None else torch.Generator(device=device).manual_seed(s)
                                    for s in self.seeds]
             greedy = self.greedy.to(device)
             probs = torch.softmax(scores / torch.where(greedy[:, None], 1.0, self.temperatures.to(device)), dim=-1)
-            nucleus = self.nucleus(probs, self.top_ps.to(device))
-            race = torch.stack([torch.ones(vocab, device=device) if g is None else
-                                -torch.log(torch.rand(vocab, generator=g, device=device)) for g in self.generators])
-            sampled = torch.where(nucleus, probs / race, -1.0).argmax(dim=-1)
-            chosen = torch.where(greedy, chosen, sampled)
-        out = torch.full_like(scores, float("-inf"))
-        out.scatter_(1, chosen[:, None], 0.0)
-        return out
+            draws = [None if g is None else torch.rand(vocab, generator=g, device=device) for g in self.generators]
+            chosen = self.race(probs, self.top_ps.to(device), draws)
+            if bool(greedy.any()):
+                chosen[greedy] = scores[greedy].argmax(dim=-1)
+        return self.one_hot(scores, chosen)
+
+    def one_hot(self, scores, chosen):
+        """Scores that leave ``generate``'s argmax only ``chosen``: 0 there, −inf elsewhere. One tensor serves
+        every step, its last step's zeros put back to −inf, since filling 16 × 49k entries anew each step cost
+        more than the race over the nucleus does now; so a caller must be done with one step's scores before
+        the next (``generate`` is, when it stores no scores)."""
+        import torch
+
+        if self.out is None or self.out.shape != scores.shape or self.out.device != scores.device:
+            self.out = torch.full_like(scores, float("-inf"))
+        else:
+            self.out.scatter_(1, self.picked[:, None], float("-inf"))
+        self.picked = chosen
+        return self.out.scatter_(1, chosen[:, None], 0.0)
+
+    @staticmethod
+    def race(probs, top_ps, draws):
+        """Each sampled row's winner of the exponential race over its nucleus: argmax of p / (−log u) over the
+        nucleus, u the row's uniforms (``draws``: a tensor of vocabulary length per row, None for a greedy row,
+        whose entry is left 0), the lower token id on a tie. Where the nucleus ends among the ``TOP_K`` most
+        likely tokens only they are raced, elsewhere the whole vocabulary masked by ``nucleus``."""
+        import torch
+
+        chosen = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
+        sampled = [r for r, d in enumerate(draws) if d is not None]
+        near = []
+        if bool((top_ps[sampled, 0] < 1).any()):
+            candidates, p, keep, inside = RowSampler._top_nucleus(probs, top_ps)
+            # an empty nucleus (top_p 0, which the spec refuses) is left to the full race, which gives it token 0
+            inside &= keep.any(dim=-1)
+            near = [r for r in sampled if inside[r]]
+        if near:
+            u = torch.stack([draws[r][candidates[r]] for r in near])
+            values = torch.where(keep[near], p[near] / -torch.log(u), -1.0)   # log is elementwise: the same bits
+            chosen[near] = candidates[near].gather(1, values.argmax(dim=-1, keepdim=True))[:, 0]
+        far = [r for r in sampled if r not in near]
+        if far:
+            race = torch.stack([-torch.log(draws[r]) for r in far])
+            mask = RowSampler.nucleus(probs[far], top_ps[far])
+            chosen[far] = torch.where(mask, probs[far] / race, -1.0).argmax(dim=-1)
+        return chosen
+
+    @staticmethod
+    def _top_nucleus(probs, top_ps):
+        """The ``TOP_K`` most likely tokens of each row in token-id order (ties among them: the lower id
+        first), their probabilities, which of them are in the nucleus, and whether the row's nucleus ends among
+        them (False where top_p ≥ 1: the nucleus is then the whole vocabulary)."""
+        import torch
+
+        k = min(probs.shape[-1], TOP_K)
+        candidates = probs.topk(k, dim=-1).indices.sort(dim=-1).values   # id order: stable ties below
+        p = probs.gather(1, candidates)
+        ordered, order = p.sort(dim=-1, descending=True, stable=True)
+        mass = ordered.cumsum(dim=-1)
+        inside = (mass[:, -1] >= top_ps[:, 0]) & (top_ps[:, 0] < 1)
+        keep = torch.zeros_like(order, dtype=torch.bool).scatter_(1, order, (mass - ordered) < top_ps)
+        return candidates, p, keep, inside
 
     @staticmethod
     def nucleus(probs, top_ps):
@@ -123,18 +186,13 @@ class RowSampler:
         sorted whole (the same order and sums either way: a full sort of 50k tokens per row costs ~5 ms)."""
         import torch
 
-        rows, vocab = probs.shape
         mask = torch.zeros_like(probs, dtype=torch.bool)
         whole = top_ps[:, 0] >= 1
         mask[whole] = True
-        k = min(vocab, TOP_K)
-        candidates = probs.topk(k, dim=-1).indices.sort(dim=-1).values   # id order: stable ties below
-        ordered, order = probs.gather(1, candidates).sort(dim=-1, descending=True, stable=True)
-        ids = candidates.gather(1, order)
-        mass = ordered.cumsum(dim=-1)
-        inside = (mass[:, -1] >= top_ps[:, 0]) & ~whole
-        keep = (mass - ordered) < top_ps
-        mask[inside] = torch.zeros_like(mask[inside]).scatter_(1, ids[inside], keep[inside])
+        if bool(whole.all()):
+            return mask
+        candidates, _, keep, inside = RowSampler._top_nucleus(probs, top_ps)
+        mask[inside] = torch.zeros_like(mask[inside]).scatter_(1, candidates[inside], keep[inside])
         rest = ~inside & ~whole
         if bool(rest.any()):
             ordered, ids = probs[rest].sort(dim=-1, descending=True, stable=True)

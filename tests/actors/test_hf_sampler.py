@@ -277,6 +277,84 @@ def test_the_nucleus_found_among_the_top_tokens_equals_the_full_sort():
     assert RowSampler.nucleus(flat, torch.ones(4, 1)).all()   # top_p 1: the whole vocabulary
 
 
+def sampler_version_2(temperatures, top_ps, generators, scores):
+    """The tokens SAMPLER_VERSION 2 defines, written as the race over the whole vocabulary it was first run as: the
+    reference the sampler's shortcuts are held to, token for token."""
+    import torch
+
+    from mirrorscan.actors.hf_sampler import RowSampler
+
+    temperatures, top_ps = torch.tensor(temperatures)[:, None], torch.tensor(top_ps)[:, None]
+    greedy = temperatures[:, 0] == 0
+    probs = torch.softmax(scores / torch.where(greedy[:, None], 1.0, temperatures), dim=-1)
+    ordered, ids = probs.sort(dim=-1, descending=True, stable=True)
+    nucleus = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, ids, (ordered.cumsum(-1) - ordered) < top_ps)
+    nucleus[top_ps[:, 0] >= 1] = True
+    race = torch.stack([torch.ones(scores.shape[-1]) if g is None else -torch.log(torch.rand(scores.shape[-1], generator=g))
+                        for g in generators])
+    sampled = torch.where(nucleus, probs / race, -1.0).argmax(dim=-1)
+    return torch.where(greedy, scores.argmax(dim=-1), sampled)
+
+
+def test_the_race_over_the_top_tokens_picks_the_tokens_of_the_race_over_the_whole_vocabulary():
+    """The sampler races only the most likely tokens where the nucleus ends among them, takes the log of those
+    draws only, and reuses one tensor of scores from step to step; the tokens must still be SAMPLER_VERSION 2's,
+    bitwise: on peaked, flat, tied and nearly tied logits, over many steps of one generator per row, with greedy
+    rows, top_p 1 and an odd vocabulary size among them."""
+    import torch
+
+    from mirrorscan.actors.hf_sampler import TOP_K, RowSampler
+
+    temperatures = [0.7, 0.7, 1.0, 0.0, 1.5, 0.3, 0.7, 1.0]
+    top_ps = [0.95, 0.5, 1.0, 1.0, 0.999, 0.95, 0.9, 0.8]
+    seeds = [11, 12, 13, 14, 15, 16, 17, 11]   # two rows with one seed: the same draws, each its own generator
+    for vocab in (4 * TOP_K, 4 * TOP_K + 3, 3 * TOP_K // 2):
+        torch.manual_seed(vocab)
+        sampler = RowSampler(temperatures, top_ps, seeds)
+        generators = [None if t == 0 else torch.Generator().manual_seed(s) for t, s in zip(temperatures, seeds)]
+        for step in range(24):
+            scores = torch.randn(len(seeds), vocab) * [8.0, 0.01, 3.0, 1.0][step % 4]
+            scores[1, : TOP_K // 2] = 2.0 if step % 3 == 0 else scores[1, : TOP_K // 2]   # ties across the top
+            scores[6] = scores[6].round(decimals=1)                                    # many near ties
+            expected = sampler_version_2(temperatures, top_ps, generators, scores)
+            out = sampler(None, scores.clone())
+            assert torch.equal(out.argmax(dim=-1), expected), (vocab, step)
+            assert torch.equal((out == 0).sum(dim=-1), torch.ones(len(seeds), dtype=torch.long))
+            assert bool(((out == 0) | (out == float("-inf"))).all())
+
+
+def test_a_tie_in_the_race_goes_to_the_lower_token_id_as_over_the_whole_vocabulary():
+    """Equal probabilities meeting equal draws tie the race; the argmax over the vocabulary gave the lower id,
+    and so must the race over the top tokens, which it holds out of id order when it sorts them."""
+    import torch
+
+    from mirrorscan.actors.hf_sampler import TOP_K, RowSampler
+
+    vocab = 4 * TOP_K
+    probs = torch.full((2, vocab), 0.0)
+    probs[:, [900, 7, 300, 40]] = torch.tensor([0.3, 0.3, 0.2, 0.2])
+    draws = torch.full((vocab,), 0.5)
+    draws[[900, 7]] = 0.75                        # 900 and 7 tie for the win
+    chosen = RowSampler.race(probs, torch.tensor([[0.9], [1.0]]), [draws, draws.clone()])
+    assert chosen.tolist() == [7, 7]
+
+
+def test_the_log_of_some_draws_equals_those_of_the_log_of_all():
+    """The race takes the log of the nucleus' draws only: torch's log must give each value the bits it gives it
+    in a whole vocabulary's draws, whatever its position (vectorised body or tail)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(5)
+    for vocab in (49152, 50257, 151_936, 7):
+        draws = torch.rand(vocab, generator=generator)
+        whole = torch.log(draws)
+        for n in (1, 7, 8, 17, 256, 1000):
+            some = torch.randint(0, vocab, (n,), generator=generator)
+            assert torch.equal(torch.log(draws[some]), whole[some])
+            tail = torch.arange(max(0, vocab - n), vocab)
+            assert torch.equal(torch.log(draws[tail]), whole[tail])
+
+
 def test_a_padded_batch_on_cpu_copies_no_key_value_heads_and_gives_the_same_logits(monkeypatch):
     """transformers' SDPA copies grouped key/value heads out to one per query head whenever a padding mask is passed,
     so on CPU every step of a padded batch paid for copies a cell alone never made (batched ÷ one call each fell
