@@ -25,6 +25,27 @@ Figures (``time.monotonic``, one clock for every process of the machine):
   (``TraceStore.write_part`` of a batch), one in-flight marker (put + delete), one batch of
   inference_log rows (``InferenceLogWriter.add`` + ``flush``), one catalog progress update.
 
+Warm study (``--study warm``, issue 46): the sweep's two models and cells, run alternately through (a) each
+model's actor pool, as above, and (b) a warm engine hosting the same ``SleepEngine`` (``--warm-runs`` rounds
+of one each, the order swapped every round). The warm engine is started by the project's own API
+(``cluster.runtime.warm_engines.start_engines``, what ``mirrorscan engines up`` calls): one Serve application,
+``--sweep-actors`` replicas of one CPU and one fake GPU each (what an engine actor asks), which both models
+share since they differ only in label. Both paths are the scan's (``run_grid`` → ``run_model``), switched as a
+user switches them (``MIRRORSCAN_WARM_ENGINES``); on the warm path the pool's actors build a
+``WarmEngineClient`` (half a CPU) and send each batch to the deployment's handle, and still render, store
+parts, write the inference log and keep the journal. Why the stand-in rather than the tiny real model: the
+figure is what hosting costs around an engine, and a real model's compute (seconds per batch on these two
+cores, shared) would drown 0.2 ms per cell in noise; the stand-in's own CPU is taken out as in the sweep.
+Hosting it needs two things a registry engine has: a class a replica imports by name (this file, imported as
+the module ``scale``: Ray puts the driver script's folder on its workers' path), and a backend warm engines
+accept (``warm_engines.allow_warm_backend``, the hook for stand-ins). The warm engine's replicas stay up for
+the whole study, so the idle baseline taken off every run is measured with it up (its standing cost, idle,
+is printed apart), and the pool runs beside them: nodes get 5 virtual CPUs and 4 fake GPUs here (room for
+the replicas, the pool's actors and the render tasks; a warm path's actor holds half a CPU). The run checks that the warm engine answered every cell of each warm run and
+none of a pool run (its registry's count). Figures: CPU per cell and busy fraction of each path (medians),
+and warm − pool against the target (≤ +0.2 ms per cell). Everything started (Serve, Ray, the catalog
+server) is stopped on any exit, SIGTERM included.
+
 Nothing is written into the repository: store, catalog and timing files live in a temporary folder.
 Run from the repository root: ``python bench/scale.py`` (``--help`` for options).
 """
@@ -36,6 +57,9 @@ import sys
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A pool thread still running when SIGTERM unwinds the driver must not connect to a Ray again (Ray's default
+# connects to whatever cluster it finds) after the finally block's ray.shutdown; read when Ray is imported.
+os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 
 import argparse  # noqa: E402
 import glob  # noqa: E402
@@ -43,6 +67,7 @@ import json  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -59,6 +84,7 @@ TARGET_EFFICIENCY = 0.9   # at N = 8
 TARGET_CPU_MS = 2.0       # orchestration CPU per cell, every process of the run
 TARGET_HEAD_MS = 0.3      # of which the head side (driver, GCS, head raylet and its workers)
 TARGET_BUSY = 0.9         # engine busy fraction, 8 actors, two models at once, 0.5 s batches
+TARGET_WARM_DELTA_MS = 0.2   # orchestration CPU per cell through a warm engine, above the actor pool's at most
 EXPERIMENT = "bench_scale"
 LABEL = "standin"
 FAKE_GPU = "fake_gpu"
@@ -211,22 +237,33 @@ def busy_fraction(events: list[dict]) -> float:
     return statistics.mean(fractions)
 
 
+def standin_variants(labels: list[str], actors_per_model: int, sleep_s: float, timing_dir: Path) -> list[ModelVariant]:
+    """The sweep's model variants: one per label, the stand-in engine with ``sleep_s`` per batch, its timing
+    files in ``timing_dir``; alike but for the label (so one warm engine answers them all)."""
+    return [ModelVariant(label=label, model="standin", backend="standin", temperature=0.0, top_p=1.0,
+                         max_tokens=4, num_gpus=1, min_actors=actors_per_model, max_actors=actors_per_model,
+                         engine_args={"sleep_s": sleep_s, "timing_dir": str(timing_dir)}) for label in labels]
+
+
 def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], actors_per_model: int, *, store_uri: str,
-               catalog, dsn: str, work: Path, batch_size: int, sleep_s: float, meter) -> dict:
+               catalog, dsn: str, work: Path, batch_size: int, sleep_s: float, meter, timing_dir: Path | None = None,
+               engine_module: str = "__main__") -> dict:
     """One sweep as a scan runs it (``cluster.scan.sweep.run_grid``: every model's pool at once, journal, parts,
     inference_log in the catalog, progress in the catalog at most every 5 s); CPU seconds of every process of
-    the cluster before and after (``meter``), the engines' own CPU and calls (timing files)."""
+    the cluster before and after (``meter``), the engines' own CPU and calls (timing files, this run's calls
+    only: a warm engine's files hold earlier runs too). ``timing_dir``: where the engines write them (a new
+    folder when None); ``engine_module``: the module ``SleepEngine`` is registered from (``__main__``: pickled
+    by value to the actors; ``scale``: imported by name, as a warm engine's replica must)."""
     from mirrorscan.actors import registry
     from mirrorscan.cluster.store.traces import open_store
     from mirrorscan.cluster.scan.sweep import Sweep, run_grid
 
     invocation_id = str(uuid.uuid4())
-    timing_dir = work / f"sweep-{invocation_id[:8]}"
-    timing_dir.mkdir()
-    registry.ENGINES[("generate", "standin")] = ("__main__", "SleepEngine")   # pickled by value to the actors
-    variants = [ModelVariant(label=label, model="standin", backend="standin", temperature=0.0, top_p=1.0,
-                             max_tokens=4, num_gpus=1, min_actors=actors_per_model, max_actors=actors_per_model,
-                             engine_args={"sleep_s": sleep_s, "timing_dir": str(timing_dir)}) for label in labels]
+    if timing_dir is None:
+        timing_dir = work / f"sweep-{invocation_id[:8]}"
+        timing_dir.mkdir()
+    registry.ENGINES[("generate", "standin")] = (engine_module, "SleepEngine")
+    variants = standin_variants(labels, actors_per_model, sleep_s, timing_dir)
     per_model = cells.num_rows // len(labels)
     grid = pa.concat_tables([cells.slice(0, per_model).set_column(cells.schema.get_field_index("label"), "label",
                                                                    pa.array([label] * per_model, pa.string()))
@@ -258,7 +295,8 @@ def sweep_once(cells: pa.Table, envelopes: InstrumentRef, labels: list[str], act
     catalog.update_progress(invocation_id, "complete", {"cells": grid.num_rows, **done}, finished=True)
     events = []
     for path in glob.glob(f"{timing_dir}/*.jsonl"):
-        events += [{**json.loads(line), "file": path} for line in Path(path).read_text().splitlines()]
+        events += [e for e in ({**json.loads(line), "file": path} for line in Path(path).read_text().splitlines())
+                   if e["start"] >= t0]
     stored = open_store(store_uri).read(EXPERIMENT, invocation_id, columns=["probe_id", "sample", "error"])
     keys = set(zip(stored["probe_id"].to_pylist(), stored["sample"].to_pylist()))
     problems = []
@@ -342,6 +380,119 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
     return problems
 
 
+def warm_cells(registry_handle, name: str) -> int:
+    """Cells warm engine ``name`` has answered so far (its registry record; counts arrive asynchronously, so read
+    until two readings agree)."""
+    import ray
+
+    last = -1
+    for _ in range(20):
+        now = ray.get(registry_handle.snapshot.remote()).get(name, {}).get("cells", 0)
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.25)
+    return last
+
+
+def warm_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[str]:
+    """The warm figures (module docstring): the sweep's cells through the actor pool and through a warm engine
+    hosting the same stand-in, alternating, ``args.warm_runs`` rounds; CPU per cell and busy fraction of each,
+    and warm − pool against ``TARGET_WARM_DELTA_MS``."""
+    from mirrorscan.cluster.catalog.client import Catalog
+    from mirrorscan.cluster.models.resolve import engine_variant
+    from mirrorscan.cluster.runtime import warm_engines as warm
+    from mirrorscan.cluster.runtime.warm_replica import registry as engine_registry
+
+    from proc_cpu import ClusterCPU
+
+    standin = __import__("scale")   # this file by its module name: a replica imports the engine class by name
+    warm.allow_warm_backend(SleepEngine.backend)
+    meter = ClusterCPU(cluster)
+    labels = ["model-a", "model-b"]
+    per = args.sweep_actors // len(labels)
+    sleep_s = args.sweep_sleep_ms / 1000
+    timing_dir = work / "warm-timing"   # one folder for both paths: engine_args enter the warm engine's key
+    timing_dir.mkdir()
+    variants = standin_variants(labels, per, sleep_s, timing_dir)
+    target = warm.EngineTarget(standin.SleepEngine, engine_variant(variants[0]), "standin", SleepEngine.kind)
+    keys = {warm.engine_key(standin.SleepEngine, engine_variant(v), "standin") for v in variants}
+    if keys != {target.key}:
+        raise RuntimeError("the two stand-in models hash to different warm engines: the study needs one")
+    sweep = dict(store_uri=store_uri, dsn=dsn, work=work, batch_size=args.batch_size, sleep_s=sleep_s, meter=meter,
+                 timing_dir=timing_dir, engine_module="scale")
+
+    def through(mode: str, catalog, n_cells: int) -> dict:
+        """One sweep of ``n_cells`` cells, by the scan's own switch: ``pool`` with warm engines off, ``warm`` on."""
+        os.environ[warm.SWITCH_ENV] = "1" if mode == "warm" else "0"
+        books = engine_registry(create=False)
+        before = warm_cells(books, target.name) if books is not None else 0
+        r = sweep_once(cells.slice(0, n_cells), envelopes, labels, per, catalog=catalog, **sweep)
+        served = (warm_cells(books, target.name) if books is not None else 0) - before
+        want = r["cells"] if mode == "warm" else 0
+        if served != want:
+            r["problems"].append(f"the warm engine answered {served} cells, want {want}")
+        return r
+
+    problems, runs = [], {"pool": [], "warm": []}
+    try:
+        with Catalog(dsn) as catalog:   # warm-up, as the sweep study's: Ray Data's own actors start and stay
+            through("pool", catalog, 32 * args.batch_size)
+        time.sleep(5)
+        idle_pool = idle_rates(meter, args.idle_s)
+        t0 = time.monotonic()
+        warm.start_engines([target], EXPERIMENT, warm.Scaling(min_replicas=args.sweep_actors,
+                                                              max_replicas=args.sweep_actors,
+                                                              initial_replicas=args.sweep_actors))
+        started = time.monotonic() - t0
+        with Catalog(dsn) as catalog:   # the handles' and Serve router's first use, kept out of the figures
+            through("warm", catalog, 32 * args.batch_size)
+        time.sleep(5)
+        idle_head, idle_nodes = idle_rates(meter, args.idle_s)
+        print(f"\nwarm: {len(labels)} models × {per} actors through (a) their actor pools and (b) warm engine "
+              f"{target.name} ({args.sweep_actors} replicas, started in {started:.1f} s), alternating, "
+              f"{args.warm_runs} round(s) of {args.sweep_cells} cells each, batch {args.batch_size}, stand-in "
+              f"{args.sweep_sleep_ms:.0f} ms/batch; {args.nodes} nodes × {args.cpus_per_node} CPUs", flush=True)
+        print(f"idle CPU-s per s: {idle_pool[0]:.3f} + {idle_pool[1]:.3f} (head + nodes) without Serve, "
+              f"{idle_head:.3f} + {idle_nodes:.3f} with the warm engine up (its standing cost: "
+              f"{idle_head + idle_nodes - sum(idle_pool):+.3f}); the latter is taken off both paths' runs", flush=True)
+        with Catalog(dsn) as catalog:
+            for i in range(args.warm_runs):
+                for mode in (("pool", "warm") if i % 2 == 0 else ("warm", "pool")):
+                    r = through(mode, catalog, args.sweep_cells)
+                    r["head_ms"] = 1000 * max(0.0, r["head_s"] - idle_head * r["wall"]) / r["cells"]
+                    r["nodes_ms"] = 1000 * max(0.0, r["nodes_s"] - idle_nodes * r["wall"] - r["engine_cpu_s"]) / r["cells"]
+                    runs[mode].append(r)
+                    problems += [f"warm study round {i + 1}, {mode}: {x}" for x in r["problems"]]
+                    print(f"round {i + 1} {mode:4s}: wall {r['wall']:6.1f} s  busy {r['busy']:.3f} over {r['actors']} "
+                          f"engines  median gap {1000 * r['gap_s']:.0f} ms  CPU per cell: head {r['head_ms']:.3f} + "
+                          f"nodes {r['nodes_ms']:.3f} = {r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head "
+                          f"{r['head_s']:.1f} s, nodes {r['nodes_s']:.1f} s, engines' own {r['engine_cpu_s']:.1f} s)"
+                          f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
+                    print("       head side by process (CPU-s): " + ", ".join(
+                        f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
+    finally:
+        os.environ.pop(warm.SWITCH_ENV, None)
+        meter.close()
+        try:
+            warm.stop_engines([target.name])
+        except Exception as e:   # not started, or Ray already gone: main's finally shuts the cluster down
+            print(f"(warm engine not stopped here: {e})", file=sys.stderr)
+    med = lambda mode, f: statistics.median(f(r) for r in runs[mode])   # noqa: E731
+    total = {m: med(m, lambda r: r["head_ms"] + r["nodes_ms"]) for m in runs}
+    head = {m: med(m, lambda r: r["head_ms"]) for m in runs}
+    busy = {m: med(m, lambda r: r["busy"]) for m in runs}
+    paired = statistics.median(w["head_ms"] + w["nodes_ms"] - p["head_ms"] - p["nodes_ms"]
+                               for w, p in zip(runs["warm"], runs["pool"]))
+    delta = total["warm"] - total["pool"]
+    n = args.warm_runs
+    print(f"orchestration CPU per cell (median of {n}): pool {total['pool']:.3f} ms (head {head['pool']:.3f}), warm "
+          f"{total['warm']:.3f} ms (head {head['warm']:.3f}); warm − pool {delta:+.3f} ms per cell (paired rounds: "
+          f"{paired:+.3f}); target ≤ +{TARGET_WARM_DELTA_MS:g}: {'met' if delta <= TARGET_WARM_DELTA_MS else 'MISSED'}")
+    print(f"engine busy fraction (median of {n}): pool {busy['pool']:.3f}, warm {busy['warm']:.3f}")
+    return problems
+
+
 def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: ModelVariant, batch_size: int, reps: int) -> dict:
     """Milliseconds per batch of: a part write, an in-flight marker, a batch of inference_log rows, a
     progress update; timed in this process against the benchmark's store and catalog (medians)."""
@@ -393,23 +544,58 @@ def overheads(store_uri: str, dsn: str, envelopes: InstrumentRef, variant: Model
     return {k: 1000 * statistics.median(v) for k, v in out.items()} | {"logged_rows": logged, "reps": reps}
 
 
-def start_cluster(nodes: int, single_node: bool):
+def start_cluster(nodes: int, single_node: bool, cpus_per_node: int = 3, gpus_per_node: int = 2):
     """The simulated cluster (see the module docstring); returns the Cluster (None for --single-node)."""
     from mirrorscan.cluster.runtime.ray_session import ensure_ray
 
     if single_node:
         import ray
 
-        ensure_ray(num_cpus=3 * nodes)
+        ensure_ray(num_cpus=cpus_per_node * nodes)
         return None, ray
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(nodes):
-        c.add_node(num_cpus=3, resources={FAKE_GPU: 2})
+        c.add_node(num_cpus=cpus_per_node, resources={FAKE_GPU: gpus_per_node})
     c.wait_for_nodes(timeout=300)
     ensure_ray(address=c.address)
     return c, None
+
+
+def stop_everything(cluster, pg_root: Path, work: Path, serve_up: bool) -> None:
+    """Stop what the run started, each step whatever the others did: Serve (its controller and any replica left),
+    the driver's Ray connection, the cluster's processes, the catalog server; then the work folder goes."""
+    import ray
+
+    steps = []
+    if serve_up:
+        from ray import serve
+
+        steps.append(("serve.shutdown", lambda: serve.shutdown() if ray.is_initialized() else None))
+    steps.append(("ray.shutdown", ray.shutdown))
+    if cluster is not None:
+        def cluster_down():
+            try:
+                cluster.shutdown()
+            except ValueError:   # a thread still held the head's connection: remove_node dropped it; again
+                cluster.shutdown()
+        steps.append(("cluster.shutdown", cluster_down))
+    if pg_root.exists():
+        steps.append(("catalog server stop", lambda: embedded_pg_stop(pg_root)))
+    for what, step in steps:
+        try:
+            step()
+        except Exception as e:
+            print(f"({what} failed: {e!r})", file=sys.stderr)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def embedded_pg_stop(root: Path) -> None:
+    """Stop the catalog server in ``root`` (``cluster.catalog.embedded_pg.stop``)."""
+    from mirrorscan.cluster.catalog import embedded_pg
+
+    embedded_pg.stop(root)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,15 +607,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=4, help="worker nodes, 3 CPUs and 2 fake GPUs each (default 4)")
     p.add_argument("--single-node", action="store_true", help="one ray.init(num_cpus=3 × nodes) instead")
     p.add_argument("--overhead-reps", type=int, default=200, help="repetitions of each per-batch overhead (default 200)")
-    p.add_argument("--study", choices=("all", "scaling", "sweep"), default="all",
+    p.add_argument("--study", choices=("all", "scaling", "sweep", "warm"), default="all",
                    help="scaling: one pool of N actors at a time; sweep: two models at once, CPU per cell and busy "
-                        "fraction (default all)")
+                        "fraction; warm: the sweep through the actor pool against a warm engine (default all: "
+                        "scaling and sweep)")
     p.add_argument("--sweep-cells", type=int, default=20000, help="cells of each sweep run, both models (default 20000)")
     p.add_argument("--sweep-actors", type=int, default=8, help="actors of the sweep, half per model (default 8)")
     p.add_argument("--sweep-sleep-ms", type=float, default=500.0, help="stand-in time per batch in the sweep (default 500)")
     p.add_argument("--sweep-runs", type=int, default=3, help="sweep runs; the median is reported (default 3)")
     p.add_argument("--idle-s", type=float, default=10.0, help="seconds of the idle CPU baseline (default 10)")
+    p.add_argument("--warm-runs", type=int, default=3,
+                   help="warm study: rounds of one pool sweep and one warm sweep; medians reported (default 3)")
     args = p.parse_args(argv)
+    # The warm study keeps the warm engine's replicas (one CPU and one fake GPU each) up while the pool runs
+    # beside them, so its nodes have room for both: twice the fake GPUs, and two more CPUs for the replicas
+    # (the warm path's actors take half a CPU each; the rest is left to the render tasks).
+    args.cpus_per_node, gpus_per_node = (5, 4) if args.study == "warm" else (3, 2)
     ns = [int(x) for x in args.actors.split(",")]
     if min(ns) < 1 or max(ns) > 2 * args.nodes or args.cells < args.batch_size:
         p.error(f"--actors must be 1..{2 * args.nodes} (2 fake GPUs per node) and --cells ≥ --batch-size")
@@ -450,13 +643,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dsn = embedded_pg.ensure_running(pg_root, durable=False)
         t0 = time.monotonic()
-        cluster, _ = start_cluster(args.nodes, args.single_node)
-        shape = (f"one raylet, {3 * args.nodes} CPUs" if args.single_node else
-                 f"Cluster: head 0 CPU + {args.nodes} nodes × (3 CPUs, 2 {FAKE_GPU})")
+        cluster, _ = start_cluster(args.nodes, args.single_node, args.cpus_per_node, gpus_per_node)
+        if threading.current_thread() is threading.main_thread():
+            from on_term import exit_cleanly_on_sigterm
+
+            exit_cleanly_on_sigterm()   # again: ray.init's core worker put in a SIGTERM handler that exits at once
+        shape = (f"one raylet, {args.cpus_per_node * args.nodes} CPUs" if args.single_node else
+                 f"Cluster: head 0 CPU + {args.nodes} nodes × ({args.cpus_per_node} CPUs, {gpus_per_node} {FAKE_GPU})")
         print(f"{cells.num_rows} cells, batch {args.batch_size}, stand-in {args.sleep_ms:.0f} ms/batch "
               f"(ideal {args.batch_size / args.sleep_ms * 1000:.0f} cells/s per actor); {shape}; "
               f"started in {time.monotonic() - t0:.1f} s; this machine: {os.cpu_count()} cores")
         ray.data.DataContext.get_current().wait_for_min_actors_s = 600   # every actor up before the clock runs
+        if args.study == "warm":
+            if args.single_node or args.sweep_actors > 2 * args.nodes or args.sweep_actors < 2:
+                p.error("the warm study runs on a multi-node cluster with 2..2 × nodes --sweep-actors")
+            problems += warm_study(args, cells, envelopes, store_uri, dsn, work, cluster)
+            if problems:
+                print("\nWRONG: " + "; ".join(problems), file=sys.stderr)
+            return 1 if problems else 0
         if args.study in ("all", "sweep"):
             if args.single_node:
                 p.error("the sweep study measures a multi-node cluster: leave out --single-node or use --study scaling")
@@ -499,14 +703,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * total / args.sleep_ms:.0f} % of the {args.sleep_ms:.0f} ms engine time "
               f"({o['logged_rows']} inference_log rows committed)")
     finally:
-        import ray
-
-        ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        if pg_root.exists():
-            embedded_pg.stop(pg_root)
-        shutil.rmtree(work, ignore_errors=True)
+        stop_everything(cluster, pg_root, work, serve_up=args.study == "warm")
     if problems:
         print("\nWRONG: " + "; ".join(problems), file=sys.stderr)
         return 1

@@ -55,7 +55,8 @@ APP_PREFIX = "mirrorscan-engine-"
 DEPLOYMENT = "engine"
 """The one deployment of each warm engine's application."""
 WARM_BACKENDS = ("hf", "vllm")
-"""Backends whose engines load a model in-process and can be hosted warm (HTTP engines hold no model)."""
+"""Backends whose engines load a model in-process and can be hosted warm (HTTP engines hold no model); a
+stand-in engine of a benchmark or test joins them through ``allow_warm_backend``."""
 CLIENT_CPUS = 0.5
 """CPUs one scan engine actor asks for when its engine is warm: it renders, stores parts and writes the log."""
 SWITCH_ENV = "MIRRORSCAN_WARM_ENGINES"
@@ -123,6 +124,15 @@ def engine_key(engine_cls: type[Engine], variant: ModelVariant, model_source: st
 def app_name(key: str) -> str:
     """The Serve application (and warm engine) name of ``key``."""
     return APP_PREFIX + key[:16]
+
+
+def allow_warm_backend(backend: str) -> None:
+    """Let engines of ``backend`` be hosted warm in this process (added to ``WARM_BACKENDS``): the hook for a
+    stand-in engine registered in ``actors.registry.ENGINES`` by a benchmark or test (``bench/scale.py --study
+    warm``), which, like ``hf`` and ``vllm``, answers in-process. The shipped backends need no call."""
+    global WARM_BACKENDS
+    if backend not in WARM_BACKENDS:
+        WARM_BACKENDS = (*WARM_BACKENDS, backend)
 
 
 def warmable(variant: ModelVariant, field: str = "") -> None:
