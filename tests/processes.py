@@ -9,6 +9,20 @@ import time
 
 import psutil
 
+CTRL_C_LAUNCH = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                 "sys.argv = ['mirrorscan', *sys.argv[1:]]; runpy.run_module('mirrorscan.jobs.cli', run_name='__main__')")
+"""``python -c CTRL_C_LAUNCH ARGV`` runs ``mirrorscan ARGV`` with Python's own Ctrl-C handler, as a terminal's
+foreground command has it, whatever this process's SIGINT disposition. A suite started in the background by a
+script (``make test &``) ignores SIGINT, every child inherits that, and a Python started with SIGINT ignored
+leaves it ignored: a test that sends Ctrl-C to a plain child would then wait for nothing."""
+
+
+def mirrorscan_with_ctrl_c(*argv: str) -> list[str]:
+    """The command line of ``mirrorscan ARGV`` that takes Ctrl-C (``CTRL_C_LAUNCH``)."""
+    import sys
+
+    return [sys.executable, "-c", CTRL_C_LAUNCH, *argv]
+
 
 def kill_session(proc: subprocess.Popen) -> None:
     """SIGKILL the scan and everything in its session (a local Ray it started: head, raylet and workers)."""

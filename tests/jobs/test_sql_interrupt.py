@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import mirrorscan_with_ctrl_c
 
 from mirrorscan.cluster.catalog.client import Catalog
 from mirrorscan.cluster.store.traces import open_store
@@ -32,10 +33,15 @@ def world(tmp_path, catalog_dsn):
     return {"store": str(store), "dsn": catalog_dsn}
 
 
+def sql_command(world, *extra: str) -> list[str]:
+    """``mirrorscan sql LONG_QUERY`` as a child that takes Ctrl-C as a terminal's foreground command does, even
+    where this suite was started with SIGINT ignored (``processes.CTRL_C_LAUNCH``)."""
+    return mirrorscan_with_ctrl_c("sql", LONG_QUERY, "--store", world["store"], "--catalog-dsn", world["dsn"], *extra)
+
+
 def sql_process(world, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mirrorscan.jobs.cli", "sql", LONG_QUERY, "--store", world["store"],
-                             "--catalog-dsn", world["dsn"], *extra], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    return subprocess.Popen(sql_command(world, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
 
 
 def query_thread_running(pid: int) -> bool:
@@ -68,6 +74,29 @@ def test_ctrl_c_stops_a_running_query_with_exit_130_and_one_line(world):
     lines = err.strip().splitlines()
     assert lines == ["interrupted: the query was stopped (Ctrl-C); nothing was written"], err
     assert out == ""
+
+
+def test_ctrl_c_stops_the_query_even_when_the_suite_ignores_sigint(world):
+    """The suite may run with SIGINT ignored (started in the background by a script), which a plain child
+    inherits and keeps: the launcher the Ctrl-C test uses gives its child Python's own handler regardless."""
+    code = ("import signal, subprocess, sys, time\n"
+            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"   # as `make test &` leaves it
+            f"proc = subprocess.Popen({sql_command(world, '--timeout', '0')!r}, stdout=subprocess.PIPE, "
+            "stderr=subprocess.PIPE, text=True)\n"
+            "from pathlib import Path\n"
+            "def running():\n"
+            "    return any(t.joinpath('comm').read_text().strip() == 'mirrorscan-sql'\n"
+            "               for t in Path(f'/proc/{proc.pid}/task').glob('*') if t.joinpath('comm').exists())\n"
+            "for _ in range(2400):\n"   # at most 240 s for the query to start
+            "    if running() or proc.poll() is not None:\n"
+            "        break\n"
+            "    time.sleep(0.1)\n"
+            "time.sleep(0.5)\n"
+            "proc.send_signal(signal.SIGINT)\n"
+            "out, err = proc.communicate(timeout=120)\n"
+            "print(proc.returncode, err.strip())\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.stdout.strip() == "130 interrupted: the query was stopped (Ctrl-C); nothing was written", out
 
 
 def test_a_query_past_its_timeout_is_stopped_with_exit_2_and_one_line(world):

@@ -15,14 +15,12 @@ import httpx
 import pytest
 
 from conftest import free_port, new_database
+from processes import mirrorscan_with_ctrl_c
 from mirrorscan.results.browse.app import CSP
 
 import browse_world as world  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCH = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-          "sys.argv = ['mirrorscan', *sys.argv[1:]]; runpy.run_module('mirrorscan.jobs.cli', run_name='__main__')")
-"""``python -c LAUNCH ARGV``: ``mirrorscan ARGV`` with Python's own Ctrl-C handler."""
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +34,7 @@ def served(tmp_path_factory, pg_dsn, ray_local):
     env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
     argv = ["browse", "--serve", "--catalog-dsn", dsn, "--port", str(free_port()), "--index-dir", str(base / "index")]
     # `mirrorscan ARGV` with Ctrl-C as in a terminal, even where this run was started with SIGINT ignored (inherited)
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(mirrorscan_with_ctrl_c(*argv), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         printed = []
