@@ -324,6 +324,25 @@ def idle_rates(meter, seconds: float) -> tuple[float, float]:
     return (head1 - head0) / seconds, (nodes1 - nodes0) / seconds
 
 
+def charge_idle(r: dict, idle_head: float, idle_nodes: float) -> None:
+    """Orchestration CPU per cell of run ``r`` (ms, head and node side), its idle baseline (CPU-s per s of wall,
+    ``idle_head``/``idle_nodes``) and the engines' own CPU taken off: sets ``head_ms`` and ``nodes_ms``."""
+    r["head_ms"] = 1000 * max(0.0, r["head_s"] - idle_head * r["wall"]) / r["cells"]
+    r["nodes_ms"] = 1000 * max(0.0, r["nodes_s"] - idle_nodes * r["wall"] - r["engine_cpu_s"]) / r["cells"]
+
+
+def print_run(prefix: str, r: dict, engines: str) -> None:
+    """Two lines for run ``r``: wall, busy fraction over its ``engines`` (actors or warm replicas), the median gap
+    between calls, CPU per cell (ms) and the raw CPU-s it came from; then the head side by process."""
+    print(f"{prefix} wall {r['wall']:6.1f} s  busy {r['busy']:.3f} over {r['actors']} {engines}  median gap between "
+          f"calls {1000 * r['gap_s']:.0f} ms  CPU per cell: head {r['head_ms']:.3f} ms + nodes {r['nodes_ms']:.3f} ms = "
+          f"{r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head {r['head_s']:.1f} s, nodes {r['nodes_s']:.1f} s, "
+          f"engines' own {r['engine_cpu_s']:.1f} s)"
+          f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
+    print("       head side by process (CPU-s): " + ", ".join(
+        f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
+
+
 def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[str]:
     """The sweep figures (module docstring): orchestration CPU per cell, head and node side; the engines'
     busy fraction, median of ``args.sweep_runs`` runs; the head's ceiling; the batch time where busy < 0.9."""
@@ -352,17 +371,10 @@ def sweep_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[s
             r = sweep_once(cells.slice(0, args.sweep_cells), envelopes, labels, per, store_uri=store_uri,
                            catalog=catalog, dsn=dsn, work=work, batch_size=args.batch_size,
                            sleep_s=args.sweep_sleep_ms / 1000, meter=meter)
-            r["head_ms"] = 1000 * max(0.0, r["head_s"] - idle_head * r["wall"]) / r["cells"]
-            r["nodes_ms"] = 1000 * max(0.0, r["nodes_s"] - idle_nodes * r["wall"] - r["engine_cpu_s"]) / r["cells"]
+            charge_idle(r, idle_head, idle_nodes)
             runs.append(r)
             problems += [f"sweep {i + 1}: {x}" for x in r["problems"]]
-            print(f"run {i + 1}: wall {r['wall']:6.1f} s  busy {r['busy']:.3f} over {r['actors']} actors  "
-                  f"median gap between calls {1000 * r['gap_s']:.0f} ms  CPU per cell: head {r['head_ms']:.3f} ms + "
-                  f"nodes {r['nodes_ms']:.3f} ms = {r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head {r['head_s']:.1f} s, "
-                  f"nodes {r['nodes_s']:.1f} s, engines' own {r['engine_cpu_s']:.1f} s)"
-                  f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
-            print("       head side by process (CPU-s): " + ", ".join(
-                f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
+            print_run(f"run {i + 1}:", r, "actors")
     med = lambda key: statistics.median(r[key] for r in runs)   # noqa: E731
     head_ms, nodes_ms, busy, gap = med("head_ms"), med("nodes_ms"), med("busy"), med("gap_s")
     total = statistics.median(r["head_ms"] + r["nodes_ms"] for r in runs)
@@ -460,17 +472,10 @@ def warm_study(args, cells, envelopes, store_uri, dsn, work, cluster) -> list[st
             for i in range(args.warm_runs):
                 for mode in (("pool", "warm") if i % 2 == 0 else ("warm", "pool")):
                     r = through(mode, catalog, args.sweep_cells)
-                    r["head_ms"] = 1000 * max(0.0, r["head_s"] - idle_head * r["wall"]) / r["cells"]
-                    r["nodes_ms"] = 1000 * max(0.0, r["nodes_s"] - idle_nodes * r["wall"] - r["engine_cpu_s"]) / r["cells"]
+                    charge_idle(r, idle_head, idle_nodes)
                     runs[mode].append(r)
                     problems += [f"warm study round {i + 1}, {mode}: {x}" for x in r["problems"]]
-                    print(f"round {i + 1} {mode:4s}: wall {r['wall']:6.1f} s  busy {r['busy']:.3f} over {r['actors']} "
-                          f"engines  median gap {1000 * r['gap_s']:.0f} ms  CPU per cell: head {r['head_ms']:.3f} + "
-                          f"nodes {r['nodes_ms']:.3f} = {r['head_ms'] + r['nodes_ms']:.3f} ms  (raw: head "
-                          f"{r['head_s']:.1f} s, nodes {r['nodes_s']:.1f} s, engines' own {r['engine_cpu_s']:.1f} s)"
-                          f"{'   CHECK FAILED: ' + '; '.join(r['problems']) if r['problems'] else ''}", flush=True)
-                    print("       head side by process (CPU-s): " + ", ".join(
-                        f"{k} {v:.1f}" for k, v in sorted(r["head_parts"].items(), key=lambda kv: -kv[1])), flush=True)
+                    print_run(f"round {i + 1} {mode:4s}:", r, "engines")
     finally:
         os.environ.pop(warm.SWITCH_ENV, None)
         meter.close()
