@@ -26,8 +26,8 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
                 "chromium-driver (.ci/run installs them)", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the dev extra)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 PAIRS = "pair_id,word_a,word_b\nvodka_whiskey,vodka,whiskey\ncat_dog,cat,dog\n"
@@ -80,11 +80,28 @@ def console_errors(driver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
+def replaced(page):
+    """A wait condition: ``page`` (the old ``html`` element) is gone. chromedriver reports a node that left the
+    document either as stale or, when the new page replaces it mid-check, as an inspector error "Node with given
+    id does not belong to the document" (which selenium's ``staleness_of`` lets through as a failure): both mean gone."""
+    def gone(_driver) -> bool:
+        try:
+            page.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+    return gone
+
+
 def follow(driver, element) -> None:
     """Click a link or button and wait (bounded) until the next page has replaced this one."""
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 60).until(EC.staleness_of(page))
+    WebDriverWait(driver, 60).until(replaced(page))
 
 
 def shot(driver, name: str) -> None:
